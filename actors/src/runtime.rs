@@ -1,0 +1,334 @@
+//! The root of the actor tree and the handle the server holds on to.
+
+use std::time::Duration;
+
+use ractor::{
+    Actor, ActorCell, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent, call_t,
+};
+use tokio::task::JoinHandle;
+
+use crate::supervisor::{Supervisor, SupervisorMsg, SupervisorSnapshot};
+
+/// The four kinds of live work, each under its own supervisor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SupervisorKind {
+    /// One ChannelActor per active channel.
+    Channels,
+    /// One ConversationActor per live identity.
+    Conversations,
+    /// One FlowActor per queued, running or paused flow.
+    Flows,
+    /// One ScheduledTaskActor per pending task.
+    Scheduler,
+}
+
+impl SupervisorKind {
+    /// Every kind, in start order.
+    pub const ALL: [Self; 4] = [
+        Self::Channels,
+        Self::Conversations,
+        Self::Flows,
+        Self::Scheduler,
+    ];
+
+    /// The supervisor's name under the root.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Channels => "channels",
+            Self::Conversations => "conversations",
+            Self::Flows => "flows",
+            Self::Scheduler => "scheduler",
+        }
+    }
+
+    fn path(self) -> String {
+        format!("root/{}", self.name())
+    }
+}
+
+/// Why the runtime could not start or answer.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// An actor failed in `pre_start`.
+    #[error("actor failed to start: {0}")]
+    Spawn(#[from] ractor::SpawnErr),
+    /// The root did not answer in time or is gone.
+    #[error("actor runtime did not answer: {0}")]
+    Unavailable(String),
+}
+
+/// Handle on the running actor tree.
+#[derive(Debug)]
+pub struct ActorRuntime {
+    root: ActorRef<RootMsg>,
+    /// Taken by the first [`ActorRuntime::shutdown`].
+    join: std::sync::Mutex<Option<JoinHandle<()>>>,
+}
+
+impl ActorRuntime {
+    /// Starts the root supervisor and its four children.
+    ///
+    /// # Errors
+    /// Fails when an actor cannot start.
+    pub async fn start() -> Result<Self, RuntimeError> {
+        let (root, join) = Actor::spawn(None, Root, ()).await?;
+        tracing::info!(actor = "root", "actor runtime started");
+        Ok(Self {
+            root,
+            join: std::sync::Mutex::new(Some(join)),
+        })
+    }
+
+    /// The supervisors and their children, for operators.
+    ///
+    /// # Errors
+    /// Fails when the root does not answer within five seconds.
+    pub async fn tree(&self) -> Result<Vec<SupervisorSnapshot>, RuntimeError> {
+        call_t!(self.root, RootMsg::Tree, 5_000)
+            .map_err(|e| RuntimeError::Unavailable(e.to_string()))
+    }
+
+    /// Stops every actor, children first, waiting at most `timeout`. Later calls do nothing.
+    pub async fn shutdown(&self, timeout: Duration) {
+        let join = match self.join.lock() {
+            Ok(mut guard) => guard.take(),
+            Err(poisoned) => poisoned.into_inner().take(),
+        };
+        let Some(join) = join else {
+            return;
+        };
+        if let Err(error) = self
+            .root
+            .stop_and_wait(Some("shutdown".to_owned()), Some(timeout))
+            .await
+        {
+            tracing::warn!(%error, "actor runtime did not stop in time");
+        }
+        // The root's task has ended or been told to; its result carries nothing we need.
+        let _ = join.await;
+        tracing::info!(actor = "root", "actor runtime stopped");
+    }
+
+    #[cfg(test)]
+    fn root(&self) -> &ActorRef<RootMsg> {
+        &self.root
+    }
+}
+
+/// Behaviour of the root supervisor.
+struct Root;
+
+/// State of the root.
+struct RootState {
+    /// The live child supervisors; a failed one is replaced after a backoff.
+    children: Vec<(SupervisorKind, ActorRef<SupervisorMsg>)>,
+    /// Consecutive restarts per kind, to grow the backoff for a supervisor that keeps failing.
+    restarts: std::collections::HashMap<SupervisorKind, u32>,
+    /// Set once the root is stopping, so that children ending then are not restarted.
+    stopping: bool,
+}
+
+/// Messages the root handles.
+enum RootMsg {
+    /// Snapshot every child supervisor.
+    Tree(RpcReplyPort<Vec<SupervisorSnapshot>>),
+    /// Start a supervisor again after its backoff.
+    Restart(SupervisorKind),
+    /// Fail a child supervisor on purpose.
+    #[cfg(test)]
+    CrashChild(SupervisorKind),
+}
+
+/// First restart delay; doubles per consecutive restart up to [`MAX_BACKOFF`].
+const BASE_BACKOFF: Duration = Duration::from_millis(100);
+const MAX_BACKOFF: Duration = Duration::from_secs(10);
+
+impl Actor for Root {
+    type Msg = RootMsg;
+    type State = RootState;
+    type Arguments = ();
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        (): (),
+    ) -> Result<Self::State, ActorProcessingErr> {
+        let mut children = Vec::with_capacity(SupervisorKind::ALL.len());
+        for kind in SupervisorKind::ALL {
+            children.push((kind, spawn_child(&myself.get_cell(), kind).await?));
+        }
+        Ok(RootState {
+            children,
+            restarts: std::collections::HashMap::new(),
+            stopping: false,
+        })
+    }
+
+    async fn post_stop(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        state.stopping = true;
+        myself.stop_children_and_wait(Some("shutdown".to_owned()), None).await;
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        message: Self::Msg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            RootMsg::Tree(reply) => {
+                let mut snapshots = Vec::with_capacity(state.children.len());
+                for (_, child) in &state.children {
+                    if let Ok(snapshot) = call_t!(child, SupervisorMsg::Snapshot, 2_000) {
+                        snapshots.push(snapshot);
+                    }
+                }
+                let _ = reply.send(snapshots);
+            }
+            RootMsg::Restart(kind) => {
+                if state.stopping || state.children.iter().any(|(k, _)| *k == kind) {
+                    return Ok(());
+                }
+                match spawn_child(&myself.get_cell(), kind).await {
+                    Ok(child) => {
+                        tracing::warn!(actor = %kind.path(), "actor restarted");
+                        state.children.push((kind, child));
+                    }
+                    Err(error) => {
+                        tracing::error!(actor = %kind.path(), %error, "restart failed");
+                        schedule_restart(&myself, state, kind);
+                    }
+                }
+            }
+            #[cfg(test)]
+            RootMsg::CrashChild(kind) => {
+                if let Some((_, child)) = state.children.iter().find(|(k, _)| *k == kind) {
+                    child.send_message(SupervisorMsg::Crash)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        event: SupervisionEvent,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        let (cell, failure) = match event {
+            SupervisionEvent::ActorTerminated(cell, _, reason) => (cell, reason),
+            SupervisionEvent::ActorFailed(cell, error) => (cell, Some(error.to_string())),
+            SupervisionEvent::ActorStarted(_) | SupervisionEvent::ProcessGroupChanged(_) => {
+                return Ok(());
+            }
+        };
+        let Some(index) = state
+            .children
+            .iter()
+            .position(|(_, child)| child.get_id() == cell.get_id())
+        else {
+            return Ok(());
+        };
+        let (kind, _) = state.children.remove(index);
+        if state.stopping {
+            tracing::info!(actor = %kind.path(), "actor stopped");
+            return Ok(());
+        }
+        tracing::error!(actor = %kind.path(), reason = failure.as_deref().unwrap_or("stopped"), "actor failed");
+        schedule_restart(&myself, state, kind);
+        Ok(())
+    }
+}
+
+async fn spawn_child(
+    root: &ActorCell,
+    kind: SupervisorKind,
+) -> Result<ActorRef<SupervisorMsg>, ractor::SpawnErr> {
+    let (child, _) = Actor::spawn_linked(None, Supervisor, kind.path(), root.clone()).await?;
+    tracing::info!(actor = %kind.path(), "actor spawned");
+    Ok(child)
+}
+
+fn schedule_restart(myself: &ActorRef<RootMsg>, state: &mut RootState, kind: SupervisorKind) {
+    let attempt = state.restarts.entry(kind).or_insert(0);
+    let delay = BASE_BACKOFF
+        .saturating_mul(2u32.saturating_pow(*attempt))
+        .min(MAX_BACKOFF);
+    *attempt = attempt.saturating_add(1);
+    myself.send_after(delay, move || RootMsg::Restart(kind));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn paths(runtime: &ActorRuntime) -> Vec<String> {
+        let mut paths: Vec<String> = runtime
+            .tree()
+            .await
+            .expect("tree")
+            .into_iter()
+            .map(|s| s.path)
+            .collect();
+        paths.sort();
+        paths
+    }
+
+    #[tokio::test]
+    async fn the_runtime_starts_the_four_supervisors() {
+        let runtime = ActorRuntime::start().await.expect("start");
+        assert_eq!(
+            paths(&runtime).await,
+            ["root/channels", "root/conversations", "root/flows", "root/scheduler"]
+        );
+        runtime.shutdown(Duration::from_secs(5)).await;
+    }
+
+    #[tokio::test]
+    async fn a_failed_supervisor_is_restarted_and_the_others_are_untouched() {
+        let runtime = ActorRuntime::start().await.expect("start");
+        let ids = |runtime: &ActorRuntime| {
+            let mut ids: Vec<_> = runtime
+                .root()
+                .get_children()
+                .iter()
+                .map(ActorCell::get_id)
+                .collect();
+            ids.sort();
+            ids
+        };
+        let before = ids(&runtime);
+        runtime
+            .root()
+            .send_message(RootMsg::CrashChild(SupervisorKind::Flows))
+            .expect("send");
+
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        let after = loop {
+            let now = ids(&runtime);
+            if now.len() == before.len() && now != before {
+                break now;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "not restarted");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        let kept = before.iter().filter(|id| after.contains(id)).count();
+        assert_eq!(kept, before.len() - 1, "only the failed supervisor is replaced");
+        assert!(paths(&runtime).await.contains(&"root/flows".to_owned()));
+        runtime.shutdown(Duration::from_secs(5)).await;
+    }
+
+    #[tokio::test]
+    async fn shutdown_stops_every_actor() {
+        let runtime = ActorRuntime::start().await.expect("start");
+        let root = runtime.root().clone();
+        runtime.shutdown(Duration::from_secs(5)).await;
+        assert_eq!(root.get_status(), ractor::ActorStatus::Stopped);
+    }
+}

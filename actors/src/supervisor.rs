@@ -1,0 +1,112 @@
+//! A child supervisor of the root: owns the live actors of one kind and logs their lifecycle.
+
+use std::collections::HashMap;
+
+use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
+
+/// Behaviour of a child supervisor (`root/channels`, `root/conversations`, …).
+pub(crate) struct Supervisor;
+
+/// What a supervisor reports about itself.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SupervisorSnapshot {
+    /// Actor path, e.g. `root/flows`.
+    pub path: String,
+    /// Paths of its live children.
+    pub children: Vec<String>,
+}
+
+/// State of a child supervisor.
+pub(crate) struct SupervisorState {
+    /// Its own path; children are logged as `path/child-name`.
+    path: String,
+    /// Paths of the live children, by actor id: ractor's global names would collide between
+    /// runtimes in one process (tests), so names are kept here instead.
+    children: HashMap<ActorId, String>,
+}
+
+/// Messages a child supervisor handles.
+pub(crate) enum SupervisorMsg {
+    /// Report the supervisor's path and children.
+    Snapshot(RpcReplyPort<SupervisorSnapshot>),
+    /// Fail on purpose, so that tests can watch the root restart a supervisor.
+    #[cfg(test)]
+    Crash,
+}
+
+impl Actor for Supervisor {
+    type Msg = SupervisorMsg;
+    type State = SupervisorState;
+    type Arguments = String;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        path: String,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        Ok(SupervisorState {
+            path,
+            children: HashMap::new(),
+        })
+    }
+
+    async fn post_stop(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        myself.stop_children_and_wait(Some("parent stopping".to_owned()), None).await;
+        tracing::info!(actor = %state.path, children = state.children.len(), "actor stopped");
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        message: Self::Msg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            SupervisorMsg::Snapshot(reply) => {
+                let mut children: Vec<String> = state.children.values().cloned().collect();
+                children.sort();
+                // The asker may have given up waiting; nothing to do then.
+                let _ = reply.send(SupervisorSnapshot {
+                    path: state.path.clone(),
+                    children,
+                });
+                Ok(())
+            }
+            #[cfg(test)]
+            SupervisorMsg::Crash => Err("crash requested".into()),
+        }
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        event: SupervisionEvent,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match event {
+            SupervisionEvent::ActorStarted(cell) => {
+                let name = cell.get_name().unwrap_or_else(|| cell.get_id().to_string());
+                let path = format!("{}/{name}", state.path);
+                tracing::info!(actor = %path, "actor spawned");
+                state.children.insert(cell.get_id(), path);
+            }
+            SupervisionEvent::ActorTerminated(cell, _, reason) => {
+                if let Some(path) = state.children.remove(&cell.get_id()) {
+                    tracing::info!(actor = %path, reason = reason.as_deref().unwrap_or("normal"), "actor stopped");
+                }
+            }
+            SupervisionEvent::ActorFailed(cell, error) => {
+                if let Some(path) = state.children.remove(&cell.get_id()) {
+                    tracing::error!(actor = %path, error = %error, "actor failed");
+                }
+            }
+            SupervisionEvent::ProcessGroupChanged(_) => {}
+        }
+        Ok(())
+    }
+}

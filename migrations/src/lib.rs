@@ -1,0 +1,19 @@
+//! Parley's database schema as an ordered list of sea-orm-migration steps.
+//!
+//! One dated file per step; a step that has been released is never edited, a later step changes
+//! it. The same steps run on SQLite and PostgreSQL, so they use only portable column types.
+
+pub use sea_orm_migration::prelude::*;
+
+mod m20261122_000001_tenancy;
+
+/// Applies Parley's migrations in order; `parley serve` and `parley migrate` run it.
+#[derive(Debug)]
+pub struct Migrator;
+
+#[async_trait::async_trait]
+impl MigratorTrait for Migrator {
+    fn migrations() -> Vec<Box<dyn MigrationTrait>> {
+        vec![Box::new(m20261122_000001_tenancy::Migration)]
+    }
+}

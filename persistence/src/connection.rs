@@ -1,0 +1,52 @@
+//! Opening the database and bringing its schema up to date.
+
+use std::path::Path;
+use std::time::Duration;
+
+use parley_migrations::{Migrator, MigratorTrait};
+use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
+use sea_orm::{ConnectOptions, Database, DatabaseConnection};
+
+use crate::Result;
+
+/// How long a SQLite connection waits for the writer lock before failing with "database is
+/// locked". SQLite has one writer at a time; short write transactions make this rarely reached.
+const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The URL of the embedded SQLite database kept in `data_dir`.
+pub fn sqlite_url_in(data_dir: &Path) -> String {
+    format!("sqlite://{}?mode=rwc", data_dir.join("parley.db").display())
+}
+
+/// Connects to the database named by `url` (`sqlite://…` or `postgres://…`).
+///
+/// SQLite connections use WAL, `synchronous=NORMAL`, foreign keys and a busy timeout.
+///
+/// # Errors
+/// Fails when the URL is not understood or the database cannot be reached.
+pub async fn connect(url: &str) -> Result<DatabaseConnection> {
+    let mut options = ConnectOptions::new(url.to_owned());
+    options
+        .max_connections(if url.starts_with("sqlite:") { 8 } else { 16 })
+        .min_connections(1)
+        .connect_timeout(Duration::from_secs(10))
+        .acquire_timeout(Duration::from_secs(10))
+        .sqlx_logging(false)
+        .map_sqlx_sqlite_opts(|opts| {
+            opts.journal_mode(SqliteJournalMode::Wal)
+                .synchronous(SqliteSynchronous::Normal)
+                .busy_timeout(SQLITE_BUSY_TIMEOUT)
+                .foreign_keys(true)
+                .create_if_missing(true)
+        });
+    Ok(Database::connect(options).await?)
+}
+
+/// Applies every migration that has not run yet.
+///
+/// # Errors
+/// Fails when a migration fails; the failing step is rolled back where the database allows it.
+pub async fn migrate(db: &DatabaseConnection) -> Result<()> {
+    Migrator::up(db, None).await?;
+    Ok(())
+}

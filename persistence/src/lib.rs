@@ -1,0 +1,21 @@
+//! Parley's persistence: connecting to SQLite or PostgreSQL, running migrations, the sea-orm
+//! entities, and one module of query functions per aggregate.
+//!
+//! Query functions take `&impl ConnectionTrait` so that callers can run several of them inside
+//! one transaction. Every query on a workspace resource is scoped by `workspace_id`.
+
+pub mod api_keys;
+mod connection;
+pub mod entities;
+mod error;
+mod page;
+pub mod tenancy;
+pub mod workspaces;
+
+pub use connection::{connect, migrate, sqlite_url_in};
+pub use error::PersistenceError;
+pub use page::{Page, Paged};
+pub use sea_orm::{ConnectionTrait, DatabaseConnection, TransactionTrait};
+
+/// Result of a persistence operation.
+pub type Result<T, E = PersistenceError> = std::result::Result<T, E>;

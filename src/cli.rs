@@ -1,0 +1,195 @@
+//! The command line: `serve`, `migrate`, `admin bootstrap`, `admin create-key`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use chrono::{DateTime, Utc};
+use clap::{Args, Parser, Subcommand};
+
+use crate::config::{LogFormat, Overrides, Settings};
+use crate::domain::{Name, Permissions};
+use crate::startup::{Application, open_database, shutdown_signal};
+use crate::tenancy::{BootstrapRequest, bootstrap, issue_api_key};
+
+/// Parley: AI assistants on WhatsApp Business channels.
+#[derive(Debug, Parser)]
+#[command(name = "parley", version, about)]
+pub struct Cli {
+    /// Configuration file (default: `parley.toml` in the working directory, if present).
+    #[arg(long, global = true, env = "PARLEY_CONFIG")]
+    config: Option<PathBuf>,
+    #[command(flatten)]
+    database: DatabaseArgs,
+    /// Log format.
+    #[arg(long, global = true, value_enum)]
+    log_format: Option<LogFormat>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Where the database is; the same flags for every command so that `admin` reaches the
+/// database `serve` uses.
+#[derive(Debug, Args)]
+struct DatabaseArgs {
+    /// Database URL (`sqlite://…` or `postgres://…`); default: SQLite in the data directory.
+    #[arg(long, global = true)]
+    database_url: Option<String>,
+    /// Data directory for the embedded database.
+    #[arg(long, global = true)]
+    data_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the HTTP server and the actor runtime (applies migrations first).
+    Serve {
+        /// Address to listen on.
+        #[arg(long)]
+        bind: Option<SocketAddr>,
+    },
+    /// Apply pending database migrations and exit.
+    Migrate,
+    /// Operator commands.
+    #[command(subcommand)]
+    Admin(AdminCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum AdminCommand {
+    /// Create the business, the first workspace, its owner and a key with every permission.
+    Bootstrap {
+        /// Workspace name.
+        #[arg(long)]
+        workspace: String,
+        /// Business name (an existing business of that name is reused).
+        #[arg(long, default_value = "Default")]
+        business: String,
+        /// Owner's e-mail.
+        #[arg(long)]
+        email: Option<String>,
+        /// Print one JSON object `{"business_id","workspace_id","user_id","api_key"}`.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Issue another API key for a workspace, acting as its owner.
+    CreateKey {
+        /// Workspace id.
+        #[arg(long)]
+        workspace: i64,
+        /// Key name.
+        #[arg(long)]
+        name: String,
+        /// Comma-separated permissions: read, write, admin.
+        #[arg(long, default_value = "read,write")]
+        permissions: String,
+        /// End of validity (RFC 3339).
+        #[arg(long)]
+        expires_at: Option<DateTime<Utc>>,
+        /// Print one JSON object `{"id","workspace_id","permissions","api_key"}`.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+impl Cli {
+    /// Loads configuration with this command line's overrides.
+    ///
+    /// # Errors
+    /// Fails when a configuration layer is invalid.
+    pub fn settings(&self) -> anyhow::Result<Settings> {
+        let bind = match &self.command {
+            Command::Serve { bind } => *bind,
+            _ => None,
+        };
+        let overrides = Overrides {
+            bind,
+            database_url: self.database.database_url.clone(),
+            data_dir: self.database.data_dir.clone(),
+            log_format: self.log_format,
+        };
+        Settings::load(self.config.as_deref(), &overrides).context("loading configuration")
+    }
+
+    /// Runs the command.
+    ///
+    /// # Errors
+    /// Fails when the command fails; the message says what was being done.
+    pub async fn run(self, settings: Settings) -> anyhow::Result<()> {
+        match self.command {
+            Command::Serve { .. } => {
+                let app = Application::build(settings).await?;
+                app.run_until(shutdown_signal()).await
+            }
+            Command::Migrate => {
+                open_database(&settings).await?;
+                tracing::info!("migrations applied");
+                Ok(())
+            }
+            Command::Admin(AdminCommand::Bootstrap {
+                workspace,
+                business,
+                email,
+                json,
+            }) => {
+                let db = open_database(&settings).await?;
+                let done = bootstrap(
+                    &db,
+                    &BootstrapRequest {
+                        workspace: workspace.clone(),
+                        business,
+                        email,
+                    },
+                )
+                .await?;
+                if json {
+                    println!("{}", serde_json::to_string(&done)?);
+                } else {
+                    println!("Created workspace '{workspace}' (id {}).", done.workspace_id);
+                    println!("API key with read, write and admin permissions (shown once, store it now):");
+                    println!("  {}", done.api_key);
+                    println!("Try it against `parley serve`:");
+                    println!(
+                        "  curl -H 'Authorization: Bearer {}' http://{}/workspace",
+                        done.api_key, settings.bind
+                    );
+                }
+                Ok(())
+            }
+            Command::Admin(AdminCommand::CreateKey {
+                workspace,
+                name,
+                permissions,
+                expires_at,
+                json,
+            }) => {
+                let permissions: Permissions = permissions.parse()?;
+                anyhow::ensure!(!permissions.is_empty(), "give at least one permission");
+                let name = Name::try_from(name.as_str()).map_err(|e| anyhow::anyhow!("name {e}"))?;
+                let db = open_database(&settings).await?;
+                let owner = parley_persistence::tenancy::workspace_owner(&db, workspace)
+                    .await?
+                    .with_context(|| format!("workspace {workspace} does not exist or has no members"))?;
+                let (stored, secret) =
+                    issue_api_key(&db, workspace, owner.id, &name, &permissions, expires_at).await?;
+                if json {
+                    let out = serde_json::json!({
+                        "id": stored.id,
+                        "workspace_id": stored.workspace_id,
+                        "permissions": permissions.names(),
+                        "api_key": secret.expose(),
+                    });
+                    println!("{out}");
+                } else {
+                    println!(
+                        "API key '{}' for workspace {workspace} with {} (shown once, store it now):",
+                        name.as_str(),
+                        permissions.names().join(", ")
+                    );
+                    println!("  {}", secret.expose());
+                }
+                Ok(())
+            }
+        }
+    }
+}

@@ -1,0 +1,192 @@
+//! API keys: `POST /workspace/api-keys` (answers the secret once), `GET /workspace/api-keys`,
+//! `DELETE /workspace/api-keys/{key_id}` (revokes at once). All need the `admin` permission.
+
+use axum::Router;
+use axum::extract::State;
+use axum::routing::{delete, get};
+use chrono::{DateTime, Utc};
+use parley_persistence::api_keys;
+use parley_persistence::entities::api_key;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::domain::{Name, Permission, Permissions};
+use crate::http::AppState;
+use crate::http::auth::Caller;
+use crate::http::envelope::Envelope;
+use crate::http::error::{ApiError, FieldError, PathSegment, Result};
+use crate::http::extract::{Json, Path, Query};
+use crate::http::pagination::{PageResponse, page_from};
+use crate::http::workspaces::accessible_workspace;
+use crate::tenancy::issue_api_key;
+
+pub(crate) fn router() -> Router<AppState> {
+    Router::new()
+        .route(
+            "/workspace/api-keys",
+            get(list_api_keys).post(create_api_key),
+        )
+        .route("/workspace/api-keys/{key_id}", delete(revoke_api_key))
+}
+
+/// A key as the API shows it; `key` is present only in the create answer.
+#[derive(Debug, Serialize)]
+pub(crate) struct ApiKeyRecord {
+    id: Uuid,
+    name: String,
+    permissions: Vec<&'static str>,
+    workspace_id: i64,
+    created_at: DateTime<Utc>,
+    last_used_at: Option<DateTime<Utc>>,
+    expires_at: Option<DateTime<Utc>>,
+    revoked_at: Option<DateTime<Utc>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    key: Option<String>,
+}
+
+impl From<api_key::Model> for ApiKeyRecord {
+    fn from(k: api_key::Model) -> Self {
+        Self {
+            id: k.id,
+            name: k.name,
+            permissions: Permissions::from_storage(&k.permissions).names(),
+            workspace_id: k.workspace_id,
+            created_at: k.created_at,
+            last_used_at: k.last_used_at,
+            expires_at: k.expires_at,
+            revoked_at: k.revoked_at,
+            key: None,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct CreateApiKeyBody {
+    name: String,
+    permissions: Vec<String>,
+    /// A number or a numeric string; checked by hand to name the field in the error.
+    workspace_id: Value,
+    expires_at: Option<DateTime<Utc>>,
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+async fn create_api_key(
+    caller: Caller,
+    State(state): State<AppState>,
+    Json(body): Json<CreateApiKeyBody>,
+) -> Result<Envelope<ApiKeyRecord>> {
+    caller.require(Permission::Admin)?;
+    let mut problems = Vec::new();
+    let name = Name::try_from(body.name.as_str())
+        .map_err(|e| problems.push(FieldError::new(["name"], e.to_string())))
+        .ok();
+    let permissions = parse_permissions(&body.permissions, &mut problems);
+    let target = match &body.workspace_id {
+        Value::Number(n) => n.as_i64().map(|id| id.to_string()),
+        Value::String(s) => Some(s.clone()),
+        _ => None,
+    };
+    if target.is_none() {
+        problems.push(FieldError::new(
+            ["workspace_id"],
+            "must be a number or a numeric string",
+        ));
+    }
+    if body.expires_at.is_some_and(|at| at <= Utc::now()) {
+        problems.push(FieldError::new(["expires_at"], "must be in the future"));
+    }
+    let (Some(name), Some(target), true) = (name, target, problems.is_empty()) else {
+        return Err(ApiError::invalid(problems));
+    };
+
+    let workspace = accessible_workspace(&state, &caller, &target).await?;
+    let (stored, secret) = issue_api_key(
+        &state.db,
+        workspace.id,
+        caller.user_id,
+        &name,
+        &permissions,
+        body.expires_at,
+    )
+    .await?;
+    tracing::info!(new_api_key_id = %stored.id, target_workspace_id = workspace.id, "API key created");
+    let mut record = ApiKeyRecord::from(stored);
+    record.key = Some(secret.expose().to_owned());
+    Ok(Envelope::created("API key created successfully", record))
+}
+
+fn parse_permissions(raw: &[String], problems: &mut Vec<FieldError>) -> Permissions {
+    if raw.is_empty() {
+        problems.push(FieldError::new(
+            ["permissions"],
+            "must list at least one of read, write, admin",
+        ));
+    }
+    raw.iter()
+        .enumerate()
+        .filter_map(|(index, name)| {
+            name.parse::<Permission>()
+                .map_err(|e| {
+                    problems.push(FieldError::new(
+                        [PathSegment::from("permissions"), PathSegment::from(index)],
+                        e.to_string(),
+                    ));
+                })
+                .ok()
+        })
+        .collect()
+}
+
+#[derive(Debug, Deserialize)]
+struct ListApiKeysQuery {
+    workspace_id: Option<String>,
+    page: Option<u64>,
+    limit: Option<u64>,
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+async fn list_api_keys(
+    caller: Caller,
+    State(state): State<AppState>,
+    Query(query): Query<ListApiKeysQuery>,
+) -> Result<PageResponse<ApiKeyRecord>> {
+    caller.require(Permission::Admin)?;
+    let page = page_from(query.page, query.limit)?;
+    let workspace_id = match query.workspace_id {
+        Some(raw) => accessible_workspace(&state, &caller, &raw).await?.id,
+        None => caller.workspace_id,
+    };
+    let paged = api_keys::list_for_workspace(&state.db, workspace_id, page).await?;
+    Ok(PageResponse::new(
+        "API keys retrieved successfully",
+        page,
+        paged,
+        ApiKeyRecord::from,
+    ))
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+async fn revoke_api_key(
+    caller: Caller,
+    State(state): State<AppState>,
+    Path(key_id): Path<String>,
+) -> Result<Envelope<ApiKeyRecord>> {
+    caller.require(Permission::Admin)?;
+    let key_id = Uuid::parse_str(&key_id)
+        .map_err(|_| ApiError::invalid_field(["key_id"], "must be a UUID"))?;
+    let key = api_keys::find_by_id(&state.db, key_id)
+        .await?
+        .ok_or(ApiError::NotFound("API key"))?;
+    // A key of a workspace the caller cannot reach does not exist for the caller.
+    accessible_workspace(&state, &caller, &key.workspace_id.to_string())
+        .await
+        .map_err(|e| match e {
+            ApiError::Forbidden(_) => ApiError::NotFound("API key"),
+            ApiError::NotFound(_) => ApiError::NotFound("API key"),
+            other => other,
+        })?;
+    let revoked = api_keys::revoke(&state.db, key, Utc::now()).await?;
+    tracing::info!(revoked_api_key_id = %revoked.id, "API key revoked");
+    Ok(Envelope::ok("API key revoked successfully", revoked.into()))
+}

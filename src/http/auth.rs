@@ -1,0 +1,79 @@
+//! Bearer API-key authentication and the permission check every handler makes.
+
+use axum::extract::FromRequestParts;
+use axum::http::header::AUTHORIZATION;
+use axum::http::request::Parts;
+use chrono::Utc;
+use parley_persistence::api_keys;
+use uuid::Uuid;
+
+use crate::domain::{Permission, Permissions, hash_api_key};
+use crate::http::AppState;
+use crate::http::error::ApiError;
+
+/// How often `last_used_at` is written for a key in steady use.
+const LAST_USED_RESOLUTION: chrono::Duration = chrono::Duration::minutes(1);
+
+/// The authenticated caller: an API key acting for a user in a workspace.
+#[derive(Clone, Debug)]
+pub(crate) struct Caller {
+    /// The workspace the key belongs to; every resource query is scoped by it.
+    pub(crate) workspace_id: i64,
+    /// The business owning that workspace.
+    pub(crate) business_id: Uuid,
+    /// The user the key acts for.
+    pub(crate) user_id: Uuid,
+    /// What the key may do.
+    pub(crate) permissions: Permissions,
+}
+
+impl Caller {
+    /// 403 unless the key carries `permission`.
+    pub(crate) fn require(&self, permission: Permission) -> Result<(), ApiError> {
+        if self.permissions.contains(permission) {
+            Ok(())
+        } else {
+            Err(ApiError::Forbidden(format!(
+                "This API key lacks the '{permission}' permission"
+            )))
+        }
+    }
+}
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let presented = bearer_token(parts).ok_or(ApiError::Unauthenticated)?;
+        let Some((key, workspace)) =
+            api_keys::find_by_hash(&state.db, &hash_api_key(presented)).await?
+        else {
+            return Err(ApiError::Unauthenticated);
+        };
+        let now = Utc::now();
+        if key.revoked_at.is_some() || key.expires_at.is_some_and(|at| at <= now) {
+            return Err(ApiError::Unauthenticated);
+        }
+        api_keys::touch(&state.db, &key, now, LAST_USED_RESOLUTION).await?;
+        let span = tracing::Span::current();
+        span.record("workspace_id", key.workspace_id);
+        span.record("api_key_id", tracing::field::display(key.id));
+        Ok(Self {
+            workspace_id: key.workspace_id,
+            business_id: workspace.business_id,
+            user_id: key.user_id,
+            permissions: Permissions::from_storage(&key.permissions),
+        })
+    }
+}
+
+/// The token of an `Authorization: Bearer <token>` header; the scheme is case-insensitive.
+fn bearer_token(parts: &Parts) -> Option<&str> {
+    let value = parts.headers.get(AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}

@@ -1,0 +1,41 @@
+//! The success envelope `{"message": "...", "data": ...}`.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+/// A success answer: a sentence and the data.
+#[derive(Debug, Serialize)]
+pub(crate) struct Envelope<T> {
+    message: &'static str,
+    data: T,
+    #[serde(skip)]
+    status: StatusCode,
+}
+
+impl<T> Envelope<T> {
+    /// 200 with `data`.
+    pub(crate) fn ok(message: &'static str, data: T) -> Self {
+        Self {
+            message,
+            data,
+            status: StatusCode::OK,
+        }
+    }
+
+    /// 201 with the created `data`.
+    pub(crate) fn created(message: &'static str, data: T) -> Self {
+        Self {
+            message,
+            data,
+            status: StatusCode::CREATED,
+        }
+    }
+}
+
+impl<T: Serialize> IntoResponse for Envelope<T> {
+    fn into_response(self) -> Response {
+        (self.status, Json(&self)).into_response()
+    }
+}

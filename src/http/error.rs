@@ -1,0 +1,216 @@
+//! The one error type of the HTTP layer and its body, `{"message", "error", "details"}`.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use parley_persistence::PersistenceError;
+use serde::Serialize;
+
+/// Result of a handler.
+pub(crate) type Result<T, E = ApiError> = std::result::Result<T, E>;
+
+/// One step of the path to a field in a request: an object key or an array index.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub(crate) enum PathSegment {
+    /// Object key.
+    Key(String),
+    /// Array index.
+    Index(usize),
+}
+
+impl From<&str> for PathSegment {
+    fn from(key: &str) -> Self {
+        Self::Key(key.to_owned())
+    }
+}
+
+impl From<usize> for PathSegment {
+    fn from(index: usize) -> Self {
+        Self::Index(index)
+    }
+}
+
+/// What is wrong with one field.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub(crate) struct FieldError {
+    /// Where the field is, e.g. `["languages", 0]`.
+    pub(crate) path: Vec<PathSegment>,
+    /// What is wrong, as a sentence.
+    pub(crate) message: String,
+}
+
+impl FieldError {
+    /// A problem with the field at `path`.
+    pub(crate) fn new(
+        path: impl IntoIterator<Item = impl Into<PathSegment>>,
+        message: impl Into<String>,
+    ) -> Self {
+        Self {
+            path: path.into_iter().map(Into::into).collect(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Every way a request can fail, each with its status and machine code.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ApiError {
+    /// 400: the request is not acceptable as sent.
+    #[error("{message}")]
+    BadRequest {
+        /// Machine code, e.g. `validation_failed`.
+        code: &'static str,
+        /// Human sentence.
+        message: String,
+        /// Per-field problems.
+        details: Vec<FieldError>,
+    },
+    /// 401: no key, an unknown key, or a revoked or expired one.
+    #[error("User not authenticated")]
+    Unauthenticated,
+    /// 403: the key lacks a permission or access to the workspace.
+    #[error("{0}")]
+    Forbidden(String),
+    /// 404: no such resource in the caller's reach (other workspaces' resources included).
+    #[error("{0} not found")]
+    NotFound(&'static str),
+    /// 405: the path exists but not with this method.
+    #[error("Method not allowed")]
+    MethodNotAllowed,
+    /// 409: the request contradicts the current state.
+    #[error("{0}")]
+    Conflict(String),
+    /// 413: the body is over the configured limit.
+    #[error("Request body is larger than the limit of {0} bytes")]
+    PayloadTooLarge(usize),
+    /// 503: the service cannot serve yet, or the request ran past its time limit.
+    #[error("{message}")]
+    Unavailable {
+        /// Machine code, `not_ready` or `timeout`.
+        code: &'static str,
+        /// Human sentence.
+        message: String,
+    },
+    /// 500: a bug or an unexpected failure; logged, never shown.
+    #[error(transparent)]
+    Internal(#[from] anyhow::Error),
+}
+
+impl ApiError {
+    /// 400 `validation_failed` with the given field problems.
+    pub(crate) fn invalid(details: Vec<FieldError>) -> Self {
+        let message = match details.as_slice() {
+            [only] => format!("Invalid request: {}", describe(only)),
+            _ => "Invalid request: see details".to_owned(),
+        };
+        Self::BadRequest {
+            code: "validation_failed",
+            message,
+            details,
+        }
+    }
+
+    /// 400 `validation_failed` for one field.
+    pub(crate) fn invalid_field(
+        path: impl IntoIterator<Item = impl Into<PathSegment>>,
+        message: impl Into<String>,
+    ) -> Self {
+        Self::invalid(vec![FieldError::new(path, message)])
+    }
+
+    fn status(&self) -> StatusCode {
+        match self {
+            Self::BadRequest { .. } => StatusCode::BAD_REQUEST,
+            Self::Unauthenticated => StatusCode::UNAUTHORIZED,
+            Self::Forbidden(_) => StatusCode::FORBIDDEN,
+            Self::NotFound(_) => StatusCode::NOT_FOUND,
+            Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Self::Conflict(_) => StatusCode::CONFLICT,
+            Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn code(&self) -> &'static str {
+        match self {
+            Self::BadRequest { code, .. } | Self::Unavailable { code, .. } => code,
+            Self::Unauthenticated => "unauthenticated",
+            Self::Forbidden(_) => "forbidden",
+            Self::NotFound(_) => "not_found",
+            Self::MethodNotAllowed => "method_not_allowed",
+            Self::Conflict(_) => "conflict",
+            Self::PayloadTooLarge(_) => "payload_too_large",
+            Self::Internal(_) => "internal_error",
+        }
+    }
+}
+
+fn describe(error: &FieldError) -> String {
+    let path: Vec<String> = error
+        .path
+        .iter()
+        .map(|s| match s {
+            PathSegment::Key(k) => k.clone(),
+            PathSegment::Index(i) => i.to_string(),
+        })
+        .collect();
+    if path.is_empty() {
+        error.message.clone()
+    } else {
+        format!("{} {}", path.join("."), error.message)
+    }
+}
+
+/// The text of a 500's cause, handed to the logging middleware through the response's
+/// extensions so that the body never carries it.
+#[derive(Clone, Debug)]
+pub(crate) struct InternalErrorReport(pub(crate) String);
+
+#[derive(Serialize)]
+struct ErrorBody<'a> {
+    message: String,
+    error: &'a str,
+    details: &'a [FieldError],
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        let code = self.code();
+        let (message, details, report) = match &self {
+            Self::Internal(cause) => (
+                "Internal server error".to_owned(),
+                &[][..],
+                Some(InternalErrorReport(format!("{cause:#}"))),
+            ),
+            Self::BadRequest { details, .. } => (self.to_string(), details.as_slice(), None),
+            _ => (self.to_string(), &[][..], None),
+        };
+        let mut response = (
+            status,
+            Json(ErrorBody {
+                message,
+                error: code,
+                details,
+            }),
+        )
+            .into_response();
+        if let Some(report) = report {
+            response.extensions_mut().insert(report);
+        }
+        response
+    }
+}
+
+impl From<PersistenceError> for ApiError {
+    fn from(err: PersistenceError) -> Self {
+        match err {
+            PersistenceError::Conflict(_) => {
+                Self::Conflict("A resource with the same unique value already exists".to_owned())
+            }
+            PersistenceError::Database(db) => Self::Internal(anyhow::Error::new(db)),
+        }
+    }
+}

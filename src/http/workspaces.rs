@@ -1,0 +1,239 @@
+//! Workspaces: `POST /workspace`, `PATCH /workspace/{id}`, `GET /workspace`,
+//! `GET /workspace/{id}`. A caller sees the workspaces of its business that its user belongs to.
+
+use axum::Router;
+use axum::extract::State;
+use axum::routing::get;
+use chrono::{DateTime, Utc};
+use parley_persistence::entities::workspace;
+use parley_persistence::workspaces::{self, WorkspaceChanges};
+use parley_persistence::{PersistenceError, TransactionTrait};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::domain::{Name, Permission};
+use crate::http::AppState;
+use crate::http::auth::Caller;
+use crate::http::envelope::Envelope;
+use crate::http::error::{ApiError, FieldError, Result};
+use crate::http::extract::{Json, Path, Query};
+use crate::http::pagination::{PageResponse, page_from};
+
+/// Longest accepted description, in characters.
+const MAX_DESCRIPTION_CHARS: usize = 2000;
+
+pub(crate) fn router() -> Router<AppState> {
+    Router::new()
+        .route("/workspace", get(list_workspaces).post(create_workspace))
+        .route(
+            "/workspace/{workspace_id}",
+            get(get_workspace).patch(update_workspace),
+        )
+}
+
+/// A workspace as the API shows it.
+#[derive(Debug, Serialize)]
+pub(crate) struct WorkspaceRecord {
+    id: i64,
+    name: String,
+    description: Option<String>,
+    business_id: Uuid,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+impl From<workspace::Model> for WorkspaceRecord {
+    fn from(w: workspace::Model) -> Self {
+        Self {
+            id: w.id,
+            name: w.name,
+            description: w.description,
+            business_id: w.business_id,
+            created_at: w.created_at,
+            updated_at: w.updated_at,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct CreateWorkspaceBody {
+    name: String,
+    description: Option<String>,
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+async fn create_workspace(
+    caller: Caller,
+    State(state): State<AppState>,
+    Json(body): Json<CreateWorkspaceBody>,
+) -> Result<Envelope<WorkspaceRecord>> {
+    caller.require(Permission::Admin)?;
+    let mut problems = Vec::new();
+    let name = parse_name(&body.name, &mut problems);
+    let description = parse_description(body.description, &mut problems);
+    let Some(name) = name.filter(|_| problems.is_empty()) else {
+        return Err(ApiError::invalid(problems));
+    };
+
+    let txn = state.db.begin().await.map_err(PersistenceError::from)?;
+    let created = workspaces::create_with_owner(
+        &txn,
+        caller.business_id,
+        caller.user_id,
+        name.as_str(),
+        description.as_deref(),
+        Utc::now(),
+    )
+    .await
+    .map_err(|e| name_conflict(e, &name))?;
+    txn.commit().await.map_err(PersistenceError::from)?;
+    tracing::info!(new_workspace_id = created.id, "workspace created");
+    Ok(Envelope::created(
+        "Workspace created successfully",
+        created.into(),
+    ))
+}
+
+#[derive(Debug, Deserialize)]
+struct ListQuery {
+    page: Option<u64>,
+    limit: Option<u64>,
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+async fn list_workspaces(
+    caller: Caller,
+    State(state): State<AppState>,
+    Query(query): Query<ListQuery>,
+) -> Result<PageResponse<WorkspaceRecord>> {
+    caller.require(Permission::Read)?;
+    let page = page_from(query.page, query.limit)?;
+    let paged =
+        workspaces::list_for_member(&state.db, caller.business_id, caller.user_id, page).await?;
+    Ok(PageResponse::new(
+        "Workspaces retrieved successfully",
+        page,
+        paged,
+        WorkspaceRecord::from,
+    ))
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+async fn get_workspace(
+    caller: Caller,
+    State(state): State<AppState>,
+    Path(workspace_id): Path<String>,
+) -> Result<Envelope<WorkspaceRecord>> {
+    caller.require(Permission::Read)?;
+    let found = accessible_workspace(&state, &caller, &workspace_id).await?;
+    Ok(Envelope::ok("Workspace retrieved successfully", found.into()))
+}
+
+#[derive(Debug, Deserialize)]
+struct UpdateWorkspaceBody {
+    name: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    description: Option<Option<String>>,
+}
+
+/// Distinguishes an explicit `null` (clear the field) from an absent field (leave it).
+fn present<'de, D, T>(deserializer: D) -> std::result::Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(deserializer).map(Some)
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+async fn update_workspace(
+    caller: Caller,
+    State(state): State<AppState>,
+    Path(workspace_id): Path<String>,
+    Json(body): Json<UpdateWorkspaceBody>,
+) -> Result<Envelope<WorkspaceRecord>> {
+    caller.require(Permission::Admin)?;
+    let current = accessible_workspace(&state, &caller, &workspace_id).await?;
+    let mut problems = Vec::new();
+    let name = body
+        .name
+        .as_deref()
+        .and_then(|n| parse_name(n, &mut problems));
+    let description = body
+        .description
+        .map(|d| parse_description(d, &mut problems));
+    if !problems.is_empty() {
+        return Err(ApiError::invalid(problems));
+    }
+    let changes = WorkspaceChanges {
+        name: name.clone().map(Name::into_inner),
+        description,
+    };
+    let updated = workspaces::update(&state.db, current, changes, Utc::now())
+        .await
+        .map_err(|e| match &name {
+            Some(name) => name_conflict(e, name),
+            None => e.into(),
+        })?;
+    Ok(Envelope::ok("Workspace updated successfully", updated.into()))
+}
+
+/// Parses a workspace id given in a path or body.
+pub(crate) fn parse_workspace_id(raw: &str) -> Result<i64> {
+    raw.trim()
+        .parse::<i64>()
+        .ok()
+        .filter(|id| *id > 0)
+        .ok_or_else(|| ApiError::invalid_field(["workspace_id"], "must be a positive integer"))
+}
+
+/// The workspace `raw` names when the caller may use it: 404 when it is not in the caller's
+/// business or does not exist, 403 when it is but the caller's user is not a member.
+pub(crate) async fn accessible_workspace(
+    state: &AppState,
+    caller: &Caller,
+    raw: &str,
+) -> Result<workspace::Model> {
+    let id = parse_workspace_id(raw)?;
+    if let Some(found) =
+        workspaces::find_for_member(&state.db, caller.business_id, caller.user_id, id).await?
+    {
+        return Ok(found);
+    }
+    match workspaces::find_by_id(&state.db, id).await? {
+        Some(other) if other.business_id == caller.business_id => Err(ApiError::Forbidden(
+            "This API key's user is not a member of that workspace".to_owned(),
+        )),
+        _ => Err(ApiError::NotFound("Workspace")),
+    }
+}
+
+fn parse_name(raw: &str, problems: &mut Vec<FieldError>) -> Option<Name> {
+    Name::try_from(raw)
+        .map_err(|e| problems.push(FieldError::new(["name"], e.to_string())))
+        .ok()
+}
+
+fn parse_description(
+    raw: Option<String>,
+    problems: &mut Vec<FieldError>,
+) -> Option<String> {
+    let text = raw?;
+    if text.chars().count() > MAX_DESCRIPTION_CHARS {
+        problems.push(FieldError::new(
+            ["description"],
+            format!("must be at most {MAX_DESCRIPTION_CHARS} characters"),
+        ));
+    }
+    Some(text)
+}
+
+fn name_conflict(error: PersistenceError, name: &Name) -> ApiError {
+    match error {
+        PersistenceError::Conflict(_) => ApiError::Conflict(format!(
+            "A workspace named '{}' already exists in this business",
+            name.as_str()
+        )),
+        other => other.into(),
+    }
+}

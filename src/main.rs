@@ -1,0 +1,12 @@
+//! The `parley` binary: parse the command line, load configuration, start logging, run.
+
+use clap::Parser;
+use parley::cli::Cli;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let settings = cli.settings()?;
+    parley::telemetry::init(&settings.log, settings.log_format)?;
+    cli.run(settings).await
+}

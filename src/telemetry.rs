@@ -1,0 +1,25 @@
+//! Tracing set-up: one subscriber for the process, `pretty` for terminals or `json` for log
+//! collectors, filtered by `PARLEY_LOG` (or `RUST_LOG` syntax in the `log` setting).
+
+use tracing_subscriber::EnvFilter;
+use tracing_subscriber::fmt::format::FmtSpan;
+
+use crate::config::LogFormat;
+
+/// Installs the global subscriber. Logs go to stderr so that commands printing JSON on stdout
+/// (`parley admin bootstrap --json`) stay machine-readable.
+///
+/// # Errors
+/// Fails when the filter does not parse or a subscriber is already installed.
+pub fn init(filter: &str, format: LogFormat) -> anyhow::Result<()> {
+    let filter = EnvFilter::try_new(filter)?;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_span_events(FmtSpan::NONE);
+    match format {
+        LogFormat::Pretty => builder.try_init(),
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+    }
+    .map_err(|e| anyhow::anyhow!("installing the log subscriber: {e}"))
+}
