@@ -145,8 +145,13 @@ impl Cli {
                 if json {
                     println!("{}", serde_json::to_string(&done)?);
                 } else {
-                    println!("Created workspace '{workspace}' (id {}).", done.workspace_id);
-                    println!("API key with read, write and admin permissions (shown once, store it now):");
+                    println!(
+                        "Created workspace '{workspace}' (id {}).",
+                        done.workspace_id
+                    );
+                    println!(
+                        "API key with read, write and admin permissions (shown once, store it now):"
+                    );
                     println!("  {}", done.api_key);
                     println!("Try it against `parley serve`:");
                     println!(
@@ -165,13 +170,17 @@ impl Cli {
             }) => {
                 let permissions: Permissions = permissions.parse()?;
                 anyhow::ensure!(!permissions.is_empty(), "give at least one permission");
-                let name = Name::try_from(name.as_str()).map_err(|e| anyhow::anyhow!("name {e}"))?;
+                let name =
+                    Name::try_from(name.as_str()).map_err(|e| anyhow::anyhow!("name {e}"))?;
                 let db = open_database(&settings).await?;
                 let owner = parley_persistence::tenancy::workspace_owner(&db, workspace)
                     .await?
-                    .with_context(|| format!("workspace {workspace} does not exist or has no members"))?;
+                    .with_context(|| {
+                        format!("workspace {workspace} does not exist or has no members")
+                    })?;
                 let (stored, secret) =
-                    issue_api_key(&db, workspace, owner.id, &name, &permissions, expires_at).await?;
+                    issue_api_key(&db, workspace, owner.id, &name, &permissions, expires_at)
+                        .await?;
                 if json {
                     let out = serde_json::json!({
                         "id": stored.id,

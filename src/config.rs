@@ -79,7 +79,10 @@ impl std::fmt::Debug for Settings {
         let redact = |v: &Option<String>| v.as_ref().map(|_| "<redacted>");
         f.debug_struct("Settings")
             .field("bind", &self.bind)
-            .field("database_url", &self.database_url.as_ref().map(|u| redact_url(u)))
+            .field(
+                "database_url",
+                &self.database_url.as_ref().map(|u| redact_url(u)),
+            )
             .field("data_dir", &self.data_dir)
             .field("public_url", &self.public_url)
             .field("log", &self.log)
@@ -131,9 +134,12 @@ impl Settings {
     ///
     /// # Errors
     /// Fails when a layer holds a value of the wrong type (the message names the key).
-    pub fn load(config_file: Option<&Path>, overrides: &Overrides) -> Result<Self, figment::Error> {
+    pub fn load(
+        config_file: Option<&Path>,
+        overrides: &Overrides,
+    ) -> Result<Self, Box<figment::Error>> {
         let file = config_file.unwrap_or(Path::new("parley.toml"));
-        Self::figment(file, overrides).extract()
+        Self::figment(file, overrides).extract().map_err(Box::new)
     }
 
     fn figment(file: &Path, overrides: &Overrides) -> Figment {
@@ -156,11 +162,15 @@ mod tests {
     use super::*;
 
     #[test]
+    #[allow(clippy::result_large_err)] // figment's Jail fixes the closure's error type.
     fn environment_overrides_the_file_and_flags_override_both() {
         figment::Jail::expect_with(|jail| {
-            jail.create_file("parley.toml", "bind = \"127.0.0.1:1000\"\nlog = \"debug\"\n")?;
+            jail.create_file(
+                "parley.toml",
+                "bind = \"127.0.0.1:1000\"\nlog = \"debug\"\n",
+            )?;
             jail.set_env("PARLEY_BIND", "127.0.0.1:2000");
-            let from_env = Settings::load(None, &Overrides::default())?;
+            let from_env = Settings::load(None, &Overrides::default()).map_err(|e| *e)?;
             assert_eq!(from_env.bind.port(), 2000);
             assert_eq!(from_env.log, "debug");
 
@@ -168,7 +178,10 @@ mod tests {
                 bind: Some(SocketAddr::from(([127, 0, 0, 1], 3000))),
                 ..Overrides::default()
             };
-            assert_eq!(Settings::load(None, &flags)?.bind.port(), 3000);
+            assert_eq!(
+                Settings::load(None, &flags).map_err(|e| *e)?.bind.port(),
+                3000
+            );
             Ok(())
         });
     }

@@ -67,11 +67,12 @@ impl Application {
         tracing::info!(%addr, "listening");
 
         let (stopping_tx, mut stopping_rx) = tokio::sync::watch::channel(false);
-        let serve = axum::serve(listener, router(state.clone())).with_graceful_shutdown(async move {
-            shutdown.await;
-            tracing::info!("shutting down: finishing in-flight requests");
-            let _ = stopping_tx.send(true);
-        });
+        let serve =
+            axum::serve(listener, router(state.clone())).with_graceful_shutdown(async move {
+                shutdown.await;
+                tracing::info!("shutting down: finishing in-flight requests");
+                let _ = stopping_tx.send(true);
+            });
         let deadline = async move {
             // Never resolves before the signal; a closed channel means the server is gone.
             if stopping_rx.wait_for(|stopping| *stopping).await.is_ok() {
@@ -102,7 +103,10 @@ impl Application {
 pub async fn open_database(settings: &Settings) -> anyhow::Result<DatabaseConnection> {
     if settings.database_url.is_none() {
         std::fs::create_dir_all(&settings.data_dir).with_context(|| {
-            format!("creating the data directory {}", settings.data_dir.display())
+            format!(
+                "creating the data directory {}",
+                settings.data_dir.display()
+            )
         })?;
     }
     let url = settings.effective_database_url();

@@ -4,6 +4,7 @@
 use anyhow::Context;
 use chrono::{DateTime, Utc};
 use parley_persistence::api_keys::{self, NewApiKey};
+use parley_persistence::clock;
 use parley_persistence::entities::api_key;
 use parley_persistence::{ConnectionTrait, DatabaseConnection, PersistenceError, TransactionTrait};
 use parley_persistence::{tenancy, workspaces};
@@ -33,9 +34,9 @@ pub async fn issue_api_key(
             name: name.as_str().to_owned(),
             key_hash: secret.hash().to_owned(),
             permissions: permissions.to_storage(),
-            expires_at,
+            expires_at: expires_at.map(clock::at_storage_precision),
         },
-        Utc::now(),
+        clock::now(),
     )
     .await?;
     Ok((stored, secret))
@@ -79,14 +80,13 @@ pub async fn bootstrap(
         .map_err(|e| anyhow::anyhow!("workspace name {e}"))?;
     let business_name = Name::try_from(request.business.as_str())
         .map_err(|e| anyhow::anyhow!("business name {e}"))?;
-    let email = request
-        .email
-        .as_deref()
-        .map(normalise_email)
-        .transpose()?;
+    let email = request.email.as_deref().map(normalise_email).transpose()?;
 
-    let now = Utc::now();
-    let txn = db.begin().await.context("starting the bootstrap transaction")?;
+    let now = clock::now();
+    let txn = db
+        .begin()
+        .await
+        .context("starting the bootstrap transaction")?;
     let business = tenancy::find_or_create_business(&txn, business_name.as_str(), now).await?;
     let user = tenancy::find_or_create_user(&txn, business.id, email.as_deref(), now).await?;
     let workspace = match workspaces::create_with_owner(

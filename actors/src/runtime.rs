@@ -170,7 +170,9 @@ impl Actor for Root {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         state.stopping = true;
-        myself.stop_children_and_wait(Some("shutdown".to_owned()), None).await;
+        myself
+            .stop_children_and_wait(Some("shutdown".to_owned()), None)
+            .await;
         Ok(())
     }
 
@@ -285,7 +287,12 @@ mod tests {
         let runtime = ActorRuntime::start().await.expect("start");
         assert_eq!(
             paths(&runtime).await,
-            ["root/channels", "root/conversations", "root/flows", "root/scheduler"]
+            [
+                "root/channels",
+                "root/conversations",
+                "root/flows",
+                "root/scheduler"
+            ]
         );
         runtime.shutdown(Duration::from_secs(5)).await;
     }
@@ -319,7 +326,11 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(10)).await;
         };
         let kept = before.iter().filter(|id| after.contains(id)).count();
-        assert_eq!(kept, before.len() - 1, "only the failed supervisor is replaced");
+        assert_eq!(
+            kept,
+            before.len() - 1,
+            "only the failed supervisor is replaced"
+        );
         assert!(paths(&runtime).await.contains(&"root/flows".to_owned()));
         runtime.shutdown(Duration::from_secs(5)).await;
     }

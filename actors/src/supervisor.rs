@@ -55,7 +55,9 @@ impl Actor for Supervisor {
         myself: ActorRef<Self::Msg>,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        myself.stop_children_and_wait(Some("parent stopping".to_owned()), None).await;
+        myself
+            .stop_children_and_wait(Some("parent stopping".to_owned()), None)
+            .await;
         tracing::info!(actor = %state.path, children = state.children.len(), "actor stopped");
         Ok(())
     }

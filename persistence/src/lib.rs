@@ -5,6 +5,7 @@
 //! one transaction. Every query on a workspace resource is scoped by `workspace_id`.
 
 pub mod api_keys;
+pub mod clock;
 mod connection;
 pub mod entities;
 mod error;

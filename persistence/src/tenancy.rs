@@ -44,15 +44,14 @@ pub async fn find_or_create_user(
     email: Option<&str>,
     now: DateTime<Utc>,
 ) -> Result<user::Model> {
-    if let Some(email) = email {
-        if let Some(found) = user::Entity::find()
+    if let Some(email) = email
+        && let Some(found) = user::Entity::find()
             .filter(user::Column::BusinessId.eq(business_id))
             .filter(user::Column::Email.eq(email))
             .one(db)
             .await?
-        {
-            return Ok(found);
-        }
+    {
+        return Ok(found);
     }
     let created = user::ActiveModel {
         id: Set(Uuid::now_v7()),

@@ -51,7 +51,10 @@ mod tests {
 
     #[test]
     fn a_name_is_trimmed() {
-        assert_eq!(Name::try_from("  Sales  ").map(Name::into_inner), Ok("Sales".to_owned()));
+        assert_eq!(
+            Name::try_from("  Sales  ").map(Name::into_inner),
+            Ok("Sales".to_owned())
+        );
     }
 
     #[test]
@@ -63,6 +66,9 @@ mod tests {
     fn a_name_of_a_hundred_characters_passes_and_one_more_does_not() {
         let hundred = "é".repeat(100);
         assert!(Name::try_from(hundred.as_str()).is_ok());
-        assert_eq!(Name::try_from(format!("{hundred}x").as_str()), Err(NameError::TooLong));
+        assert_eq!(
+            Name::try_from(format!("{hundred}x").as_str()),
+            Err(NameError::TooLong)
+        );
     }
 }

@@ -6,6 +6,7 @@ use axum::extract::State;
 use axum::routing::{delete, get};
 use chrono::{DateTime, Utc};
 use parley_persistence::api_keys;
+use parley_persistence::clock;
 use parley_persistence::entities::api_key;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -93,7 +94,7 @@ async fn create_api_key(
             "must be a number or a numeric string",
         ));
     }
-    if body.expires_at.is_some_and(|at| at <= Utc::now()) {
+    if body.expires_at.is_some_and(|at| at <= clock::now()) {
         problems.push(FieldError::new(["expires_at"], "must be in the future"));
     }
     let (Some(name), Some(target), true) = (name, target, problems.is_empty()) else {
@@ -186,7 +187,7 @@ async fn revoke_api_key(
             ApiError::NotFound(_) => ApiError::NotFound("API key"),
             other => other,
         })?;
-    let revoked = api_keys::revoke(&state.db, key, Utc::now()).await?;
+    let revoked = api_keys::revoke(&state.db, key, clock::now()).await?;
     tracing::info!(revoked_api_key_id = %revoked.id, "API key revoked");
     Ok(Envelope::ok("API key revoked successfully", revoked.into()))
 }

@@ -3,8 +3,7 @@
 use axum::extract::FromRequestParts;
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
-use chrono::Utc;
-use parley_persistence::api_keys;
+use parley_persistence::{api_keys, clock};
 use uuid::Uuid;
 
 use crate::domain::{Permission, Permissions, hash_api_key};
@@ -53,7 +52,7 @@ impl FromRequestParts<AppState> for Caller {
         else {
             return Err(ApiError::Unauthenticated);
         };
-        let now = Utc::now();
+        let now = clock::now();
         if key.revoked_at.is_some() || key.expires_at.is_some_and(|at| at <= now) {
             return Err(ApiError::Unauthenticated);
         }

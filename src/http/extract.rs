@@ -63,7 +63,8 @@ fn is_json(headers: &HeaderMap) -> bool {
         .unwrap_or_default()
         .trim()
         .to_ascii_lowercase();
-    essence == "application/json" || (essence.starts_with("application/") && essence.ends_with("+json"))
+    essence == "application/json"
+        || (essence.starts_with("application/") && essence.ends_with("+json"))
 }
 
 /// Parses `bytes` as `T`, reporting syntax errors as `malformed_json` and type errors with the
@@ -105,10 +106,7 @@ pub(crate) fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiErro
 }
 
 fn missing_field(message: &str) -> Option<&str> {
-    message
-        .strip_prefix("missing field `")?
-        .split('`')
-        .next()
+    message.strip_prefix("missing field `")?.split('`').next()
 }
 
 /// serde_json appends " at line 1 column 12" to its messages; the path says more.
@@ -211,7 +209,10 @@ mod tests {
     #[test]
     fn json_suffix_media_types_are_accepted() {
         let mut headers = HeaderMap::new();
-        headers.insert(CONTENT_TYPE, "application/merge-patch+json".parse().expect("header"));
+        headers.insert(
+            CONTENT_TYPE,
+            "application/merge-patch+json".parse().expect("header"),
+        );
         assert!(is_json(&headers));
         headers.insert(CONTENT_TYPE, "text/plain".parse().expect("header"));
         assert!(!is_json(&headers));

@@ -40,7 +40,10 @@ struct Readiness {
 /// Readiness: the database answers.
 async fn get_ready(State(state): State<AppState>) -> Result<Envelope<Readiness>> {
     match state.db.ping().await {
-        Ok(()) => Ok(Envelope::ok("Parley is ready", Readiness { database: "ok" })),
+        Ok(()) => Ok(Envelope::ok(
+            "Parley is ready",
+            Readiness { database: "ok" },
+        )),
         Err(error) => {
             tracing::warn!(%error, "readiness check failed: database unreachable");
             Err(ApiError::Unavailable {

@@ -54,10 +54,7 @@ pub(crate) async fn limit_duration(
         Ok(response) => response,
         Err(_) => ApiError::Unavailable {
             code: "timeout",
-            message: format!(
-                "The request took longer than {} seconds",
-                limit.as_secs()
-            ),
+            message: format!("The request took longer than {} seconds", limit.as_secs()),
         }
         .into_response(),
     }

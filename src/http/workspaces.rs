@@ -5,6 +5,7 @@ use axum::Router;
 use axum::extract::State;
 use axum::routing::get;
 use chrono::{DateTime, Utc};
+use parley_persistence::clock;
 use parley_persistence::entities::workspace;
 use parley_persistence::workspaces::{self, WorkspaceChanges};
 use parley_persistence::{PersistenceError, TransactionTrait};
@@ -82,7 +83,7 @@ async fn create_workspace(
         caller.user_id,
         name.as_str(),
         description.as_deref(),
-        Utc::now(),
+        clock::now(),
     )
     .await
     .map_err(|e| name_conflict(e, &name))?;
@@ -126,7 +127,10 @@ async fn get_workspace(
 ) -> Result<Envelope<WorkspaceRecord>> {
     caller.require(Permission::Read)?;
     let found = accessible_workspace(&state, &caller, &workspace_id).await?;
-    Ok(Envelope::ok("Workspace retrieved successfully", found.into()))
+    Ok(Envelope::ok(
+        "Workspace retrieved successfully",
+        found.into(),
+    ))
 }
 
 #[derive(Debug, Deserialize)]
@@ -169,13 +173,16 @@ async fn update_workspace(
         name: name.clone().map(Name::into_inner),
         description,
     };
-    let updated = workspaces::update(&state.db, current, changes, Utc::now())
+    let updated = workspaces::update(&state.db, current, changes, clock::now())
         .await
         .map_err(|e| match &name {
             Some(name) => name_conflict(e, name),
             None => e.into(),
         })?;
-    Ok(Envelope::ok("Workspace updated successfully", updated.into()))
+    Ok(Envelope::ok(
+        "Workspace updated successfully",
+        updated.into(),
+    ))
 }
 
 /// Parses a workspace id given in a path or body.
@@ -214,10 +221,7 @@ fn parse_name(raw: &str, problems: &mut Vec<FieldError>) -> Option<Name> {
         .ok()
 }
 
-fn parse_description(
-    raw: Option<String>,
-    problems: &mut Vec<FieldError>,
-) -> Option<String> {
+fn parse_description(raw: Option<String>, problems: &mut Vec<FieldError>) -> Option<String> {
     let text = raw?;
     if text.chars().count() > MAX_DESCRIPTION_CHARS {
         problems.push(FieldError::new(

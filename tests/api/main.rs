@@ -1,1 +1,13 @@
+//! Black-box tests of the whole server: each test spawns Parley on port 0 with a fresh database
+//! (SQLite by default, PostgreSQL when `PARLEY_TEST_DATABASE_URL` is set) and speaks HTTP to it.
 
+// Test helpers are shared between modules of this one test crate; `pub` is the natural marker.
+#![allow(unreachable_pub)]
+
+mod api_keys;
+mod auth;
+mod cli;
+mod errors;
+mod health;
+mod helpers;
+mod workspaces;

@@ -1,0 +1,282 @@
+//! `spawn_app()` and the `TestApp` every test talks through.
+
+use std::sync::OnceLock;
+
+use parley::config::Settings;
+use parley::startup::Application;
+use parley::tenancy::{BootstrapRequest, Bootstrapped, bootstrap};
+use reqwest::{Method, RequestBuilder, Response};
+use sea_orm::{ConnectionTrait, Database};
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+/// A running server and what the tests need to talk to it.
+pub struct TestApp {
+    /// `http://127.0.0.1:<port>`
+    pub address: String,
+    /// The database URL the server uses, for the CLI tests.
+    pub database_url: String,
+    /// The bootstrapped business, workspace, owner and all-permission key.
+    pub owner: Bootstrapped,
+    client: reqwest::Client,
+    shutdown: Option<oneshot::Sender<()>>,
+    _data_dir: tempfile::TempDir,
+    _database: TestDatabase,
+}
+
+/// Spawns the server on a fresh database with one bootstrapped workspace.
+pub async fn spawn_app() -> TestApp {
+    init_test_log();
+    let data_dir = tempfile::tempdir().expect("temporary data directory");
+    let database = TestDatabase::create(data_dir.path()).await;
+    let settings = Settings {
+        bind: "127.0.0.1:0".parse().expect("address"),
+        database_url: Some(database.url.clone()),
+        data_dir: data_dir.path().to_path_buf(),
+        ..Settings::default()
+    };
+    let app = Application::build(settings)
+        .await
+        .expect("application builds");
+    let address = format!("http://{}", app.local_addr().expect("bound"));
+
+    let db = parley_persistence::connect(&database.url)
+        .await
+        .expect("connect");
+    let owner = bootstrap(
+        &db,
+        &BootstrapRequest {
+            workspace: "Acme".to_owned(),
+            business: "Acme Inc".to_owned(),
+            email: Some("owner@acme.test".to_owned()),
+        },
+    )
+    .await
+    .expect("bootstrap");
+    db.close().await.expect("close");
+
+    let (tx, rx) = oneshot::channel::<()>();
+    tokio::spawn(app.run_until(async move {
+        let _ = rx.await;
+    }));
+    TestApp {
+        address,
+        database_url: database.url.clone(),
+        owner,
+        client: reqwest::Client::new(),
+        shutdown: Some(tx),
+        _data_dir: data_dir,
+        _database: database,
+    }
+}
+
+impl TestApp {
+    /// A request with `key` as bearer token (no header when `None`).
+    pub fn request(&self, method: Method, path: &str, key: Option<&str>) -> RequestBuilder {
+        let builder = self
+            .client
+            .request(method, format!("{}{path}", self.address));
+        match key {
+            Some(key) => builder.bearer_auth(key),
+            None => builder,
+        }
+    }
+
+    /// GET with the owner's key.
+    pub async fn get(&self, path: &str) -> Response {
+        self.get_with(path, &self.owner.api_key).await
+    }
+
+    /// GET with `key`.
+    pub async fn get_with(&self, path: &str, key: &str) -> Response {
+        self.request(Method::GET, path, Some(key))
+            .send()
+            .await
+            .expect("request")
+    }
+
+    /// A JSON request with the owner's key.
+    pub async fn send_json(&self, method: Method, path: &str, body: &Value) -> Response {
+        self.send_json_with(method, path, &self.owner.api_key, body)
+            .await
+    }
+
+    /// A JSON request with `key`.
+    pub async fn send_json_with(
+        &self,
+        method: Method,
+        path: &str,
+        key: &str,
+        body: &Value,
+    ) -> Response {
+        self.request(method, path, Some(key))
+            .json(body)
+            .send()
+            .await
+            .expect("request")
+    }
+
+    /// DELETE with the owner's key.
+    pub async fn delete(&self, path: &str) -> Response {
+        self.request(Method::DELETE, path, Some(&self.owner.api_key))
+            .send()
+            .await
+            .expect("request")
+    }
+
+    /// Creates a key in the owner's workspace with `permissions` and returns its secret.
+    pub async fn key_with(&self, permissions: &[&str]) -> String {
+        let response = self
+            .send_json(
+                Method::POST,
+                "/workspace/api-keys",
+                &serde_json::json!({
+                    "name": format!("{} key", permissions.join("+")),
+                    "permissions": permissions,
+                    "workspace_id": self.owner.workspace_id,
+                }),
+            )
+            .await;
+        let body = expect_status(response, 201).await;
+        body["data"]["key"]
+            .as_str()
+            .expect("key in answer")
+            .to_owned()
+    }
+
+    /// Bootstraps another workspace straight in the database, as an operator would with the
+    /// CLI: `business` names its business (the same name reuses the business).
+    pub async fn bootstrap_another(
+        &self,
+        business: &str,
+        workspace: &str,
+        email: &str,
+    ) -> Bootstrapped {
+        let db = parley_persistence::connect(&self.database_url)
+            .await
+            .expect("connect");
+        let done = bootstrap(
+            &db,
+            &BootstrapRequest {
+                workspace: workspace.to_owned(),
+                business: business.to_owned(),
+                email: Some(email.to_owned()),
+            },
+        )
+        .await
+        .expect("bootstrap");
+        db.close().await.expect("close");
+        done
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+/// Asserts the status and returns the JSON body.
+pub async fn expect_status(response: Response, status: u16) -> Value {
+    let actual = response.status().as_u16();
+    let text = response.text().await.expect("body");
+    assert_eq!(actual, status, "unexpected status; body: {text}");
+    serde_json::from_str(&text).unwrap_or_else(|_| panic!("body is not JSON: {text}"))
+}
+
+/// Asserts an error answer: status, machine code and the `{"message","error","details"}` shape.
+pub async fn expect_error(response: Response, status: u16, code: &str) -> Value {
+    let body = expect_status(response, status).await;
+    assert_eq!(body["error"], code, "error code; body: {body}");
+    assert!(
+        body["message"].as_str().is_some_and(|m| !m.is_empty()),
+        "message; body: {body}"
+    );
+    assert!(body["details"].is_array(), "details; body: {body}");
+    body
+}
+
+/// A database that lives as long as the test: a SQLite file in the test's directory, or a
+/// PostgreSQL database created for the test and dropped after it.
+struct TestDatabase {
+    url: String,
+    postgres: Option<(String, String)>,
+}
+
+impl TestDatabase {
+    async fn create(dir: &std::path::Path) -> Self {
+        let Ok(admin_url) = std::env::var("PARLEY_TEST_DATABASE_URL") else {
+            return Self {
+                url: parley_persistence::sqlite_url_in(dir),
+                postgres: None,
+            };
+        };
+        let name = format!("parley_test_{}", uuid::Uuid::now_v7().simple());
+        let admin = Database::connect(&admin_url)
+            .await
+            .expect("connect to PostgreSQL");
+        admin
+            .execute_unprepared(&format!("CREATE DATABASE \"{name}\""))
+            .await
+            .expect("create test database");
+        admin.close().await.expect("close");
+        Self {
+            url: with_database(&admin_url, &name),
+            postgres: Some((admin_url, name)),
+        }
+    }
+}
+
+impl Drop for TestDatabase {
+    fn drop(&mut self) {
+        let Some((admin_url, name)) = self.postgres.take() else {
+            return;
+        };
+        // Drop cannot await; a short-lived runtime on its own thread does the clean-up.
+        let _ = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            runtime.block_on(async {
+                if let Ok(admin) = Database::connect(&admin_url).await {
+                    let _ = admin
+                        .execute_unprepared(&format!(
+                            "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
+                        ))
+                        .await;
+                    let _ = admin.close().await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+/// `postgres://u@h:5432/test?x=y` with its database replaced by `name`.
+fn with_database(url: &str, name: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((base, query)) => (base, Some(query)),
+        None => (url, None),
+    };
+    let scheme_end = base.find("://").map_or(0, |i| i + 3);
+    let host_part = match base[scheme_end..].find('/') {
+        Some(slash) => &base[..scheme_end + slash],
+        None => base,
+    };
+    match query {
+        Some(query) => format!("{host_part}/{name}?{query}"),
+        None => format!("{host_part}/{name}"),
+    }
+}
+
+fn init_test_log() {
+    static ONCE: OnceLock<()> = OnceLock::new();
+    ONCE.get_or_init(|| {
+        if std::env::var_os("TEST_LOG").is_some() {
+            let _ = parley::telemetry::init("info", parley::config::LogFormat::Pretty);
+        }
+    });
+}
