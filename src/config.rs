@@ -50,6 +50,9 @@ pub struct Settings {
     pub whatsapp_graph_url: String,
     /// App secret that signs Meta's webhooks.
     pub whatsapp_app_secret: Option<String>,
+    /// Key (base64 of 32 bytes) encrypting secrets at rest; default: `secret.key` in
+    /// [`Settings::data_dir`], generated on first start.
+    pub secret_key: Option<String>,
 }
 
 impl Default for Settings {
@@ -69,6 +72,7 @@ impl Default for Settings {
             llm_model: None,
             whatsapp_graph_url: "https://graph.facebook.com/v23.0".to_owned(),
             whatsapp_app_secret: None,
+            secret_key: None,
         }
     }
 }
@@ -95,6 +99,7 @@ impl std::fmt::Debug for Settings {
             .field("llm_model", &self.llm_model)
             .field("whatsapp_graph_url", &self.whatsapp_graph_url)
             .field("whatsapp_app_secret", &redact(&self.whatsapp_app_secret))
+            .field("secret_key", &redact(&self.secret_key))
             .finish()
     }
 }

@@ -9,6 +9,7 @@ pub mod cli;
 pub mod config;
 pub mod domain;
 pub mod http;
+pub mod secrets;
 pub mod startup;
 pub mod telemetry;
 pub mod tenancy;

@@ -6,6 +6,7 @@
 pub use sea_orm_migration::prelude::*;
 
 mod m20261122_000001_tenancy;
+mod m20261122_000002_core_resources;
 
 /// Applies Parley's migrations in order; `parley serve` and `parley migrate` run it.
 #[derive(Debug)]
@@ -14,6 +15,9 @@ pub struct Migrator;
 #[async_trait::async_trait]
 impl MigratorTrait for Migrator {
     fn migrations() -> Vec<Box<dyn MigrationTrait>> {
-        vec![Box::new(m20261122_000001_tenancy::Migration)]
+        vec![
+            Box::new(m20261122_000001_tenancy::Migration),
+            Box::new(m20261122_000002_core_resources::Migration),
+        ]
     }
 }

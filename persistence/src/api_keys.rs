@@ -2,12 +2,12 @@
 
 use chrono::{DateTime, Utc};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter,
-    QueryOrder, QuerySelect, Set,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set,
 };
 use uuid::Uuid;
 
 use crate::entities::{api_key, workspace};
+use crate::page::fetch_page;
 use crate::{Page, Paged, Result};
 
 /// A key to store; the caller has hashed the secret.
@@ -106,15 +106,14 @@ pub async fn list_for_workspace(
     page: Page,
 ) -> Result<Paged<api_key::Model>> {
     let query = api_key::Entity::find().filter(api_key::Column::WorkspaceId.eq(workspace_id));
-    let total = query.clone().count(db).await?;
-    let items = query
-        .order_by_asc(api_key::Column::CreatedAt)
-        .order_by_asc(api_key::Column::Id)
-        .offset(page.offset())
-        .limit(page.limit)
-        .all(db)
-        .await?;
-    Ok(Paged { items, total })
+    fetch_page(
+        db,
+        query
+            .order_by_asc(api_key::Column::CreatedAt)
+            .order_by_asc(api_key::Column::Id),
+        page,
+    )
+    .await
 }
 
 /// The key `id`.

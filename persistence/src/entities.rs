@@ -1,7 +1,17 @@
 //! sea-orm entities, one per table. Rows only; the rules live in the query modules and above.
 
 pub mod api_key;
+pub mod assistant;
 pub mod business;
+pub mod channel;
+pub mod contact_point;
+pub mod conversation;
+pub mod identity;
+pub mod identity_stage;
+pub mod memory_entry;
+pub mod message;
+pub mod stage;
 pub mod user;
+pub mod worker;
 pub mod workspace;
 pub mod workspace_member;

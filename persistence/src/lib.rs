@@ -5,12 +5,19 @@
 //! one transaction. Every query on a workspace resource is scoped by `workspace_id`.
 
 pub mod api_keys;
+pub mod assistants;
+pub mod channels;
 pub mod clock;
 mod connection;
+pub mod conversations;
 pub mod entities;
 mod error;
+pub mod identities;
+pub mod memory;
 mod page;
+pub mod stages;
 pub mod tenancy;
+pub mod workers;
 pub mod workspaces;
 
 pub use connection::{connect, migrate, sqlite_url_in};

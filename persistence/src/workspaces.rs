@@ -4,11 +4,12 @@ use chrono::{DateTime, Utc};
 use sea_orm::sea_query::Query;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter,
-    QueryOrder, QuerySelect, Set,
+    QueryOrder, Set,
 };
 use uuid::Uuid;
 
 use crate::entities::{workspace, workspace_member};
+use crate::page::fetch_page;
 use crate::{Page, Paged, Result};
 
 /// Creates a workspace in `business_id` with `owner_id` as its owner. Run it in a transaction:
@@ -75,14 +76,7 @@ pub async fn list_for_member(
     let query = workspace::Entity::find()
         .filter(workspace::Column::BusinessId.eq(business_id))
         .filter(workspace::Column::Id.in_subquery(memberships_of(user_id)));
-    let total = query.clone().count(db).await?;
-    let items = query
-        .order_by_asc(workspace::Column::Id)
-        .offset(page.offset())
-        .limit(page.limit)
-        .all(db)
-        .await?;
-    Ok(Paged { items, total })
+    fetch_page(db, query.order_by_asc(workspace::Column::Id), page).await
 }
 
 /// What an update changes; `None` leaves a field as it is.

@@ -1,8 +1,13 @@
-//! Human-given names of workspaces and keys: trimmed, 1 to 100 characters.
+//! Human-given names: trimmed, with a length in characters between two bounds.
 
-/// A trimmed, non-empty name of at most [`Name::MAX_CHARS`] characters.
+/// A trimmed name of `MIN` to `MAX` characters.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Name(String);
+pub struct BoundedName<const MIN: usize, const MAX: usize>(String);
+
+/// Names of workspaces, keys, workers and assistants: 1 to 100 characters.
+pub type Name = BoundedName<1, 100>;
+/// Names of stages and channels: 3 to 100 characters, as the specification sets.
+pub type LongName = BoundedName<3, 100>;
 
 /// Why a name was refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -10,15 +15,15 @@ pub enum NameError {
     /// Nothing but whitespace.
     #[error("must not be empty")]
     Empty,
-    /// Longer than the limit.
-    #[error("must be at most {} characters", Name::MAX_CHARS)]
-    TooLong,
+    /// Shorter than the bound.
+    #[error("must be at least {0} characters")]
+    TooShort(usize),
+    /// Longer than the bound.
+    #[error("must be at most {0} characters")]
+    TooLong(usize),
 }
 
-impl Name {
-    /// Longest accepted name, in characters.
-    pub const MAX_CHARS: usize = 100;
-
+impl<const MIN: usize, const MAX: usize> BoundedName<MIN, MAX> {
     /// The name as text.
     pub fn as_str(&self) -> &str {
         &self.0
@@ -30,15 +35,18 @@ impl Name {
     }
 }
 
-impl TryFrom<&str> for Name {
+impl<const MIN: usize, const MAX: usize> TryFrom<&str> for BoundedName<MIN, MAX> {
     type Error = NameError;
 
     fn try_from(value: &str) -> Result<Self, Self::Error> {
         let trimmed = value.trim();
+        let chars = trimmed.chars().count();
         if trimmed.is_empty() {
             Err(NameError::Empty)
-        } else if trimmed.chars().count() > Self::MAX_CHARS {
-            Err(NameError::TooLong)
+        } else if chars < MIN {
+            Err(NameError::TooShort(MIN))
+        } else if chars > MAX {
+            Err(NameError::TooLong(MAX))
         } else {
             Ok(Self(trimmed.to_owned()))
         }
@@ -68,7 +76,13 @@ mod tests {
         assert!(Name::try_from(hundred.as_str()).is_ok());
         assert_eq!(
             Name::try_from(format!("{hundred}x").as_str()),
-            Err(NameError::TooLong)
+            Err(NameError::TooLong(100))
         );
+    }
+
+    #[test]
+    fn a_stage_name_needs_three_characters() {
+        assert_eq!(LongName::try_from("ab"), Err(NameError::TooShort(3)));
+        assert!(LongName::try_from("abc").is_ok());
     }
 }

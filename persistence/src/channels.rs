@@ -1,0 +1,170 @@
+//! Channels: WhatsApp Business numbers and sandbox channels of a workspace.
+
+use chrono::{DateTime, Utc};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set,
+};
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::entities::channel;
+use crate::page::fetch_page;
+use crate::{Page, Paged, Result};
+
+/// A channel to create; validated (and its token sealed) by the caller.
+#[derive(Clone, Debug)]
+pub struct NewChannel {
+    /// Display name.
+    pub name: String,
+    /// `cloud_api`, `mm_lite` or `sandbox`.
+    pub integration: String,
+    /// Whether it starts live.
+    pub active: bool,
+    /// Settings object.
+    pub settings: Value,
+    /// Meta's phone number id.
+    pub phone_number_id: Option<String>,
+    /// Meta's business account id.
+    pub business_account_id: Option<String>,
+    /// Sealed access token.
+    pub access_token_encrypted: Option<String>,
+    /// Token for Meta's webhook verification.
+    pub verify_token: String,
+}
+
+/// Stores a new `waba` channel.
+///
+/// # Errors
+/// [`crate::PersistenceError::Conflict`] when the phone number id is already a channel.
+pub async fn create(
+    db: &impl ConnectionTrait,
+    workspace_id: i64,
+    new: NewChannel,
+    now: DateTime<Utc>,
+) -> Result<channel::Model> {
+    Ok(channel::ActiveModel {
+        id: Set(Uuid::now_v7()),
+        workspace_id: Set(workspace_id),
+        name: Set(new.name),
+        channel_type: Set("waba".to_owned()),
+        integration: Set(new.integration),
+        active: Set(new.active),
+        settings: Set(new.settings),
+        phone_number_id: Set(new.phone_number_id),
+        business_account_id: Set(new.business_account_id),
+        access_token_encrypted: Set(new.access_token_encrypted),
+        worker_id: Set(None),
+        verify_token: Set(new.verify_token),
+        created_at: Set(now),
+        updated_at: Set(now),
+    }
+    .insert(db)
+    .await?)
+}
+
+/// The channel `id` of the workspace.
+///
+/// # Errors
+/// Fails on a database error.
+pub async fn find(
+    db: &impl ConnectionTrait,
+    workspace_id: i64,
+    id: Uuid,
+) -> Result<Option<channel::Model>> {
+    Ok(channel::Entity::find_by_id(id)
+        .filter(channel::Column::WorkspaceId.eq(workspace_id))
+        .one(db)
+        .await?)
+}
+
+/// The workspace's channels, oldest first.
+///
+/// # Errors
+/// Fails on a database error.
+pub async fn list(
+    db: &impl ConnectionTrait,
+    workspace_id: i64,
+    page: Page,
+) -> Result<Paged<channel::Model>> {
+    let query = channel::Entity::find()
+        .filter(channel::Column::WorkspaceId.eq(workspace_id))
+        .order_by_asc(channel::Column::Id);
+    fetch_page(db, query, page).await
+}
+
+/// What an update changes; `None` leaves a field as it is.
+#[derive(Clone, Debug, Default)]
+pub struct ChannelChanges {
+    /// New name.
+    pub name: Option<String>,
+    /// New settings object.
+    pub settings: Option<Value>,
+    /// Activate or deactivate.
+    pub active: Option<bool>,
+    /// New phone number id.
+    pub phone_number_id: Option<String>,
+    /// New business account id.
+    pub business_account_id: Option<String>,
+    /// New sealed access token.
+    pub access_token_encrypted: Option<String>,
+    /// New synced worker; `Some(None)` unsyncs.
+    pub worker_id: Option<Option<Uuid>>,
+}
+
+/// Applies `changes`.
+///
+/// # Errors
+/// [`crate::PersistenceError::Conflict`] when the new phone number id is another channel's.
+pub async fn update(
+    db: &impl ConnectionTrait,
+    current: channel::Model,
+    changes: ChannelChanges,
+    now: DateTime<Utc>,
+) -> Result<channel::Model> {
+    let mut active: channel::ActiveModel = current.into();
+    if let Some(name) = changes.name {
+        active.name = Set(name);
+    }
+    if let Some(settings) = changes.settings {
+        active.settings = Set(settings);
+    }
+    if let Some(is_active) = changes.active {
+        active.active = Set(is_active);
+    }
+    if let Some(id) = changes.phone_number_id {
+        active.phone_number_id = Set(Some(id));
+    }
+    if let Some(id) = changes.business_account_id {
+        active.business_account_id = Set(Some(id));
+    }
+    if let Some(token) = changes.access_token_encrypted {
+        active.access_token_encrypted = Set(Some(token));
+    }
+    if let Some(worker_id) = changes.worker_id {
+        active.worker_id = Set(worker_id);
+    }
+    active.updated_at = Set(now);
+    Ok(active.update(db).await?)
+}
+
+/// Deletes the channel with its conversations and messages; `false` when there was none. Run
+/// it in a transaction.
+///
+/// # Errors
+/// Fails on a database error.
+pub async fn delete(db: &impl ConnectionTrait, workspace_id: i64, id: Uuid) -> Result<bool> {
+    use crate::entities::{conversation, message};
+    if find(db, workspace_id, id).await?.is_none() {
+        return Ok(false);
+    }
+    message::Entity::delete_many()
+        .filter(message::Column::ChannelId.eq(id))
+        .exec(db)
+        .await?;
+    conversation::Entity::delete_many()
+        .filter(conversation::Column::ChannelId.eq(id))
+        .exec(db)
+        .await?;
+    channel::Entity::delete_by_id(id).exec(db).await?;
+    Ok(true)
+}

@@ -1,0 +1,165 @@
+//! Conversations (an identity's thread on one channel) and their messages.
+
+use chrono::{DateTime, Utc};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set,
+};
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::entities::{conversation, message};
+use crate::page::fetch_page;
+use crate::{Page, Paged, Result};
+
+/// Conversation status while it accepts messages.
+pub const OPEN: &str = "open";
+/// Conversation status after its idle time ran out.
+pub const CLOSED: &str = "closed";
+
+/// Which conversations to list.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ConversationFilter {
+    /// Only this identity's.
+    pub identity_id: Option<Uuid>,
+    /// Only this channel's.
+    pub channel_id: Option<Uuid>,
+}
+
+/// The workspace's conversations, most recently active first.
+///
+/// # Errors
+/// Fails on a database error.
+pub async fn list(
+    db: &impl ConnectionTrait,
+    workspace_id: i64,
+    filter: ConversationFilter,
+    page: Page,
+) -> Result<Paged<conversation::Model>> {
+    let mut query =
+        conversation::Entity::find().filter(conversation::Column::WorkspaceId.eq(workspace_id));
+    if let Some(identity_id) = filter.identity_id {
+        query = query.filter(conversation::Column::IdentityId.eq(identity_id));
+    }
+    if let Some(channel_id) = filter.channel_id {
+        query = query.filter(conversation::Column::ChannelId.eq(channel_id));
+    }
+    let query = query
+        .order_by_desc(conversation::Column::LastMessageAt)
+        .order_by_desc(conversation::Column::Id);
+    fetch_page(db, query, page).await
+}
+
+/// The conversation `id` of the workspace.
+///
+/// # Errors
+/// Fails on a database error.
+pub async fn find(
+    db: &impl ConnectionTrait,
+    workspace_id: i64,
+    id: Uuid,
+) -> Result<Option<conversation::Model>> {
+    Ok(conversation::Entity::find_by_id(id)
+        .filter(conversation::Column::WorkspaceId.eq(workspace_id))
+        .one(db)
+        .await?)
+}
+
+/// Starts a conversation.
+///
+/// # Errors
+/// Fails on a database error.
+pub async fn start(
+    db: &impl ConnectionTrait,
+    workspace_id: i64,
+    identity_id: Uuid,
+    channel_id: Uuid,
+    assistant_id: Option<Uuid>,
+    now: DateTime<Utc>,
+) -> Result<conversation::Model> {
+    Ok(conversation::ActiveModel {
+        id: Set(Uuid::now_v7()),
+        workspace_id: Set(workspace_id),
+        identity_id: Set(identity_id),
+        channel_id: Set(channel_id),
+        assistant_id: Set(assistant_id),
+        status: Set(OPEN.to_owned()),
+        started_at: Set(now),
+        last_message_at: Set(now),
+    }
+    .insert(db)
+    .await?)
+}
+
+/// A message to store.
+#[derive(Clone, Debug)]
+pub struct NewMessage {
+    /// `inbound` or `outbound`.
+    pub direction: &'static str,
+    /// `user`, `assistant` or `tool`.
+    pub role: &'static str,
+    /// Text content.
+    pub content: String,
+    /// Initial status.
+    pub status: &'static str,
+    /// WhatsApp message id, when known.
+    pub platform_message_id: Option<String>,
+    /// Token usage of the model call that produced it.
+    pub usage: Option<Value>,
+    /// Tool calls the assistant asked for.
+    pub tool_calls: Option<Value>,
+    /// The call a tool result answers.
+    pub tool_call_id: Option<String>,
+}
+
+/// Appends a message to `conversation` and moves its `last_message_at`.
+///
+/// # Errors
+/// [`crate::PersistenceError::Conflict`] when the platform message id was already stored for
+/// the channel (a re-delivered webhook).
+pub async fn append_message(
+    db: &impl ConnectionTrait,
+    conversation: &conversation::Model,
+    new: NewMessage,
+    now: DateTime<Utc>,
+) -> Result<message::Model> {
+    let stored = message::ActiveModel {
+        id: Set(Uuid::now_v7()),
+        workspace_id: Set(conversation.workspace_id),
+        conversation_id: Set(conversation.id),
+        channel_id: Set(conversation.channel_id),
+        direction: Set(new.direction.to_owned()),
+        role: Set(new.role.to_owned()),
+        content: Set(new.content),
+        status: Set(new.status.to_owned()),
+        platform_message_id: Set(new.platform_message_id),
+        error: Set(None),
+        usage: Set(new.usage),
+        tool_calls: Set(new.tool_calls),
+        tool_call_id: Set(new.tool_call_id),
+        created_at: Set(now),
+    }
+    .insert(db)
+    .await?;
+    conversation::Entity::update_many()
+        .col_expr(conversation::Column::LastMessageAt, now.into())
+        .filter(conversation::Column::Id.eq(conversation.id))
+        .exec(db)
+        .await?;
+    Ok(stored)
+}
+
+/// The messages of a conversation, oldest first.
+///
+/// # Errors
+/// Fails on a database error.
+pub async fn messages(
+    db: &impl ConnectionTrait,
+    conversation_id: Uuid,
+    page: Page,
+) -> Result<Paged<message::Model>> {
+    let query = message::Entity::find()
+        .filter(message::Column::ConversationId.eq(conversation_id))
+        .order_by_asc(message::Column::CreatedAt)
+        .order_by_asc(message::Column::Id);
+    fetch_page(db, query, page).await
+}

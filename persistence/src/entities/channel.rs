@@ -1,0 +1,44 @@
+//! A messaging channel (a WhatsApp Business number).
+
+use sea_orm::entity::prelude::*;
+
+/// One row of `channels`.
+#[derive(Clone, Debug, PartialEq, DeriveEntityModel)]
+#[sea_orm(table_name = "channels")]
+pub struct Model {
+    /// UUID v7.
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: Uuid,
+    /// Owning workspace.
+    pub workspace_id: i64,
+    /// 3 to 100 characters.
+    pub name: String,
+    /// Always `waba` for now.
+    pub channel_type: String,
+    /// `cloud_api`, `mm_lite` or `sandbox`.
+    pub integration: String,
+    /// Whether it sends and receives.
+    pub active: bool,
+    /// Channel-specific settings object.
+    pub settings: Json,
+    /// Meta's phone number id; unique across the installation.
+    pub phone_number_id: Option<String>,
+    /// Meta's WhatsApp Business Account id (`businessId` on the wire).
+    pub business_account_id: Option<String>,
+    /// The access token, encrypted at rest; never returned.
+    pub access_token_encrypted: Option<String>,
+    /// The synced worker, if any.
+    pub worker_id: Option<Uuid>,
+    /// Token Meta echoes when verifying the webhook.
+    pub verify_token: String,
+    /// When it was created.
+    pub created_at: DateTimeUtc,
+    /// When it last changed.
+    pub updated_at: DateTimeUtc,
+}
+
+/// Relations are expressed through explicit queries.
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

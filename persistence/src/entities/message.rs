@@ -1,0 +1,45 @@
+//! One message of a conversation, in either direction.
+
+use sea_orm::entity::prelude::*;
+
+/// One row of `messages`.
+#[derive(Clone, Debug, PartialEq, DeriveEntityModel)]
+#[sea_orm(table_name = "messages")]
+pub struct Model {
+    /// UUID v7, so messages sort by creation.
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: Uuid,
+    /// Owning workspace.
+    pub workspace_id: i64,
+    /// The conversation.
+    pub conversation_id: Uuid,
+    /// The channel, for the uniqueness of platform ids.
+    pub channel_id: Uuid,
+    /// `inbound` or `outbound`.
+    pub direction: String,
+    /// `user`, `assistant` or `tool`.
+    pub role: String,
+    /// Text content.
+    #[sea_orm(column_type = "Text")]
+    pub content: String,
+    /// `received`, `pending`, `sent`, `delivered`, `read` or `failed`.
+    pub status: String,
+    /// WhatsApp message id (`wamid…`); unique per channel.
+    pub platform_message_id: Option<String>,
+    /// Failure code and title, when failed.
+    pub error: Option<Json>,
+    /// Token usage of the model call that produced it.
+    pub usage: Option<Json>,
+    /// Tool calls requested by the assistant in this message.
+    pub tool_calls: Option<Json>,
+    /// For a tool result, the call it answers.
+    pub tool_call_id: Option<String>,
+    /// When it was stored.
+    pub created_at: DateTimeUtc,
+}
+
+/// Relations are expressed through explicit queries.
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

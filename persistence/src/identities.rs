@@ -1,0 +1,415 @@
+//! Identities: one person across contact points and channels, with their stage history.
+//!
+//! Contact points are unique per kind and value in a workspace (a database constraint), which is
+//! what makes aggregation safe: two requests cannot give one phone to two identities.
+
+use chrono::{DateTime, Utc};
+use sea_orm::sea_query::Query;
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set,
+};
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::entities::{
+    contact_point, conversation, identity, identity_stage, memory_entry, message, stage,
+};
+use crate::page::fetch_page;
+use crate::{Page, Paged, Result};
+
+/// Contact point kind of phone numbers (E.164).
+pub const PHONE: &str = "phone";
+/// Contact point kind of e-mail addresses (lower-cased).
+pub const EMAIL: &str = "email";
+
+/// The identity `id` of the workspace.
+///
+/// # Errors
+/// Fails on a database error.
+pub async fn find(
+    db: &impl ConnectionTrait,
+    workspace_id: i64,
+    id: Uuid,
+) -> Result<Option<identity::Model>> {
+    Ok(identity::Entity::find_by_id(id)
+        .filter(identity::Column::WorkspaceId.eq(workspace_id))
+        .one(db)
+        .await?)
+}
+
+/// The identity with this external id.
+///
+/// # Errors
+/// Fails on a database error.
+pub async fn find_by_external_id(
+    db: &impl ConnectionTrait,
+    workspace_id: i64,
+    external_id: &str,
+) -> Result<Option<identity::Model>> {
+    Ok(identity::Entity::find()
+        .filter(identity::Column::WorkspaceId.eq(workspace_id))
+        .filter(identity::Column::ExternalId.eq(external_id))
+        .one(db)
+        .await?)
+}
+
+/// The identity owning the contact point `kind`/`value` (already normalised).
+///
+/// # Errors
+/// Fails on a database error.
+pub async fn find_by_contact(
+    db: &impl ConnectionTrait,
+    workspace_id: i64,
+    kind: &str,
+    value: &str,
+) -> Result<Option<identity::Model>> {
+    let owner = Query::select()
+        .column(contact_point::Column::IdentityId)
+        .from(contact_point::Entity)
+        .and_where(contact_point::Column::WorkspaceId.eq(workspace_id))
+        .and_where(contact_point::Column::Kind.eq(kind))
+        .and_where(contact_point::Column::Value.eq(value))
+        .to_owned();
+    Ok(identity::Entity::find()
+        .filter(identity::Column::WorkspaceId.eq(workspace_id))
+        .filter(identity::Column::Id.in_subquery(owner))
+        .one(db)
+        .await?)
+}
+
+/// The contact points of the given identities, oldest first.
+///
+/// # Errors
+/// Fails on a database error.
+pub async fn contacts_of(
+    db: &impl ConnectionTrait,
+    identity_ids: &[Uuid],
+) -> Result<Vec<contact_point::Model>> {
+    if identity_ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    Ok(contact_point::Entity::find()
+        .filter(contact_point::Column::IdentityId.is_in(identity_ids.iter().copied()))
+        .order_by_asc(contact_point::Column::CreatedAt)
+        .order_by_asc(contact_point::Column::Id)
+        .all(db)
+        .await?)
+}
+
+/// The stages with the given ids.
+///
+/// # Errors
+/// Fails on a database error.
+pub async fn stages_by_id(
+    db: &impl ConnectionTrait,
+    stage_ids: &[Uuid],
+) -> Result<Vec<stage::Model>> {
+    if stage_ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    Ok(stage::Entity::find()
+        .filter(stage::Column::Id.is_in(stage_ids.iter().copied()))
+        .all(db)
+        .await?)
+}
+
+/// The workspace's identities, oldest first.
+///
+/// # Errors
+/// Fails on a database error.
+pub async fn list(
+    db: &impl ConnectionTrait,
+    workspace_id: i64,
+    page: Page,
+) -> Result<Paged<identity::Model>> {
+    let query = identity::Entity::find()
+        .filter(identity::Column::WorkspaceId.eq(workspace_id))
+        .order_by_asc(identity::Column::CreatedAt)
+        .order_by_asc(identity::Column::Id);
+    fetch_page(db, query, page).await
+}
+
+/// An identity to create.
+#[derive(Clone, Debug)]
+pub struct NewIdentity {
+    /// Its id: new, or the UUID a client chose.
+    pub id: Uuid,
+    /// Display name.
+    pub name: Option<String>,
+    /// Id in the client's system.
+    pub external_id: Option<String>,
+    /// Custom metadata object.
+    pub metadata: Value,
+}
+
+/// Stores a new identity (without contact points; see [`attach_contact`]).
+///
+/// # Errors
+/// [`crate::PersistenceError::Conflict`] when the external id or the id is taken.
+pub async fn create(
+    db: &impl ConnectionTrait,
+    workspace_id: i64,
+    new: NewIdentity,
+    now: DateTime<Utc>,
+) -> Result<identity::Model> {
+    Ok(identity::ActiveModel {
+        id: Set(new.id),
+        workspace_id: Set(workspace_id),
+        name: Set(new.name),
+        external_id: Set(new.external_id),
+        metadata: Set(new.metadata),
+        stage_id: Set(None),
+        created_at: Set(now),
+        updated_at: Set(now),
+    }
+    .insert(db)
+    .await?)
+}
+
+/// What an update changes; `None` leaves a field as it is.
+#[derive(Clone, Debug, Default)]
+pub struct IdentityChanges {
+    /// New name; `Some(None)` clears it.
+    pub name: Option<Option<String>>,
+    /// New external id; `Some(None)` clears it.
+    pub external_id: Option<Option<String>>,
+    /// New metadata object.
+    pub metadata: Option<Value>,
+}
+
+/// Applies `changes` and touches `updated_at`.
+///
+/// # Errors
+/// [`crate::PersistenceError::Conflict`] when the new external id is taken.
+pub async fn update(
+    db: &impl ConnectionTrait,
+    current: identity::Model,
+    changes: IdentityChanges,
+    now: DateTime<Utc>,
+) -> Result<identity::Model> {
+    let mut active: identity::ActiveModel = current.into();
+    if let Some(name) = changes.name {
+        active.name = Set(name);
+    }
+    if let Some(external_id) = changes.external_id {
+        active.external_id = Set(external_id);
+    }
+    if let Some(metadata) = changes.metadata {
+        active.metadata = Set(metadata);
+    }
+    active.updated_at = Set(now);
+    Ok(active.update(db).await?)
+}
+
+/// Gives `identity_id` the contact point `kind`/`value` and makes it the identity's primary one
+/// of that kind.
+///
+/// # Errors
+/// [`crate::PersistenceError::Conflict`] when another identity owns it.
+pub async fn attach_contact(
+    db: &impl ConnectionTrait,
+    workspace_id: i64,
+    identity_id: Uuid,
+    kind: &str,
+    value: &str,
+    now: DateTime<Utc>,
+) -> Result<()> {
+    contact_point::Entity::update_many()
+        .col_expr(contact_point::Column::IsPrimary, false.into())
+        .filter(contact_point::Column::IdentityId.eq(identity_id))
+        .filter(contact_point::Column::Kind.eq(kind))
+        .exec(db)
+        .await?;
+    let existing = contact_point::Entity::find()
+        .filter(contact_point::Column::IdentityId.eq(identity_id))
+        .filter(contact_point::Column::Kind.eq(kind))
+        .filter(contact_point::Column::Value.eq(value))
+        .one(db)
+        .await?;
+    match existing {
+        Some(found) => {
+            let mut active: contact_point::ActiveModel = found.into();
+            active.is_primary = Set(true);
+            active.update(db).await?;
+        }
+        None => {
+            contact_point::ActiveModel {
+                id: Set(Uuid::now_v7()),
+                workspace_id: Set(workspace_id),
+                identity_id: Set(identity_id),
+                kind: Set(kind.to_owned()),
+                value: Set(value.to_owned()),
+                is_primary: Set(true),
+                created_at: Set(now),
+            }
+            .insert(db)
+            .await?;
+        }
+    }
+    Ok(())
+}
+
+/// Deletes the identity with its contact points, conversations, messages, memory and stage
+/// history; `false` when there was none. Run it in a transaction.
+///
+/// # Errors
+/// Fails on a database error.
+pub async fn delete(db: &impl ConnectionTrait, workspace_id: i64, id: Uuid) -> Result<bool> {
+    if find(db, workspace_id, id).await?.is_none() {
+        return Ok(false);
+    }
+    let conversations = Query::select()
+        .column(conversation::Column::Id)
+        .from(conversation::Entity)
+        .and_where(conversation::Column::IdentityId.eq(id))
+        .to_owned();
+    message::Entity::delete_many()
+        .filter(message::Column::ConversationId.in_subquery(conversations))
+        .exec(db)
+        .await?;
+    conversation::Entity::delete_many()
+        .filter(conversation::Column::IdentityId.eq(id))
+        .exec(db)
+        .await?;
+    memory_entry::Entity::delete_many()
+        .filter(memory_entry::Column::IdentityId.eq(id))
+        .exec(db)
+        .await?;
+    identity_stage::Entity::delete_many()
+        .filter(identity_stage::Column::IdentityId.eq(id))
+        .exec(db)
+        .await?;
+    contact_point::Entity::delete_many()
+        .filter(contact_point::Column::IdentityId.eq(id))
+        .exec(db)
+        .await?;
+    identity::Entity::delete_by_id(id).exec(db).await?;
+    Ok(true)
+}
+
+/// Moves everything of `source` to `target` and deletes `source`: contact points,
+/// conversations, stage history, memory (the target's entry wins on the same key), and the
+/// fields the target lacks (name, external id, stage, metadata keys). Run it in a transaction.
+///
+/// # Errors
+/// Fails on a database error.
+pub async fn merge(
+    db: &impl ConnectionTrait,
+    target: identity::Model,
+    source: identity::Model,
+    now: DateTime<Utc>,
+) -> Result<identity::Model> {
+    contact_point::Entity::update_many()
+        .col_expr(contact_point::Column::IdentityId, target.id.into())
+        .col_expr(contact_point::Column::IsPrimary, false.into())
+        .filter(contact_point::Column::IdentityId.eq(source.id))
+        .exec(db)
+        .await?;
+    ensure_primaries(db, target.id).await?;
+    conversation::Entity::update_many()
+        .col_expr(conversation::Column::IdentityId, target.id.into())
+        .filter(conversation::Column::IdentityId.eq(source.id))
+        .exec(db)
+        .await?;
+    identity_stage::Entity::update_many()
+        .col_expr(identity_stage::Column::IdentityId, target.id.into())
+        .filter(identity_stage::Column::IdentityId.eq(source.id))
+        .exec(db)
+        .await?;
+    let target_keys = Query::select()
+        .column(memory_entry::Column::Key)
+        .from(memory_entry::Entity)
+        .and_where(memory_entry::Column::IdentityId.eq(target.id))
+        .to_owned();
+    memory_entry::Entity::update_many()
+        .col_expr(memory_entry::Column::IdentityId, target.id.into())
+        .filter(memory_entry::Column::IdentityId.eq(source.id))
+        .filter(memory_entry::Column::Key.not_in_subquery(target_keys))
+        .exec(db)
+        .await?;
+    // What is left of the source (its losing memory entries) goes with it.
+    memory_entry::Entity::delete_many()
+        .filter(memory_entry::Column::IdentityId.eq(source.id))
+        .exec(db)
+        .await?;
+    identity::Entity::delete_by_id(source.id).exec(db).await?;
+
+    let mut metadata = source.metadata.clone();
+    if let (Some(into), Some(from)) = (metadata.as_object_mut(), target.metadata.as_object()) {
+        into.extend(from.clone());
+    }
+    let mut active: identity::ActiveModel = target.clone().into();
+    if target.name.is_none() {
+        active.name = Set(source.name);
+    }
+    if target.external_id.is_none() {
+        active.external_id = Set(source.external_id);
+    }
+    if target.stage_id.is_none() {
+        active.stage_id = Set(source.stage_id);
+    }
+    active.metadata = Set(metadata);
+    active.updated_at = Set(now);
+    Ok(active.update(db).await?)
+}
+
+/// Makes the oldest contact point of each kind primary where an identity has none.
+async fn ensure_primaries(db: &impl ConnectionTrait, identity_id: Uuid) -> Result<()> {
+    let contacts = contacts_of(db, &[identity_id]).await?;
+    for kind in [PHONE, EMAIL] {
+        let of_kind: Vec<_> = contacts.iter().filter(|c| c.kind == kind).collect();
+        if of_kind.iter().any(|c| c.is_primary) {
+            continue;
+        }
+        if let Some(oldest) = of_kind.first() {
+            let mut active: contact_point::ActiveModel = (*oldest).clone().into();
+            active.is_primary = Set(true);
+            active.update(db).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Puts the identity in `stage` and appends the move to its history. Run it in a transaction.
+///
+/// # Errors
+/// Fails on a database error.
+pub async fn set_stage(
+    db: &impl ConnectionTrait,
+    current: identity::Model,
+    stage: &stage::Model,
+    metadata: Value,
+    now: DateTime<Utc>,
+) -> Result<(identity::Model, identity_stage::Model)> {
+    let entry = identity_stage::ActiveModel {
+        id: Set(Uuid::now_v7()),
+        workspace_id: Set(current.workspace_id),
+        identity_id: Set(current.id),
+        stage_id: Set(Some(stage.id)),
+        stage_name: Set(stage.name.clone()),
+        metadata: Set(metadata),
+        created_at: Set(now),
+    }
+    .insert(db)
+    .await?;
+    let mut active: identity::ActiveModel = current.into();
+    active.stage_id = Set(Some(stage.id));
+    active.updated_at = Set(now);
+    Ok((active.update(db).await?, entry))
+}
+
+/// The identity's stage history, oldest first.
+///
+/// # Errors
+/// Fails on a database error.
+pub async fn stage_history(
+    db: &impl ConnectionTrait,
+    identity_id: Uuid,
+    page: Page,
+) -> Result<Paged<identity_stage::Model>> {
+    let query = identity_stage::Entity::find()
+        .filter(identity_stage::Column::IdentityId.eq(identity_id))
+        .order_by_asc(identity_stage::Column::CreatedAt)
+        .order_by_asc(identity_stage::Column::Id);
+    fetch_page(db, query, page).await
+}

@@ -1,0 +1,116 @@
+//! The assistant's `settings` object: model parameters and conversation behaviour.
+
+use serde::{Deserialize, Serialize};
+
+/// Settings with every default filled in, as stored and answered.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AssistantSettings {
+    /// Sampling temperature, 0 to 2; the model's default when absent.
+    pub temperature: Option<f64>,
+    /// Most tokens per reply, 1 to 128000; the model's default when absent.
+    pub max_tokens: Option<u32>,
+    /// Whole turns of history sent to the model, 0 to 200.
+    pub history_turns: u32,
+    /// Whether the built-in memory tools are offered.
+    pub memory_enabled: bool,
+    /// Window in which a burst of messages is merged into one turn, 0 to 60000 ms.
+    pub debounce_ms: u64,
+    /// Reply stored and returned when the model fails, at most 4096 characters.
+    pub fallback_message: Option<String>,
+}
+
+impl Default for AssistantSettings {
+    fn default() -> Self {
+        Self {
+            temperature: None,
+            max_tokens: None,
+            history_turns: 20,
+            memory_enabled: true,
+            debounce_ms: 0,
+            fallback_message: None,
+        }
+    }
+}
+
+/// One settings field out of its range: the field name and what is wrong.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("{field} {problem}")]
+pub struct InvalidSetting {
+    /// Name of the field inside `settings`.
+    pub field: &'static str,
+    /// What is wrong.
+    pub problem: &'static str,
+}
+
+impl AssistantSettings {
+    /// Checks every field's range, reporting each problem.
+    pub fn problems(&self) -> Vec<InvalidSetting> {
+        let mut problems = Vec::new();
+        let mut check = |ok: bool, field, problem| {
+            if !ok {
+                problems.push(InvalidSetting { field, problem });
+            }
+        };
+        check(
+            self.temperature.is_none_or(|t| (0.0..=2.0).contains(&t)),
+            "temperature",
+            "must be between 0 and 2",
+        );
+        check(
+            self.max_tokens.is_none_or(|t| (1..=128_000).contains(&t)),
+            "max_tokens",
+            "must be between 1 and 128000",
+        );
+        check(
+            self.history_turns <= 200,
+            "history_turns",
+            "must be at most 200",
+        );
+        check(
+            self.debounce_ms <= 60_000,
+            "debounce_ms",
+            "must be at most 60000",
+        );
+        check(
+            self.fallback_message
+                .as_ref()
+                .is_none_or(|m| m.chars().count() <= 4096 && !m.trim().is_empty()),
+            "fallback_message",
+            "must be 1 to 4096 characters",
+        );
+        problems
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        assert!(AssistantSettings::default().problems().is_empty());
+    }
+
+    #[test]
+    fn every_out_of_range_field_is_reported() {
+        let settings = AssistantSettings {
+            temperature: Some(2.5),
+            max_tokens: Some(0),
+            history_turns: 500,
+            memory_enabled: true,
+            debounce_ms: 61_000,
+            fallback_message: Some(String::new()),
+        };
+        let fields: Vec<_> = settings.problems().iter().map(|p| p.field).collect();
+        assert_eq!(
+            fields,
+            [
+                "temperature",
+                "max_tokens",
+                "history_turns",
+                "debounce_ms",
+                "fallback_message"
+            ]
+        );
+    }
+}
