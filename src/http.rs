@@ -3,13 +3,22 @@
 //! limits).
 
 mod api_keys;
+mod assistants;
 mod auth;
+mod channels;
+mod conversations;
 mod envelope;
 mod error;
 mod extract;
 mod health;
+mod identities;
+mod identity_journey;
+mod memory;
 mod middleware;
 mod pagination;
+mod stages;
+mod validation;
+mod workers;
 mod workspaces;
 
 use std::sync::Arc;
@@ -26,6 +35,7 @@ use tower_http::trace::TraceLayer;
 
 use crate::config::Settings;
 use crate::http::error::ApiError;
+use crate::secrets::SecretBox;
 
 /// What every handler can reach; cheap to clone.
 #[derive(Clone)]
@@ -36,6 +46,8 @@ pub struct AppState {
     pub db: DatabaseConnection,
     /// The live actor tree.
     pub actors: Arc<ActorRuntime>,
+    /// Seals and opens secrets kept in the database.
+    pub secrets: Arc<SecretBox>,
 }
 
 /// Builds the application's router with its middleware.
@@ -46,6 +58,14 @@ pub fn router(state: AppState) -> Router {
         .merge(health::router())
         .merge(workspaces::router())
         .merge(api_keys::router())
+        .merge(workers::router())
+        .merge(assistants::router())
+        .merge(channels::router())
+        .merge(stages::router())
+        .merge(identities::router())
+        .merge(identity_journey::router())
+        .merge(memory::router())
+        .merge(conversations::router())
         .fallback(unknown_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(

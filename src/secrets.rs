@@ -10,7 +10,7 @@ use anyhow::Context;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use chacha20poly1305::aead::{Aead, AeadCore, KeyInit, OsRng};
-use chacha20poly1305::{Key, XChaCha20Poly1305, XNonce};
+use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 
 /// Marks the format of stored ciphertext, so that the scheme can change later.
 const VERSION: &str = "v1:";
@@ -44,9 +44,9 @@ impl SecretBox {
             .decode(encoded.as_bytes())
             .context("the secret key is not base64")?;
         anyhow::ensure!(bytes.len() == 32, "the secret key must be 32 bytes");
-        Ok(Self {
-            cipher: XChaCha20Poly1305::new(Key::from_slice(&bytes)),
-        })
+        let cipher = XChaCha20Poly1305::new_from_slice(&bytes)
+            .map_err(|_| anyhow::anyhow!("the secret key must be 32 bytes"))?;
+        Ok(Self { cipher })
     }
 
     /// Encrypts `plaintext` with a fresh random nonce.
@@ -76,9 +76,10 @@ impl SecretBox {
         let bytes = STANDARD.decode(encoded).context("secret is not base64")?;
         anyhow::ensure!(bytes.len() > NONCE_LEN, "secret is truncated");
         let (nonce, ciphertext) = bytes.split_at(NONCE_LEN);
+        let nonce: [u8; NONCE_LEN] = nonce.try_into().context("secret is truncated")?;
         let plain = self
             .cipher
-            .decrypt(XNonce::from_slice(nonce), ciphertext)
+            .decrypt(&XNonce::from(nonce), ciphertext)
             .map_err(|_| anyhow::anyhow!("secret does not decrypt with this installation's key"))?;
         String::from_utf8(plain).context("secret is not UTF-8")
     }

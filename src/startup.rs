@@ -12,6 +12,7 @@ use tokio::net::TcpListener;
 
 use crate::config::Settings;
 use crate::http::{AppState, router};
+use crate::secrets::SecretBox;
 
 /// A built, bound, not yet serving application.
 pub struct Application {
@@ -28,6 +29,8 @@ impl Application {
     pub async fn build(settings: Settings) -> anyhow::Result<Self> {
         let db = open_database(&settings).await?;
         log_bootstrap_hint(&db).await?;
+        let secrets = SecretBox::load(settings.secret_key.as_deref(), &settings.data_dir)
+            .context("loading the key for secrets at rest")?;
         let actors = ActorRuntime::start()
             .await
             .context("starting the actor runtime")?;
@@ -40,6 +43,7 @@ impl Application {
                 settings: Arc::new(settings),
                 db,
                 actors: Arc::new(actors),
+                secrets: Arc::new(secrets),
             },
         })
     }

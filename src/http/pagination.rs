@@ -76,3 +76,17 @@ impl<T: Serialize> IntoResponse for PageResponse<T> {
         Json(self).into_response()
     }
 }
+
+/// The `page` and `limit` query parameters of a plain list.
+#[derive(Debug, serde::Deserialize)]
+pub(crate) struct ListQuery {
+    page: Option<u64>,
+    limit: Option<u64>,
+}
+
+impl ListQuery {
+    /// The checked page request.
+    pub(crate) fn page(&self) -> Result<Page, ApiError> {
+        page_from(self.page, self.limit)
+    }
+}

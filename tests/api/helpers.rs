@@ -170,6 +170,78 @@ impl TestApp {
     }
 }
 
+/// Fixtures: resources created through the API, answering their ids.
+impl TestApp {
+    /// A connection to the server's database, for fixtures the API cannot make yet and for
+    /// asserting what is stored.
+    pub async fn db(&self) -> sea_orm::DatabaseConnection {
+        parley_persistence::connect(&self.database_url)
+            .await
+            .expect("connect")
+    }
+
+    /// POST with the owner's key, expecting `201`, answering `data`.
+    pub async fn created(&self, path: &str, body: Value) -> Value {
+        let response = self.send_json(Method::POST, path, &body).await;
+        expect_status(response, 201).await["data"].clone()
+    }
+
+    /// A worker named `name`.
+    pub async fn worker(&self, name: &str) -> String {
+        let data = self
+            .created("/workers", serde_json::json!({"name": name}))
+            .await;
+        data["worker_id"].as_str().expect("worker_id").to_owned()
+    }
+
+    /// An assistant of `worker_id`.
+    pub async fn assistant(&self, worker_id: &str, name: &str) -> String {
+        let data = self
+            .created(
+                &format!("/workers/{worker_id}/assistants"),
+                serde_json::json!({"name": name, "instructions": "Be helpful."}),
+            )
+            .await;
+        data["assistant_id"]
+            .as_str()
+            .expect("assistant_id")
+            .to_owned()
+    }
+
+    /// A sandbox channel.
+    pub async fn sandbox_channel(&self, name: &str) -> String {
+        let data = self
+            .created(
+                "/channels/waba",
+                serde_json::json!({"name": name, "integration": "sandbox"}),
+            )
+            .await;
+        data["id"].as_str().expect("id").to_owned()
+    }
+
+    /// A stage.
+    pub async fn stage(&self, name: &str) -> String {
+        let data = self
+            .created("/stages", serde_json::json!({"name": name}))
+            .await;
+        data["id"].as_str().expect("id").to_owned()
+    }
+
+    /// Creates or updates the identity at `path_id`, answering the record.
+    pub async fn put_identity(&self, path_id: &str, body: Value) -> Value {
+        let response = self
+            .send_json(Method::PUT, &format!("/identity/{path_id}"), &body)
+            .await;
+        let status = response.status().as_u16();
+        let body = expect_status(response, status).await;
+        assert!(
+            status == 200 || status == 201,
+            "PUT /identity answered {status}: {body}"
+        );
+        body["data"].clone()
+    }
+}
+
 impl Drop for TestApp {
     fn drop(&mut self) {
         if let Some(tx) = self.shutdown.take() {

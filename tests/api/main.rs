@@ -5,9 +5,17 @@
 #![allow(unreachable_pub)]
 
 mod api_keys;
+mod assistants;
 mod auth;
+mod channels;
 mod cli;
+mod conversations;
 mod errors;
 mod health;
 mod helpers;
+mod identities;
+mod isolation;
+mod memory;
+mod stages;
+mod workers;
 mod workspaces;

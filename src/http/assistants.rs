@@ -1,0 +1,317 @@
+//! Assistants: `POST /workers/{id}/assistants`, `GET`, `PATCH` and `DELETE /assistant/{id}`.
+
+use axum::Router;
+use axum::extract::State;
+use axum::routing::{get, post};
+use chrono::{DateTime, Utc};
+use parley_persistence::assistants::{self, AssistantFields};
+use parley_persistence::clock;
+use parley_persistence::entities::assistant;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use uuid::Uuid;
+
+use crate::domain::{AssistantSettings, Instructions, LanguageTag, Name, Permission};
+use crate::http::AppState;
+use crate::http::auth::Caller;
+use crate::http::envelope::Envelope;
+use crate::http::error::{ApiError, PathSegment, Result};
+use crate::http::extract::{Json, Path};
+use crate::http::validation::{Problems, parse_uuid, present};
+use crate::http::workers::find_worker;
+
+/// The only provider the specification supports.
+const PROVIDER_ONE: &str = "PROVIDER_ONE";
+/// Longest model name.
+const MAX_MODEL_CHARS: usize = 200;
+
+pub(crate) fn router() -> Router<AppState> {
+    Router::new()
+        .route("/workers/{worker_id}/assistants", post(create_assistant))
+        .route(
+            "/assistant/{assistant_id}",
+            get(get_assistant)
+                .patch(update_assistant)
+                .delete(delete_assistant),
+        )
+}
+
+/// An assistant as the API shows it.
+#[derive(Debug, Serialize)]
+pub(crate) struct AssistantRecord {
+    id: Uuid,
+    worker_id: Uuid,
+    name: String,
+    instructions: String,
+    languages: Value,
+    provider: String,
+    model: Option<String>,
+    settings: Value,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+impl From<assistant::Model> for AssistantRecord {
+    fn from(a: assistant::Model) -> Self {
+        Self {
+            id: a.id,
+            worker_id: a.worker_id,
+            name: a.name,
+            instructions: a.instructions,
+            languages: a.languages,
+            provider: a.provider,
+            model: a.model,
+            settings: a.settings,
+            created_at: a.created_at,
+            updated_at: a.updated_at,
+        }
+    }
+}
+
+/// The create answer: the specification's `assistant_id` beside the record.
+#[derive(Debug, Serialize)]
+struct CreatedAssistant {
+    assistant_id: Uuid,
+    #[serde(flatten)]
+    record: AssistantRecord,
+}
+
+#[derive(Debug, Deserialize)]
+struct CreateAssistantBody {
+    name: String,
+    instructions: String,
+    languages: Option<Vec<String>>,
+    provider: Option<String>,
+    model: Option<String>,
+    settings: Option<Value>,
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id, worker_id = %worker_id))]
+async fn create_assistant(
+    caller: Caller,
+    State(state): State<AppState>,
+    Path(worker_id): Path<String>,
+    Json(body): Json<CreateAssistantBody>,
+) -> Result<Envelope<CreatedAssistant>> {
+    caller.require(Permission::Write)?;
+    let worker = find_worker(&state, &caller, &worker_id).await?;
+    let mut problems = Problems::default();
+    let fields = AssistantInput {
+        name: Some(body.name),
+        instructions: Some(body.instructions),
+        languages: Some(body.languages.unwrap_or_default()),
+        provider: Some(body.provider.unwrap_or_else(|| PROVIDER_ONE.to_owned())),
+        model: Some(body.model),
+        settings: body.settings,
+    }
+    .into_fields(&mut problems, None);
+    problems.finish()?;
+    let fields = fields.ok_or_else(|| ApiError::invalid_field(["name"], "is required"))?;
+    let created = assistants::create(
+        &state.db,
+        caller.workspace_id,
+        worker.id,
+        fields,
+        clock::now(),
+    )
+    .await?;
+    Ok(Envelope::created(
+        "Assistant created successfully",
+        CreatedAssistant {
+            assistant_id: created.id,
+            record: created.into(),
+        },
+    ))
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id, assistant_id = %assistant_id))]
+async fn get_assistant(
+    caller: Caller,
+    State(state): State<AppState>,
+    Path(assistant_id): Path<String>,
+) -> Result<Envelope<AssistantRecord>> {
+    caller.require(Permission::Read)?;
+    let found = find_assistant(&state, &caller, &assistant_id).await?;
+    Ok(Envelope::ok(
+        "Assistant retrieved successfully",
+        found.into(),
+    ))
+}
+
+#[derive(Debug, Deserialize)]
+struct UpdateAssistantBody {
+    name: Option<String>,
+    instructions: Option<String>,
+    languages: Option<Vec<String>>,
+    provider: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    model: Option<Option<String>>,
+    settings: Option<Value>,
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id, assistant_id = %assistant_id))]
+async fn update_assistant(
+    caller: Caller,
+    State(state): State<AppState>,
+    Path(assistant_id): Path<String>,
+    Json(body): Json<UpdateAssistantBody>,
+) -> Result<Envelope<AssistantRecord>> {
+    caller.require(Permission::Write)?;
+    let current = find_assistant(&state, &caller, &assistant_id).await?;
+    let mut problems = Problems::default();
+    let fields = AssistantInput {
+        name: body.name,
+        instructions: body.instructions,
+        languages: body.languages,
+        provider: body.provider,
+        model: body.model,
+        settings: body.settings,
+    }
+    .into_fields(&mut problems, Some(&current));
+    problems.finish()?;
+    let fields = fields.ok_or_else(|| ApiError::invalid(Vec::new()))?;
+    let updated = assistants::update(&state.db, current, fields, clock::now()).await?;
+    Ok(Envelope::ok(
+        "Assistant updated successfully",
+        updated.into(),
+    ))
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id, assistant_id = %assistant_id))]
+async fn delete_assistant(
+    caller: Caller,
+    State(state): State<AppState>,
+    Path(assistant_id): Path<String>,
+) -> Result<Envelope<Value>> {
+    caller.require(Permission::Write)?;
+    let id = parse_uuid(&assistant_id, "assistant_id")?;
+    if !assistants::delete(&state.db, caller.workspace_id, id).await? {
+        return Err(ApiError::NotFound("Assistant"));
+    }
+    Ok(Envelope::ok(
+        "Assistant deleted successfully",
+        json!({ "id": id }),
+    ))
+}
+
+async fn find_assistant(state: &AppState, caller: &Caller, raw: &str) -> Result<assistant::Model> {
+    let id = parse_uuid(raw, "assistant_id")?;
+    assistants::find(&state.db, caller.workspace_id, id)
+        .await?
+        .ok_or(ApiError::NotFound("Assistant"))
+}
+
+/// The assistant fields a request gives; `None` keeps the current value on update.
+struct AssistantInput {
+    name: Option<String>,
+    instructions: Option<String>,
+    languages: Option<Vec<String>>,
+    provider: Option<String>,
+    model: Option<Option<String>>,
+    settings: Option<Value>,
+}
+
+impl AssistantInput {
+    /// Validates the given fields over `current` (or over nothing, on create), recording every
+    /// problem; `None` when something required is missing or invalid.
+    fn into_fields(
+        self,
+        problems: &mut Problems,
+        current: Option<&assistant::Model>,
+    ) -> Option<AssistantFields> {
+        let name = match self.name {
+            Some(name) => problems
+                .parse(["name"], Name::try_from(name.as_str()))
+                .map(Name::into_inner),
+            None => current.map(|c| c.name.clone()),
+        };
+        let instructions = match self.instructions {
+            Some(text) => problems
+                .parse(["instructions"], Instructions::try_from(text.as_str()))
+                .map(Instructions::into_inner),
+            None => current.map(|c| c.instructions.clone()),
+        };
+        let languages = match self.languages {
+            Some(tags) => {
+                let mut valid = Vec::with_capacity(tags.len());
+                for (index, tag) in tags.iter().enumerate() {
+                    let path = [PathSegment::from("languages"), PathSegment::from(index)];
+                    if let Some(tag) = problems.parse(path, LanguageTag::try_from(tag.as_str())) {
+                        valid.push(Value::String(tag.as_str().to_owned()));
+                    }
+                }
+                Some(Value::Array(valid))
+            }
+            None => current.map(|c| c.languages.clone()),
+        };
+        let provider = match self.provider {
+            Some(provider) if provider == PROVIDER_ONE => Some(provider),
+            Some(_) => {
+                problems.add(["provider"], format!("must be {PROVIDER_ONE}"));
+                None
+            }
+            None => current.map(|c| c.provider.clone()),
+        };
+        let model = match self.model {
+            Some(Some(model)) => {
+                let model = model.trim().to_owned();
+                if model.is_empty() || model.chars().count() > MAX_MODEL_CHARS {
+                    problems.add(
+                        ["model"],
+                        format!("must be 1 to {MAX_MODEL_CHARS} characters"),
+                    );
+                }
+                Some(model)
+            }
+            Some(None) => None,
+            None => current.and_then(|c| c.model.clone()),
+        };
+        let base = current.map_or_else(
+            || serde_json::to_value(AssistantSettings::default()).unwrap_or(Value::Null),
+            |c| c.settings.clone(),
+        );
+        let settings = parse_settings(problems, base, self.settings);
+        Some(AssistantFields {
+            name: name?,
+            instructions: instructions?,
+            languages: languages?,
+            provider: provider?,
+            model,
+            settings: settings?,
+        })
+    }
+}
+
+/// Lays the given `settings` object over `base`, then checks every field.
+fn parse_settings(problems: &mut Problems, base: Value, given: Option<Value>) -> Option<Value> {
+    let mut merged: Map<String, Value> = match base {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    };
+    match given {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(map)) => merged.extend(map),
+        Some(_) => {
+            problems.add(["settings"], "must be an object");
+            return None;
+        }
+    }
+    let parsed: AssistantSettings = match serde_path_to_error::deserialize(Value::Object(merged)) {
+        Ok(parsed) => parsed,
+        Err(error) => {
+            let mut path = vec![PathSegment::from("settings")];
+            path.extend(error.path().iter().map(|s| PathSegment::Key(s.to_string())));
+            problems.add(path, error.inner().to_string());
+            return None;
+        }
+    };
+    let invalid = parsed.problems();
+    for problem in &invalid {
+        problems.add(["settings", problem.field], problem.problem);
+    }
+    if invalid.is_empty() {
+        serde_json::to_value(parsed).ok()
+    } else {
+        None
+    }
+}

@@ -1,0 +1,174 @@
+//! Conversation reads: `GET /conversations` (filter by `identity_id`, `channel_id`),
+//! `GET /conversations/{id}` and `GET /conversations/{id}/messages`.
+
+use axum::Router;
+use axum::extract::State;
+use axum::routing::get;
+use chrono::{DateTime, Utc};
+use parley_persistence::conversations::{self, ConversationFilter};
+use parley_persistence::entities::{conversation, message};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::domain::Permission;
+use crate::http::AppState;
+use crate::http::auth::Caller;
+use crate::http::channels::find_channel;
+use crate::http::envelope::Envelope;
+use crate::http::error::{ApiError, Result};
+use crate::http::extract::{Path, Query};
+use crate::http::identities::require;
+use crate::http::pagination::{ListQuery, PageResponse, page_from};
+use crate::http::validation::parse_uuid;
+
+pub(crate) fn router() -> Router<AppState> {
+    Router::new()
+        .route("/conversations", get(list_conversations))
+        .route("/conversations/{conversation_id}", get(get_conversation))
+        .route(
+            "/conversations/{conversation_id}/messages",
+            get(list_messages),
+        )
+}
+
+/// A conversation as the API shows it.
+#[derive(Debug, Serialize)]
+struct ConversationRecord {
+    id: Uuid,
+    identity_id: Uuid,
+    channel_id: Uuid,
+    assistant_id: Option<Uuid>,
+    status: String,
+    started_at: DateTime<Utc>,
+    last_message_at: DateTime<Utc>,
+}
+
+impl From<conversation::Model> for ConversationRecord {
+    fn from(c: conversation::Model) -> Self {
+        Self {
+            id: c.id,
+            identity_id: c.identity_id,
+            channel_id: c.channel_id,
+            assistant_id: c.assistant_id,
+            status: c.status,
+            started_at: c.started_at,
+            last_message_at: c.last_message_at,
+        }
+    }
+}
+
+/// A message as the API shows it.
+#[derive(Debug, Serialize)]
+struct MessageRecord {
+    id: Uuid,
+    conversation_id: Uuid,
+    direction: String,
+    role: String,
+    content: String,
+    status: String,
+    platform_message_id: Option<String>,
+    error: Option<Value>,
+    usage: Option<Value>,
+    tool_calls: Option<Value>,
+    created_at: DateTime<Utc>,
+}
+
+impl From<message::Model> for MessageRecord {
+    fn from(m: message::Model) -> Self {
+        Self {
+            id: m.id,
+            conversation_id: m.conversation_id,
+            direction: m.direction,
+            role: m.role,
+            content: m.content,
+            status: m.status,
+            platform_message_id: m.platform_message_id,
+            error: m.error,
+            usage: m.usage,
+            tool_calls: m.tool_calls,
+            created_at: m.created_at,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct ConversationQuery {
+    identity_id: Option<String>,
+    channel_id: Option<String>,
+    page: Option<u64>,
+    limit: Option<u64>,
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+async fn list_conversations(
+    caller: Caller,
+    State(state): State<AppState>,
+    Query(query): Query<ConversationQuery>,
+) -> Result<PageResponse<ConversationRecord>> {
+    caller.require(Permission::Read)?;
+    let page = page_from(query.page, query.limit)?;
+    let identity_id = match &query.identity_id {
+        Some(raw) => Some(require(&state.db, caller.workspace_id, raw).await?.id),
+        None => None,
+    };
+    let channel_id = match &query.channel_id {
+        Some(raw) => Some(find_channel(&state, &caller, raw).await?.id),
+        None => None,
+    };
+    let filter = ConversationFilter {
+        identity_id,
+        channel_id,
+    };
+    let paged = conversations::list(&state.db, caller.workspace_id, filter, page).await?;
+    Ok(PageResponse::new(
+        "Conversations retrieved successfully",
+        page,
+        paged,
+        ConversationRecord::from,
+    ))
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+async fn get_conversation(
+    caller: Caller,
+    State(state): State<AppState>,
+    Path(conversation_id): Path<String>,
+) -> Result<Envelope<ConversationRecord>> {
+    caller.require(Permission::Read)?;
+    let found = find_conversation(&state, &caller, &conversation_id).await?;
+    Ok(Envelope::ok(
+        "Conversation retrieved successfully",
+        found.into(),
+    ))
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+async fn list_messages(
+    caller: Caller,
+    State(state): State<AppState>,
+    Path(conversation_id): Path<String>,
+    Query(query): Query<ListQuery>,
+) -> Result<PageResponse<MessageRecord>> {
+    caller.require(Permission::Read)?;
+    let page = query.page()?;
+    let found = find_conversation(&state, &caller, &conversation_id).await?;
+    let paged = conversations::messages(&state.db, found.id, page).await?;
+    Ok(PageResponse::new(
+        "Messages retrieved successfully",
+        page,
+        paged,
+        MessageRecord::from,
+    ))
+}
+
+async fn find_conversation(
+    state: &AppState,
+    caller: &Caller,
+    raw: &str,
+) -> Result<conversation::Model> {
+    let id = parse_uuid(raw, "conversation_id")?;
+    conversations::find(&state.db, caller.workspace_id, id)
+        .await?
+        .ok_or(ApiError::NotFound("Conversation"))
+}

@@ -1,0 +1,339 @@
+//! Identities: `GET /identity`, `GET|PUT|DELETE /identity/{id}`. A path id resolves, in order,
+//! as UUID, external id, phone and e-mail. `PUT` creates or updates, aggregating a new contact
+//! point into the identity that already owns its phone or e-mail.
+
+use std::collections::HashMap;
+
+use axum::Router;
+use axum::extract::State;
+use axum::routing::get;
+use chrono::{DateTime, Utc};
+use parley_persistence::entities::{contact_point, identity};
+use parley_persistence::identities::{self, EMAIL, IdentityChanges, NewIdentity, PHONE};
+use parley_persistence::{ConnectionTrait, PersistenceError, TransactionTrait, clock};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::domain::{Email, Permission, Phone};
+use crate::http::AppState;
+use crate::http::auth::Caller;
+use crate::http::envelope::Envelope;
+use crate::http::error::{ApiError, Result};
+use crate::http::extract::{Json, Path, Query};
+use crate::http::pagination::{ListQuery, PageResponse};
+use crate::http::validation::{Problems, object_or_empty, optional_text, present};
+
+/// Longest name and external id.
+const MAX_TEXT: usize = 200;
+
+pub(crate) fn router() -> Router<AppState> {
+    Router::new()
+        .route("/identity", get(list_identities))
+        .route(
+            "/identity/{identity_id}",
+            get(get_identity).put(put_identity).delete(delete_identity),
+        )
+}
+
+/// An identity as the API shows it.
+#[derive(Debug, Serialize)]
+pub(crate) struct IdentityRecord {
+    id: Uuid,
+    name: Option<String>,
+    phone: Option<String>,
+    email: Option<String>,
+    external_id: Option<String>,
+    metadata: Value,
+    stage: Option<String>,
+    stage_id: Option<Uuid>,
+    contacts: Vec<ContactRecord>,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Serialize)]
+struct ContactRecord {
+    #[serde(rename = "type")]
+    kind: String,
+    value: String,
+}
+
+/// Builds records for `found` with two more queries (contacts and stages), whatever their number.
+pub(crate) async fn records(
+    db: &impl ConnectionTrait,
+    found: Vec<identity::Model>,
+) -> Result<Vec<IdentityRecord>> {
+    let ids: Vec<Uuid> = found.iter().map(|i| i.id).collect();
+    let mut contacts: HashMap<Uuid, Vec<contact_point::Model>> = HashMap::new();
+    for contact in identities::contacts_of(db, &ids).await? {
+        contacts
+            .entry(contact.identity_id)
+            .or_default()
+            .push(contact);
+    }
+    let stage_ids: Vec<Uuid> = found.iter().filter_map(|i| i.stage_id).collect();
+    let stage_names: HashMap<Uuid, String> = identities::stages_by_id(db, &stage_ids)
+        .await?
+        .into_iter()
+        .map(|s| (s.id, s.name))
+        .collect();
+    Ok(found
+        .into_iter()
+        .map(|i| {
+            let own = contacts.remove(&i.id).unwrap_or_default();
+            let primary = |kind: &str| {
+                own.iter()
+                    .find(|c| c.kind == kind && c.is_primary)
+                    .or_else(|| own.iter().find(|c| c.kind == kind))
+                    .map(|c| c.value.clone())
+            };
+            IdentityRecord {
+                phone: primary(PHONE),
+                email: primary(EMAIL),
+                stage: i.stage_id.and_then(|s| stage_names.get(&s).cloned()),
+                contacts: own
+                    .iter()
+                    .map(|c| ContactRecord {
+                        kind: c.kind.clone(),
+                        value: c.value.clone(),
+                    })
+                    .collect(),
+                id: i.id,
+                name: i.name,
+                external_id: i.external_id,
+                metadata: i.metadata,
+                stage_id: i.stage_id,
+                created_at: i.created_at,
+                updated_at: i.updated_at,
+            }
+        })
+        .collect())
+}
+
+/// The record of one identity.
+pub(crate) async fn record(
+    db: &impl ConnectionTrait,
+    found: identity::Model,
+) -> Result<IdentityRecord> {
+    records(db, vec![found])
+        .await?
+        .pop()
+        .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("identity record went missing")))
+}
+
+/// Resolves a path id as UUID, external id, phone, then e-mail.
+pub(crate) async fn resolve(
+    db: &impl ConnectionTrait,
+    workspace_id: i64,
+    raw: &str,
+) -> Result<Option<identity::Model>> {
+    if let Ok(id) = Uuid::parse_str(raw)
+        && let Some(found) = identities::find(db, workspace_id, id).await?
+    {
+        return Ok(Some(found));
+    }
+    if let Some(found) = identities::find_by_external_id(db, workspace_id, raw).await? {
+        return Ok(Some(found));
+    }
+    if let Ok(phone) = Phone::try_from(raw)
+        && let Some(found) =
+            identities::find_by_contact(db, workspace_id, PHONE, phone.as_str()).await?
+    {
+        return Ok(Some(found));
+    }
+    if let Ok(email) = Email::try_from(raw) {
+        return Ok(identities::find_by_contact(db, workspace_id, EMAIL, email.as_str()).await?);
+    }
+    Ok(None)
+}
+
+/// The identity a path id names, or 404.
+pub(crate) async fn require(
+    db: &impl ConnectionTrait,
+    workspace_id: i64,
+    raw: &str,
+) -> Result<identity::Model> {
+    resolve(db, workspace_id, raw)
+        .await?
+        .ok_or(ApiError::NotFound("Identity"))
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+async fn list_identities(
+    caller: Caller,
+    State(state): State<AppState>,
+    Query(query): Query<ListQuery>,
+) -> Result<PageResponse<IdentityRecord>> {
+    caller.require(Permission::Read)?;
+    let page = query.page()?;
+    let paged = identities::list(&state.db, caller.workspace_id, page).await?;
+    let total = paged.total;
+    let items = records(&state.db, paged.items).await?;
+    Ok(PageResponse::new(
+        "Identities retrieved successfully",
+        page,
+        parley_persistence::Paged { items, total },
+        |r| r,
+    ))
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+async fn get_identity(
+    caller: Caller,
+    State(state): State<AppState>,
+    Path(identity_id): Path<String>,
+) -> Result<Envelope<IdentityRecord>> {
+    caller.require(Permission::Read)?;
+    let found = require(&state.db, caller.workspace_id, &identity_id).await?;
+    Ok(Envelope::ok(
+        "Identity retrieved successfully",
+        record(&state.db, found).await?,
+    ))
+}
+
+#[derive(Debug, Deserialize)]
+struct PutIdentityBody {
+    #[serde(default, deserialize_with = "present")]
+    name: Option<Option<String>>,
+    phone: Option<String>,
+    email: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    external_id: Option<Option<String>>,
+    metadata: Option<Value>,
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+async fn put_identity(
+    caller: Caller,
+    State(state): State<AppState>,
+    Path(identity_id): Path<String>,
+    Json(body): Json<PutIdentityBody>,
+) -> Result<Envelope<IdentityRecord>> {
+    caller.require(Permission::Write)?;
+    let mut problems = Problems::default();
+    let name = body
+        .name
+        .map(|n| optional_text(&mut problems, "name", n, MAX_TEXT));
+    let external_id = body
+        .external_id
+        .map(|e| optional_text(&mut problems, "external_id", e, MAX_TEXT));
+    let phone = body
+        .phone
+        .and_then(|p| problems.parse(["phone"], Phone::try_from(p.as_str())));
+    let email = body
+        .email
+        .and_then(|e| problems.parse(["email"], Email::try_from(e.as_str())));
+    let metadata = body
+        .metadata
+        .map(|m| object_or_empty(&mut problems, "metadata", Some(m)));
+    problems.finish()?;
+
+    let ws = caller.workspace_id;
+    let now = clock::now();
+    let txn = state.db.begin().await.map_err(PersistenceError::from)?;
+    let phone_owner = match &phone {
+        Some(p) => identities::find_by_contact(&txn, ws, PHONE, p.as_str()).await?,
+        None => None,
+    };
+    let email_owner = match &email {
+        Some(e) => identities::find_by_contact(&txn, ws, EMAIL, e.as_str()).await?,
+        None => None,
+    };
+    let (target, created) = match resolve(&txn, ws, &identity_id).await? {
+        Some(found) => (found, false),
+        // Aggregation: the contact point already names someone; update them.
+        None => match (&phone_owner, &email_owner) {
+            (Some(a), Some(b)) if a.id != b.id => {
+                return Err(ApiError::Conflict(format!(
+                    "The phone belongs to identity {} and the e-mail to identity {}",
+                    a.id, b.id
+                )));
+            }
+            (Some(owner), _) | (None, Some(owner)) => (owner.clone(), false),
+            (None, None) => {
+                let path_uuid = Uuid::parse_str(&identity_id).ok();
+                let external = match &external_id {
+                    Some(given) => given.clone(),
+                    None if path_uuid.is_none() => Some(identity_id.clone()),
+                    None => None,
+                };
+                let new = NewIdentity {
+                    id: path_uuid.unwrap_or_else(Uuid::now_v7),
+                    name: name.clone().flatten(),
+                    external_id: external,
+                    metadata: metadata.clone().unwrap_or_else(|| json!({})),
+                };
+                let made = identities::create(&txn, ws, new, now)
+                    .await
+                    .map_err(|e| conflict(e, "That external_id belongs to another identity"))?;
+                (made, true)
+            }
+        },
+    };
+    for (owner, what) in [(&phone_owner, "phone"), (&email_owner, "e-mail")] {
+        if let Some(owner) = owner
+            && owner.id != target.id
+        {
+            return Err(ApiError::Conflict(format!(
+                "That {what} belongs to identity {}",
+                owner.id
+            )));
+        }
+    }
+    let target_id = target.id;
+    let updated = if created {
+        target
+    } else {
+        let changes = IdentityChanges {
+            name,
+            external_id,
+            metadata,
+        };
+        identities::update(&txn, target, changes, now)
+            .await
+            .map_err(|e| conflict(e, "That external_id belongs to another identity"))?
+    };
+    if let Some(phone) = &phone {
+        identities::attach_contact(&txn, ws, target_id, PHONE, phone.as_str(), now)
+            .await
+            .map_err(|e| conflict(e, "That phone belongs to another identity"))?;
+    }
+    if let Some(email) = &email {
+        identities::attach_contact(&txn, ws, target_id, EMAIL, email.as_str(), now)
+            .await
+            .map_err(|e| conflict(e, "That e-mail belongs to another identity"))?;
+    }
+    let answer = record(&txn, updated).await?;
+    txn.commit().await.map_err(PersistenceError::from)?;
+    Ok(if created {
+        Envelope::created("Identity created successfully", answer)
+    } else {
+        Envelope::ok("Identity updated successfully", answer)
+    })
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+async fn delete_identity(
+    caller: Caller,
+    State(state): State<AppState>,
+    Path(identity_id): Path<String>,
+) -> Result<Envelope<Value>> {
+    caller.require(Permission::Write)?;
+    let txn = state.db.begin().await.map_err(PersistenceError::from)?;
+    let found = require(&txn, caller.workspace_id, &identity_id).await?;
+    identities::delete(&txn, caller.workspace_id, found.id).await?;
+    txn.commit().await.map_err(PersistenceError::from)?;
+    Ok(Envelope::ok(
+        "Identity deleted successfully",
+        json!({ "id": found.id }),
+    ))
+}
+
+/// A unique-constraint refusal as a 409 with `message`; anything else as it is.
+pub(crate) fn conflict(error: PersistenceError, message: &str) -> ApiError {
+    match error {
+        PersistenceError::Conflict(_) => ApiError::Conflict(message.to_owned()),
+        other => other.into(),
+    }
+}

@@ -1,0 +1,139 @@
+//! What happens to an identity over time: `POST /identity/{id}/stage`,
+//! `GET /identity/{id}/stages` (history) and `POST /identity/{id}/merge`.
+
+use axum::Router;
+use axum::extract::State;
+use axum::routing::{get, post};
+use chrono::{DateTime, Utc};
+use parley_persistence::entities::identity_stage;
+use parley_persistence::{PersistenceError, TransactionTrait, clock, identities, stages};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::domain::Permission;
+use crate::http::AppState;
+use crate::http::auth::Caller;
+use crate::http::envelope::Envelope;
+use crate::http::error::{ApiError, Result};
+use crate::http::extract::{Json, Path, Query};
+use crate::http::identities::{IdentityRecord, record, require};
+use crate::http::pagination::{ListQuery, PageResponse};
+use crate::http::validation::{Problems, object_or_empty};
+
+pub(crate) fn router() -> Router<AppState> {
+    Router::new()
+        .route("/identity/{identity_id}/stage", post(set_identity_stage))
+        .route("/identity/{identity_id}/stages", get(list_identity_stages))
+        .route("/identity/{identity_id}/merge", post(merge_identity))
+}
+
+#[derive(Debug, Deserialize)]
+struct SetStageBody {
+    /// A stage id or a stage name.
+    stage_id: String,
+    metadata: Option<Value>,
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+async fn set_identity_stage(
+    caller: Caller,
+    State(state): State<AppState>,
+    Path(identity_id): Path<String>,
+    Json(body): Json<SetStageBody>,
+) -> Result<Envelope<IdentityRecord>> {
+    caller.require(Permission::Write)?;
+    let mut problems = Problems::default();
+    let metadata = object_or_empty(&mut problems, "metadata", body.metadata);
+    if body.stage_id.trim().is_empty() {
+        problems.add(["stage_id"], "must name a stage by id or name");
+    }
+    problems.finish()?;
+    let ws = caller.workspace_id;
+    let txn = state.db.begin().await.map_err(PersistenceError::from)?;
+    let found = require(&txn, ws, &identity_id).await?;
+    let stage = match Uuid::parse_str(body.stage_id.trim()) {
+        Ok(id) => stages::find(&txn, ws, id).await?,
+        Err(_) => stages::find_by_name(&txn, ws, body.stage_id.trim()).await?,
+    }
+    .ok_or(ApiError::NotFound("Stage"))?;
+    let found_id = found.id;
+    let (updated, _) = identities::set_stage(&txn, found, &stage, metadata, clock::now()).await?;
+    let answer = record(&txn, updated).await?;
+    txn.commit().await.map_err(PersistenceError::from)?;
+    tracing::info!(identity_id = %found_id, stage = %stage.name, "identity stage set");
+    Ok(Envelope::ok("Identity stage updated successfully", answer))
+}
+
+/// One entry of the stage history.
+#[derive(Debug, Serialize)]
+struct StageEntryRecord {
+    id: Uuid,
+    stage_id: Option<Uuid>,
+    stage: String,
+    metadata: Value,
+    created_at: DateTime<Utc>,
+}
+
+impl From<identity_stage::Model> for StageEntryRecord {
+    fn from(e: identity_stage::Model) -> Self {
+        Self {
+            id: e.id,
+            stage_id: e.stage_id,
+            stage: e.stage_name,
+            metadata: e.metadata,
+            created_at: e.created_at,
+        }
+    }
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+async fn list_identity_stages(
+    caller: Caller,
+    State(state): State<AppState>,
+    Path(identity_id): Path<String>,
+    Query(query): Query<ListQuery>,
+) -> Result<PageResponse<StageEntryRecord>> {
+    caller.require(Permission::Read)?;
+    let page = query.page()?;
+    let found = require(&state.db, caller.workspace_id, &identity_id).await?;
+    let paged = identities::stage_history(&state.db, found.id, page).await?;
+    Ok(PageResponse::new(
+        "Stage history retrieved successfully",
+        page,
+        paged,
+        StageEntryRecord::from,
+    ))
+}
+
+#[derive(Debug, Deserialize)]
+struct MergeBody {
+    /// The identity merged into the path's one, addressed like any identity.
+    source_id: String,
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+async fn merge_identity(
+    caller: Caller,
+    State(state): State<AppState>,
+    Path(identity_id): Path<String>,
+    Json(body): Json<MergeBody>,
+) -> Result<Envelope<IdentityRecord>> {
+    caller.require(Permission::Write)?;
+    let ws = caller.workspace_id;
+    let txn = state.db.begin().await.map_err(PersistenceError::from)?;
+    let target = require(&txn, ws, &identity_id).await?;
+    let source = require(&txn, ws, &body.source_id).await?;
+    if source.id == target.id {
+        return Err(ApiError::invalid_field(
+            ["source_id"],
+            "must name another identity than the target",
+        ));
+    }
+    let source_id = source.id;
+    let merged = identities::merge(&txn, target, source, clock::now()).await?;
+    let answer = record(&txn, merged).await?;
+    txn.commit().await.map_err(PersistenceError::from)?;
+    tracing::info!(%source_id, "identity merged");
+    Ok(Envelope::ok("Identities merged successfully", answer))
+}

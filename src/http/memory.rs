@@ -1,0 +1,146 @@
+//! Memory of an identity: `GET /memory/from/{identity_id}`, and for integrators
+//! `PUT /memory/from/{identity_id}` and `DELETE /memory/from/{identity_id}/{key}`.
+
+use axum::Router;
+use axum::extract::State;
+use axum::routing::{delete, get};
+use chrono::{DateTime, Utc};
+use parley_persistence::entities::memory_entry;
+use parley_persistence::{clock, memory};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::domain::{MemoryKey, Permission};
+use crate::http::AppState;
+use crate::http::auth::Caller;
+use crate::http::envelope::Envelope;
+use crate::http::error::{ApiError, Result};
+use crate::http::extract::{Json, Path};
+use crate::http::identities::require;
+use crate::http::validation::{Problems, object_or_empty};
+
+/// Largest stored value, as serialised JSON.
+const MAX_VALUE_BYTES: usize = 64 * 1024;
+
+pub(crate) fn router() -> Router<AppState> {
+    Router::new()
+        .route(
+            "/memory/from/{identity_id}",
+            get(get_memory).put(put_memory),
+        )
+        .route("/memory/from/{identity_id}/{key}", delete(delete_memory))
+}
+
+/// A memory entry as the API shows it.
+#[derive(Debug, Serialize)]
+struct MemoryRecord {
+    key: String,
+    value: Value,
+    metadata: Value,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+impl From<memory_entry::Model> for MemoryRecord {
+    fn from(m: memory_entry::Model) -> Self {
+        Self {
+            key: m.key,
+            value: m.value,
+            metadata: m.metadata,
+            created_at: m.created_at,
+            updated_at: m.updated_at,
+        }
+    }
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+async fn get_memory(
+    caller: Caller,
+    State(state): State<AppState>,
+    Path(identity_id): Path<String>,
+) -> Result<Envelope<Vec<MemoryRecord>>> {
+    caller.require(Permission::Read)?;
+    let found = require(&state.db, caller.workspace_id, &identity_id).await?;
+    let entries = memory::list(&state.db, found.id).await?;
+    Ok(Envelope::ok(
+        "Memory retrieved successfully",
+        entries.into_iter().map(MemoryRecord::from).collect(),
+    ))
+}
+
+#[derive(Debug, Deserialize)]
+struct PutMemoryBody {
+    key: String,
+    #[serde(default)]
+    value: Value,
+    metadata: Option<Value>,
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+async fn put_memory(
+    caller: Caller,
+    State(state): State<AppState>,
+    Path(identity_id): Path<String>,
+    Json(body): Json<PutMemoryBody>,
+) -> Result<Envelope<MemoryRecord>> {
+    caller.require(Permission::Write)?;
+    let mut problems = Problems::default();
+    let key = problems.parse(["key"], MemoryKey::try_from(body.key.as_str()));
+    if body.value.is_null() {
+        problems.add(["value"], "is required and must not be null");
+    } else if serde_json::to_vec(&body.value).map_or(0, |v| v.len()) > MAX_VALUE_BYTES {
+        problems.add(["value"], "must be at most 64 KiB of JSON");
+    }
+    let mut metadata = object_or_empty(&mut problems, "metadata", body.metadata);
+    if let Some(confidence) = metadata.get("confidence")
+        && !confidence
+            .as_f64()
+            .is_some_and(|c| (0.0..=1.0).contains(&c))
+    {
+        problems.add(
+            ["metadata", "confidence"],
+            "must be a number between 0 and 1",
+        );
+    }
+    problems.finish()?;
+    let key = key.ok_or_else(|| ApiError::invalid_field(["key"], "is required"))?;
+    if let Some(map) = metadata.as_object_mut() {
+        map.entry("source").or_insert_with(|| json!("api"));
+    }
+
+    let found = require(&state.db, caller.workspace_id, &identity_id).await?;
+    let (entry, created) = memory::upsert(
+        &state.db,
+        caller.workspace_id,
+        found.id,
+        key.as_str(),
+        body.value,
+        metadata,
+        clock::now(),
+    )
+    .await?;
+    Ok(if created {
+        Envelope::created("Memory entry created successfully", entry.into())
+    } else {
+        Envelope::ok("Memory entry updated successfully", entry.into())
+    })
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+async fn delete_memory(
+    caller: Caller,
+    State(state): State<AppState>,
+    Path((identity_id, key)): Path<(String, String)>,
+) -> Result<Envelope<Value>> {
+    caller.require(Permission::Write)?;
+    let key = MemoryKey::try_from(key.as_str())
+        .map_err(|e| ApiError::invalid_field(["key"], e.to_string()))?;
+    let found = require(&state.db, caller.workspace_id, &identity_id).await?;
+    if !memory::delete(&state.db, found.id, key.as_str()).await? {
+        return Err(ApiError::NotFound("Memory entry"));
+    }
+    Ok(Envelope::ok(
+        "Memory entry deleted successfully",
+        json!({ "key": key.as_str() }),
+    ))
+}

@@ -1,0 +1,197 @@
+//! Stages: `GET /stages`, `POST /stages`, `GET|PUT|DELETE /stages/{id}`. Names are 3 to 100
+//! characters and unique in the workspace (409 on a duplicate).
+
+use axum::Router;
+use axum::extract::State;
+use axum::routing::get;
+use chrono::{DateTime, Utc};
+use parley_persistence::entities::stage;
+use parley_persistence::stages::{self, StageChanges};
+use parley_persistence::{PersistenceError, TransactionTrait, clock};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::domain::{LongName, Permission};
+use crate::http::AppState;
+use crate::http::auth::Caller;
+use crate::http::envelope::Envelope;
+use crate::http::error::{ApiError, Result};
+use crate::http::extract::{Json, Path, Query};
+use crate::http::pagination::{ListQuery, PageResponse};
+use crate::http::validation::{Problems, object_or_empty, optional_text, parse_uuid, present};
+
+pub(crate) fn router() -> Router<AppState> {
+    Router::new()
+        .route("/stages", get(list_stages).post(create_stage))
+        .route(
+            "/stages/{stage_id}",
+            get(get_stage).put(update_stage).delete(delete_stage),
+        )
+}
+
+/// A stage as the API shows it.
+#[derive(Debug, Serialize)]
+pub(crate) struct StageRecord {
+    id: Uuid,
+    name: String,
+    description: Option<String>,
+    metadata: Value,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+impl From<stage::Model> for StageRecord {
+    fn from(s: stage::Model) -> Self {
+        Self {
+            id: s.id,
+            name: s.name,
+            description: s.description,
+            metadata: s.metadata,
+            created_at: s.created_at,
+            updated_at: s.updated_at,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct CreateStageBody {
+    name: String,
+    description: Option<String>,
+    metadata: Option<Value>,
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+async fn create_stage(
+    caller: Caller,
+    State(state): State<AppState>,
+    Json(body): Json<CreateStageBody>,
+) -> Result<Envelope<StageRecord>> {
+    caller.require(Permission::Write)?;
+    let mut problems = Problems::default();
+    let name = problems.parse(["name"], LongName::try_from(body.name.as_str()));
+    let description = optional_text(&mut problems, "description", body.description, 2000);
+    let metadata = object_or_empty(&mut problems, "metadata", body.metadata);
+    problems.finish()?;
+    let name = name.ok_or_else(|| ApiError::invalid_field(["name"], "is required"))?;
+    let created = stages::create(
+        &state.db,
+        caller.workspace_id,
+        name.as_str(),
+        description,
+        metadata,
+        clock::now(),
+    )
+    .await
+    .map_err(|e| name_conflict(e, &name))?;
+    Ok(Envelope::created(
+        "Stage created successfully",
+        created.into(),
+    ))
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+async fn list_stages(
+    caller: Caller,
+    State(state): State<AppState>,
+    Query(query): Query<ListQuery>,
+) -> Result<PageResponse<StageRecord>> {
+    caller.require(Permission::Read)?;
+    let page = query.page()?;
+    let paged = stages::list(&state.db, caller.workspace_id, page).await?;
+    Ok(PageResponse::new(
+        "Stages retrieved successfully",
+        page,
+        paged,
+        StageRecord::from,
+    ))
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id, stage_id = %stage_id))]
+async fn get_stage(
+    caller: Caller,
+    State(state): State<AppState>,
+    Path(stage_id): Path<String>,
+) -> Result<Envelope<StageRecord>> {
+    caller.require(Permission::Read)?;
+    let found = find_stage(&state, &caller, &stage_id).await?;
+    Ok(Envelope::ok("Stage retrieved successfully", found.into()))
+}
+
+#[derive(Debug, Deserialize)]
+struct UpdateStageBody {
+    name: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    description: Option<Option<String>>,
+    metadata: Option<Value>,
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id, stage_id = %stage_id))]
+async fn update_stage(
+    caller: Caller,
+    State(state): State<AppState>,
+    Path(stage_id): Path<String>,
+    Json(body): Json<UpdateStageBody>,
+) -> Result<Envelope<StageRecord>> {
+    caller.require(Permission::Write)?;
+    let current = find_stage(&state, &caller, &stage_id).await?;
+    let mut problems = Problems::default();
+    let name = body
+        .name
+        .and_then(|n| problems.parse(["name"], LongName::try_from(n.as_str())));
+    let description = body
+        .description
+        .map(|d| optional_text(&mut problems, "description", d, 2000));
+    let metadata = body
+        .metadata
+        .map(|m| object_or_empty(&mut problems, "metadata", Some(m)));
+    problems.finish()?;
+    let changes = StageChanges {
+        name: name.clone().map(LongName::into_inner),
+        description,
+        metadata,
+    };
+    let updated = stages::update(&state.db, current, changes, clock::now())
+        .await
+        .map_err(|e| match &name {
+            Some(name) => name_conflict(e, name),
+            None => e.into(),
+        })?;
+    Ok(Envelope::ok("Stage updated successfully", updated.into()))
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id, stage_id = %stage_id))]
+async fn delete_stage(
+    caller: Caller,
+    State(state): State<AppState>,
+    Path(stage_id): Path<String>,
+) -> Result<Envelope<Value>> {
+    caller.require(Permission::Write)?;
+    let id = parse_uuid(&stage_id, "stage_id")?;
+    let txn = state.db.begin().await.map_err(PersistenceError::from)?;
+    if !stages::delete(&txn, caller.workspace_id, id).await? {
+        return Err(ApiError::NotFound("Stage"));
+    }
+    txn.commit().await.map_err(PersistenceError::from)?;
+    Ok(Envelope::ok(
+        "Stage deleted successfully",
+        json!({ "id": id }),
+    ))
+}
+
+async fn find_stage(state: &AppState, caller: &Caller, raw: &str) -> Result<stage::Model> {
+    let id = parse_uuid(raw, "stage_id")?;
+    stages::find(&state.db, caller.workspace_id, id)
+        .await?
+        .ok_or(ApiError::NotFound("Stage"))
+}
+
+fn name_conflict(error: PersistenceError, name: &LongName) -> ApiError {
+    match error {
+        PersistenceError::Conflict(_) => ApiError::Conflict(format!(
+            "A stage named '{}' already exists in this workspace",
+            name.as_str()
+        )),
+        other => other.into(),
+    }
+}

@@ -1,0 +1,88 @@
+//! Collecting every problem of a request before answering, so that one 400 names them all.
+
+use std::fmt::Display;
+
+use serde::{Deserialize, Deserializer};
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::http::error::{ApiError, FieldError, PathSegment};
+
+/// Field problems found so far.
+#[derive(Debug, Default)]
+pub(crate) struct Problems(Vec<FieldError>);
+
+impl Problems {
+    /// Keeps the parsed value, or records the parse error at `path`.
+    pub(crate) fn parse<T, E: Display>(
+        &mut self,
+        path: impl IntoIterator<Item = impl Into<PathSegment>>,
+        result: Result<T, E>,
+    ) -> Option<T> {
+        result
+            .map_err(|e| self.0.push(FieldError::new(path, e.to_string())))
+            .ok()
+    }
+
+    /// Records a problem at `path`.
+    pub(crate) fn add(
+        &mut self,
+        path: impl IntoIterator<Item = impl Into<PathSegment>>,
+        message: impl Into<String>,
+    ) {
+        self.0.push(FieldError::new(path, message));
+    }
+
+    /// 400 naming every recorded problem, if any.
+    pub(crate) fn finish(self) -> Result<(), ApiError> {
+        if self.0.is_empty() {
+            Ok(())
+        } else {
+            Err(ApiError::invalid(self.0))
+        }
+    }
+}
+
+/// Distinguishes an explicit `null` (clear the field) from an absent field (leave it); use with
+/// `#[serde(default, deserialize_with = "present")]`.
+pub(crate) fn present<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(deserializer).map(Some)
+}
+
+/// Parses a UUID from a path or query parameter named `field` (400 otherwise).
+pub(crate) fn parse_uuid(raw: &str, field: &str) -> Result<Uuid, ApiError> {
+    Uuid::parse_str(raw.trim()).map_err(|_| ApiError::invalid_field([field], "must be a UUID"))
+}
+
+/// A JSON object given for `field`, or `{}` when absent; anything else is a problem.
+pub(crate) fn object_or_empty(problems: &mut Problems, field: &str, value: Option<Value>) -> Value {
+    match value {
+        None | Some(Value::Null) => Value::Object(serde_json::Map::new()),
+        Some(object @ Value::Object(_)) => object,
+        Some(_) => {
+            problems.add([field], "must be an object");
+            Value::Object(serde_json::Map::new())
+        }
+    }
+}
+
+/// Optional free text of at most `max` characters; blank text counts as absent.
+pub(crate) fn optional_text(
+    problems: &mut Problems,
+    field: &str,
+    value: Option<String>,
+    max: usize,
+) -> Option<String> {
+    let text = value?.trim().to_owned();
+    if text.is_empty() {
+        return None;
+    }
+    if text.chars().count() > max {
+        problems.add([field], format!("must be at most {max} characters"));
+    }
+    Some(text)
+}

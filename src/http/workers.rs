@@ -1,0 +1,165 @@
+//! Workers: `GET /workers`, `POST /workers`, `GET /workers/{id}`, `DELETE /workers/{id}`.
+
+use axum::Router;
+use axum::extract::State;
+use axum::routing::get;
+use chrono::{DateTime, Utc};
+use parley_persistence::entities::worker;
+use parley_persistence::workers::{self, NewWorker};
+use parley_persistence::{PersistenceError, TransactionTrait, clock};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use uuid::Uuid;
+
+use crate::domain::{Name, Permission, Timezone};
+use crate::http::AppState;
+use crate::http::auth::Caller;
+use crate::http::envelope::Envelope;
+use crate::http::error::{ApiError, Result};
+use crate::http::extract::{Json, Path, Query};
+use crate::http::pagination::{ListQuery, PageResponse};
+use crate::http::validation::{Problems, optional_text, parse_uuid};
+
+pub(crate) fn router() -> Router<AppState> {
+    Router::new()
+        .route("/workers", get(list_workers).post(create_worker))
+        .route(
+            "/workers/{worker_id}",
+            get(get_worker).delete(delete_worker),
+        )
+}
+
+/// A worker as the API shows it.
+#[derive(Debug, Serialize)]
+pub(crate) struct WorkerRecord {
+    id: Uuid,
+    name: String,
+    description: Option<String>,
+    timezone: Option<String>,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+impl From<worker::Model> for WorkerRecord {
+    fn from(w: worker::Model) -> Self {
+        Self {
+            id: w.id,
+            name: w.name,
+            description: w.description,
+            timezone: w.timezone,
+            created_at: w.created_at,
+            updated_at: w.updated_at,
+        }
+    }
+}
+
+/// The create answer: the specification's `worker_id` beside the record.
+#[derive(Debug, Serialize)]
+struct CreatedWorker {
+    worker_id: Uuid,
+    #[serde(flatten)]
+    record: WorkerRecord,
+}
+
+#[derive(Debug, Deserialize)]
+struct CreateWorkerBody {
+    name: String,
+    description: Option<String>,
+    timezone: Option<String>,
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+async fn create_worker(
+    caller: Caller,
+    State(state): State<AppState>,
+    Json(body): Json<CreateWorkerBody>,
+) -> Result<Envelope<CreatedWorker>> {
+    caller.require(Permission::Write)?;
+    let mut problems = Problems::default();
+    let name = problems.parse(["name"], Name::try_from(body.name.as_str()));
+    let description = optional_text(&mut problems, "description", body.description, 2000);
+    let timezone = body
+        .timezone
+        .and_then(|tz| problems.parse(["timezone"], Timezone::try_from(tz.as_str())));
+    problems.finish()?;
+    let Some(name) = name else {
+        return Err(ApiError::invalid_field(["name"], "is required"));
+    };
+    let created = workers::create(
+        &state.db,
+        caller.workspace_id,
+        NewWorker {
+            name: name.into_inner(),
+            description,
+            timezone: timezone.map(|tz| tz.name().to_owned()),
+        },
+        clock::now(),
+    )
+    .await?;
+    Ok(Envelope::created(
+        "Worker created successfully",
+        CreatedWorker {
+            worker_id: created.id,
+            record: created.into(),
+        },
+    ))
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+async fn list_workers(
+    caller: Caller,
+    State(state): State<AppState>,
+    Query(query): Query<ListQuery>,
+) -> Result<PageResponse<WorkerRecord>> {
+    caller.require(Permission::Read)?;
+    let page = query.page()?;
+    let paged = workers::list(&state.db, caller.workspace_id, page).await?;
+    Ok(PageResponse::new(
+        "Workers retrieved successfully",
+        page,
+        paged,
+        WorkerRecord::from,
+    ))
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id, worker_id = %worker_id))]
+async fn get_worker(
+    caller: Caller,
+    State(state): State<AppState>,
+    Path(worker_id): Path<String>,
+) -> Result<Envelope<WorkerRecord>> {
+    caller.require(Permission::Read)?;
+    let found = find_worker(&state, &caller, &worker_id).await?;
+    Ok(Envelope::ok("Worker retrieved successfully", found.into()))
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id, worker_id = %worker_id))]
+async fn delete_worker(
+    caller: Caller,
+    State(state): State<AppState>,
+    Path(worker_id): Path<String>,
+) -> Result<Envelope<serde_json::Value>> {
+    caller.require(Permission::Write)?;
+    let id = parse_uuid(&worker_id, "worker_id")?;
+    let txn = state.db.begin().await.map_err(PersistenceError::from)?;
+    if !workers::delete(&txn, caller.workspace_id, id).await? {
+        return Err(ApiError::NotFound("Worker"));
+    }
+    txn.commit().await.map_err(PersistenceError::from)?;
+    Ok(Envelope::ok(
+        "Worker deleted successfully",
+        json!({ "id": id }),
+    ))
+}
+
+/// The caller's worker named by a path parameter (400 malformed, 404 unknown).
+pub(crate) async fn find_worker(
+    state: &AppState,
+    caller: &Caller,
+    raw: &str,
+) -> Result<worker::Model> {
+    let id = parse_uuid(raw, "worker_id")?;
+    workers::find(&state.db, caller.workspace_id, id)
+        .await?
+        .ok_or(ApiError::NotFound("Worker"))
+}

@@ -1,0 +1,163 @@
+use parley_persistence::conversations::{self, NewMessage};
+use parley_persistence::{channels, clock, identities};
+use serde_json::json;
+use uuid::Uuid;
+
+use crate::helpers::{TestApp, expect_error, expect_status, spawn_app};
+
+/// Stores a conversation of `identity_id` on `channel_id` with user messages `texts`, as the
+/// conversation engine will; answers its id.
+pub async fn seed_conversation(
+    app: &TestApp,
+    identity_id: &str,
+    channel_id: &str,
+    texts: &[&str],
+) -> String {
+    let db = app.db().await;
+    let ws = app.owner.workspace_id;
+    let identity = identities::find(&db, ws, Uuid::parse_str(identity_id).expect("uuid"))
+        .await
+        .expect("query")
+        .expect("identity");
+    let channel = channels::find(&db, ws, Uuid::parse_str(channel_id).expect("uuid"))
+        .await
+        .expect("query")
+        .expect("channel");
+    let conversation = conversations::start(&db, ws, identity.id, channel.id, None, clock::now())
+        .await
+        .expect("start");
+    for text in texts {
+        conversations::append_message(
+            &db,
+            &conversation,
+            NewMessage {
+                direction: "inbound",
+                role: "user",
+                content: (*text).to_owned(),
+                status: "received",
+                platform_message_id: None,
+                usage: None,
+                tool_calls: None,
+                tool_call_id: None,
+            },
+            clock::now(),
+        )
+        .await
+        .expect("message");
+    }
+    conversation.id.to_string()
+}
+
+#[tokio::test]
+async fn conversations_are_listed_and_filtered_by_identity_and_channel() {
+    let app = spawn_app().await;
+    let main = app.sandbox_channel("Main line").await;
+    let other = app.sandbox_channel("Other line").await;
+    let ana = app.put_identity("crm-1", json!({"name": "Ana"})).await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let bo = app.put_identity("crm-2", json!({"name": "Bo"})).await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let first = seed_conversation(&app, &ana, &main, &["hi"]).await;
+    seed_conversation(&app, &ana, &other, &["hello"]).await;
+    seed_conversation(&app, &bo, &main, &["hey"]).await;
+
+    let all = expect_status(app.get("/conversations").await, 200).await;
+    assert_eq!(all["pagination"]["total"], 3);
+    let anas = expect_status(app.get("/conversations?identity_id=crm-1").await, 200).await;
+    assert_eq!(anas["pagination"]["total"], 2);
+    let on_main = expect_status(
+        app.get(&format!(
+            "/conversations?identity_id={ana}&channel_id={main}"
+        ))
+        .await,
+        200,
+    )
+    .await;
+    assert_eq!(on_main["pagination"]["total"], 1);
+    let record = &on_main["data"][0];
+    assert_eq!(record["id"], first.as_str());
+    assert_eq!(record["identity_id"], ana.as_str());
+    assert_eq!(record["channel_id"], main.as_str());
+    assert_eq!(record["status"], "open");
+    for field in ["assistant_id", "started_at", "last_message_at"] {
+        assert!(record.get(field).is_some(), "{field}");
+    }
+
+    expect_error(
+        app.get("/conversations?identity_id=ghost").await,
+        404,
+        "not_found",
+    )
+    .await;
+    expect_error(
+        app.get("/conversations?channel_id=nope").await,
+        400,
+        "validation_failed",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_conversation_and_its_messages_are_read_oldest_message_first() {
+    let app = spawn_app().await;
+    let channel = app.sandbox_channel("Main line").await;
+    let ana = app.put_identity("crm-1", json!({"name": "Ana"})).await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let conversation = seed_conversation(&app, &ana, &channel, &["one", "two", "three"]).await;
+
+    let fetched = expect_status(
+        app.get(&format!("/conversations/{conversation}")).await,
+        200,
+    )
+    .await;
+    assert_eq!(fetched["data"]["id"], conversation.as_str());
+
+    let messages = expect_status(
+        app.get(&format!("/conversations/{conversation}/messages?limit=2"))
+            .await,
+        200,
+    )
+    .await;
+    let texts: Vec<_> = messages["data"]
+        .as_array()
+        .expect("array")
+        .iter()
+        .map(|m| m["content"].clone())
+        .collect();
+    assert_eq!(texts, [json!("one"), json!("two")]);
+    assert_eq!(
+        messages["pagination"],
+        json!({"page": 1, "limit": 2, "total": 3, "total_pages": 2})
+    );
+    let message = &messages["data"][0];
+    assert_eq!(message["direction"], "inbound");
+    assert_eq!(message["role"], "user");
+    assert_eq!(message["status"], "received");
+    assert_eq!(message["conversation_id"], conversation.as_str());
+}
+
+#[tokio::test]
+async fn an_unknown_conversation_is_a_404() {
+    let app = spawn_app().await;
+
+    expect_error(
+        app.get("/conversations/01a200f8-0000-7000-8000-000000000000")
+            .await,
+        404,
+        "not_found",
+    )
+    .await;
+    expect_error(
+        app.get("/conversations/01a200f8-0000-7000-8000-000000000000/messages")
+            .await,
+        404,
+        "not_found",
+    )
+    .await;
+}
