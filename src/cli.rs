@@ -118,8 +118,9 @@ impl Cli {
     pub async fn run(self, settings: Settings) -> anyhow::Result<()> {
         match self.command {
             Command::Serve { .. } => {
+                let shutdown = shutdown_signal();
                 let app = Application::build(settings).await?;
-                app.run_until(shutdown_signal()).await
+                app.run_until(shutdown).await
             }
             Command::Migrate => {
                 open_database(&settings).await?;

@@ -6,6 +6,7 @@
 //! here is the shape of the tree, the logging of every spawn, failure, restart and stop by actor
 //! path, and restart with backoff.
 
+pub mod llm;
 mod runtime;
 mod supervisor;
 

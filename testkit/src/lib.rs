@@ -1,6 +1,12 @@
-//! Real HTTP fakes of the peers Parley talks to: Meta's Graph API, an OpenAI-compatible model
-//! server and MCP servers. Tests, benches and demo mode use them in place of the real services,
-//! which are not reachable from a test machine.
+//! Real HTTP fakes of the peers Parley talks to, for tests, benches and demo mode. Each fake is
+//! a server on a loopback port speaking the peer's protocol, scriptable and recording what it
+//! received, because the real services are not reachable from a test machine.
 //!
-//! The fakes arrive with the issues that add the clients they stand in for; this crate exists
-//! now so that the workspace layout is the final one.
+//! - [`FakeModel`]: an OpenAI-compatible Chat Completions server (streaming and not, tool
+//!   calls, latency, injected failures).
+//!
+//! Fakes of Meta's Graph API and of MCP servers arrive with the clients they stand in for.
+
+mod model;
+
+pub use model::{FakeModel, FakeToolCall, Reply};

@@ -27,6 +27,7 @@ pub struct TestApp {
 /// Spawns the server on a fresh database with one bootstrapped workspace.
 pub async fn spawn_app() -> TestApp {
     init_test_log();
+    parley_actors::llm::install_crypto_provider();
     let data_dir = tempfile::tempdir().expect("temporary data directory");
     let database = TestDatabase::create(data_dir.path()).await;
     let settings = Settings {

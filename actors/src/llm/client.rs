@@ -1,0 +1,407 @@
+//! The HTTP client proper: request building, retries, timeouts, and reading either kind of
+//! answer.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::sse::{Assembler, SseLines};
+use super::types::{ChatRequest, Completion, LlmError, ToolCall, Usage};
+
+/// Where the model is and how patiently to talk to it.
+#[derive(Clone, Debug)]
+pub struct LlmConfig {
+    /// Base URL; requests go to `{base_url}/chat/completions`. `None`: every call fails with
+    /// [`LlmError::NotConfigured`].
+    pub base_url: Option<String>,
+    /// Bearer key, if the endpoint needs one.
+    pub api_key: Option<String>,
+    /// Model used when the request names none.
+    pub default_model: Option<String>,
+    /// Longest wait for an answer (non-streaming) or for the next chunk (streaming).
+    pub timeout: Duration,
+    /// Further attempts after a retryable failure.
+    pub max_retries: u32,
+    /// First retry delay; doubles per attempt.
+    pub retry_backoff: Duration,
+}
+
+/// Chat Completions client; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct LlmClient {
+    http: reqwest::Client,
+    config: Arc<LlmConfig>,
+}
+
+/// Longest delay between two attempts.
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+impl LlmClient {
+    /// A client for `config`.
+    pub fn new(config: LlmConfig) -> Self {
+        super::install_crypto_provider();
+        Self {
+            http: reqwest::Client::new(),
+            config: Arc::new(config),
+        }
+    }
+
+    /// One non-streaming call, retried on 429, 5xx, connection errors and timeouts.
+    ///
+    /// # Errors
+    /// The last failure once retries are exhausted, or at once when it is not retryable.
+    pub async fn complete(&self, request: &ChatRequest) -> Result<Completion, LlmError> {
+        let mut attempt = 0;
+        loop {
+            match self.complete_once(request).await {
+                Err(error) if error.is_retryable() && attempt < self.config.max_retries => {
+                    self.back_off(attempt, &error).await;
+                    attempt += 1;
+                }
+                outcome => return outcome,
+            }
+        }
+    }
+
+    /// One streaming call: content fragments go to `tokens` as they arrive. Retried like
+    /// [`LlmClient::complete`], but only while nothing has been streamed yet, so a listener
+    /// never sees a reply restart.
+    ///
+    /// # Errors
+    /// As [`LlmClient::complete`].
+    pub async fn stream(
+        &self,
+        request: &ChatRequest,
+        tokens: &mpsc::Sender<String>,
+    ) -> Result<Completion, LlmError> {
+        let mut attempt = 0;
+        loop {
+            let mut streamed = false;
+            match self.stream_once(request, tokens, &mut streamed).await {
+                Err(error)
+                    if !streamed && error.is_retryable() && attempt < self.config.max_retries =>
+                {
+                    self.back_off(attempt, &error).await;
+                    attempt += 1;
+                }
+                outcome => return outcome,
+            }
+        }
+    }
+
+    async fn back_off(&self, attempt: u32, error: &LlmError) {
+        let delay = self
+            .config
+            .retry_backoff
+            .saturating_mul(2u32.saturating_pow(attempt))
+            .min(MAX_BACKOFF);
+        tracing::warn!(%error, attempt = attempt + 1, ?delay, "language model call failed; retrying");
+        tokio::time::sleep(delay).await;
+    }
+
+    fn timeout_error(&self) -> LlmError {
+        LlmError::Timeout(u64::try_from(self.config.timeout.as_millis()).unwrap_or(u64::MAX))
+    }
+
+    fn build(
+        &self,
+        request: &ChatRequest,
+        stream: bool,
+    ) -> Result<reqwest::RequestBuilder, LlmError> {
+        let base = self
+            .config
+            .base_url
+            .as_deref()
+            .ok_or(LlmError::NotConfigured)?;
+        let model = request
+            .model
+            .clone()
+            .or_else(|| self.config.default_model.clone())
+            .unwrap_or_else(|| "default".to_owned());
+        let mut body = json!({"model": model, "messages": request.messages, "stream": stream});
+        if !request.tools.is_empty() {
+            let tools: Vec<Value> = request
+                .tools
+                .iter()
+                .map(|t| json!({"type": "function", "function": t}))
+                .collect();
+            body["tools"] = Value::Array(tools);
+            body["tool_choice"] = json!("auto");
+        }
+        if stream {
+            body["stream_options"] = json!({"include_usage": true});
+        }
+        if let Some(temperature) = request.temperature {
+            body["temperature"] = json!(temperature);
+        }
+        if let Some(max_tokens) = request.max_tokens {
+            body["max_tokens"] = json!(max_tokens);
+        }
+        let url = format!("{}/chat/completions", base.trim_end_matches('/'));
+        let mut builder = self.http.post(url).json(&body);
+        if let Some(key) = &self.config.api_key {
+            builder = builder.bearer_auth(key);
+        }
+        Ok(builder)
+    }
+
+    async fn send(&self, builder: reqwest::RequestBuilder) -> Result<reqwest::Response, LlmError> {
+        let response = tokio::time::timeout(self.config.timeout, builder.send())
+            .await
+            .map_err(|_| self.timeout_error())?
+            .map_err(|e| LlmError::Connection(e.to_string()))?;
+        if response.status().is_success() {
+            return Ok(response);
+        }
+        let status = response.status().as_u16();
+        let text = tokio::time::timeout(self.config.timeout, response.text())
+            .await
+            .map_err(|_| self.timeout_error())?
+            .unwrap_or_default();
+        let message = serde_json::from_str::<Value>(&text)
+            .ok()
+            .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))
+            .unwrap_or_else(|| text.chars().take(200).collect());
+        Err(LlmError::Status { status, message })
+    }
+
+    async fn complete_once(&self, request: &ChatRequest) -> Result<Completion, LlmError> {
+        let response = self.send(self.build(request, false)?).await?;
+        let body: Value = tokio::time::timeout(self.config.timeout, response.json())
+            .await
+            .map_err(|_| self.timeout_error())?
+            .map_err(|e| LlmError::Malformed(e.to_string()))?;
+        let choice = &body["choices"][0];
+        let message = &choice["message"];
+        if message.is_null() {
+            return Err(LlmError::Malformed(
+                "the answer has no choices[0].message".to_owned(),
+            ));
+        }
+        let tool_calls: Vec<ToolCall> = match message.get("tool_calls") {
+            Some(Value::Array(calls)) => serde_json::from_value(Value::Array(calls.clone()))
+                .map_err(|e| LlmError::Malformed(format!("tool_calls: {e}")))?,
+            _ => Vec::new(),
+        };
+        let usage: Usage = body
+            .get("usage")
+            .and_then(|u| serde_json::from_value(u.clone()).ok())
+            .unwrap_or_default();
+        Ok(Completion {
+            content: message["content"].as_str().unwrap_or_default().to_owned(),
+            tool_calls,
+            finish_reason: choice["finish_reason"].as_str().map(str::to_owned),
+            usage,
+        })
+    }
+
+    async fn stream_once(
+        &self,
+        request: &ChatRequest,
+        tokens: &mpsc::Sender<String>,
+        streamed: &mut bool,
+    ) -> Result<Completion, LlmError> {
+        let response = self.send(self.build(request, true)?).await?;
+        let mut body = response.bytes_stream();
+        let mut lines = SseLines::default();
+        let mut assembler = Assembler::default();
+        while !assembler.is_done() {
+            let next = tokio::time::timeout(self.config.timeout, body.next())
+                .await
+                .map_err(|_| self.timeout_error())?;
+            let Some(chunk) = next else {
+                break;
+            };
+            let chunk = chunk.map_err(|e| LlmError::Connection(e.to_string()))?;
+            for payload in lines.feed(&chunk) {
+                if let Some(fragment) = assembler.apply(&payload)? {
+                    *streamed = true;
+                    // A listener that went away does not stop the turn.
+                    let _ = tokens.send(fragment).await;
+                }
+            }
+        }
+        Ok(assembler.finish())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use parley_testkit::{FakeModel, FakeToolCall, Reply};
+    use serde_json::json;
+
+    use super::*;
+    use crate::llm::{ChatMessage, ToolSpec};
+
+    fn client(model: &FakeModel, timeout_ms: u64) -> LlmClient {
+        LlmClient::new(LlmConfig {
+            base_url: Some(model.base_url()),
+            api_key: Some("sk-test".to_owned()),
+            default_model: Some("fake-1".to_owned()),
+            timeout: Duration::from_millis(timeout_ms),
+            max_retries: 2,
+            retry_backoff: Duration::from_millis(10),
+        })
+    }
+
+    fn request() -> ChatRequest {
+        ChatRequest {
+            model: None,
+            messages: vec![
+                ChatMessage::text("system", "Be brief."),
+                ChatMessage::text("user", "hi there"),
+            ],
+            tools: vec![ToolSpec {
+                name: "remember".to_owned(),
+                description: "Remember a fact".to_owned(),
+                parameters: json!({"type": "object"}),
+            }],
+            temperature: Some(0.2),
+            max_tokens: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_non_streaming_answer_is_read_with_its_usage_and_the_request_is_well_formed() {
+        let model = FakeModel::start().await;
+        let completion = client(&model, 2_000)
+            .complete(&request())
+            .await
+            .expect("answer");
+        assert_eq!(completion.content, "You said: hi there");
+        assert_eq!(completion.usage.completion_tokens, 4);
+        let sent = model.last_request().expect("request");
+        assert_eq!(sent["model"], "fake-1");
+        assert_eq!(sent["stream"], false);
+        assert_eq!(sent["temperature"], 0.2);
+        assert_eq!(sent["tools"][0]["type"], "function");
+        assert_eq!(sent["tools"][0]["function"]["name"], "remember");
+        assert_eq!(sent["tool_choice"], "auto");
+        assert_eq!(
+            sent["messages"][0],
+            json!({"role": "system", "content": "Be brief."})
+        );
+    }
+
+    #[tokio::test]
+    async fn a_streamed_answer_arrives_token_by_token_and_whole() {
+        let model = FakeModel::start().await;
+        model.push([Reply::Text("one two three".to_owned())]);
+        let (tx, mut rx) = mpsc::channel(16);
+        let completion = client(&model, 2_000)
+            .stream(&request(), &tx)
+            .await
+            .expect("answer");
+        drop(tx);
+        let mut tokens = Vec::new();
+        while let Some(token) = rx.recv().await {
+            tokens.push(token);
+        }
+        assert_eq!(tokens, ["one ", "two ", "three"]);
+        assert_eq!(completion.content, "one two three");
+        assert_eq!(completion.usage.completion_tokens, 3);
+        assert_eq!(
+            model.last_request().expect("request")["stream_options"]["include_usage"],
+            true
+        );
+    }
+
+    #[tokio::test]
+    async fn streamed_tool_calls_are_assembled() {
+        let model = FakeModel::start().await;
+        model.push([Reply::ToolCalls(vec![FakeToolCall::new(
+            "remember",
+            json!({"key": "profile.name", "value": "Ana"}),
+        )])]);
+        let (tx, _rx) = mpsc::channel(16);
+        let completion = client(&model, 2_000)
+            .stream(&request(), &tx)
+            .await
+            .expect("answer");
+        assert_eq!(completion.tool_calls.len(), 1);
+        let arguments: Value =
+            serde_json::from_str(&completion.tool_calls[0].function.arguments).expect("json");
+        assert_eq!(arguments, json!({"key": "profile.name", "value": "Ana"}));
+    }
+
+    #[tokio::test]
+    async fn a_transient_500_or_429_is_retried() {
+        let model = FakeModel::start().await;
+        model.push([Reply::Status(500), Reply::Status(429)]);
+        let completion = client(&model, 2_000)
+            .complete(&request())
+            .await
+            .expect("third attempt");
+        assert_eq!(completion.content, "You said: hi there");
+        assert_eq!(model.requests().len(), 3);
+    }
+
+    #[tokio::test]
+    async fn a_persistent_failure_gives_up_after_the_retries() {
+        let model = FakeModel::start().await;
+        model.push([Reply::Status(503), Reply::Status(503), Reply::Status(503)]);
+        let error = client(&model, 2_000)
+            .complete(&request())
+            .await
+            .expect_err("fails");
+        assert!(
+            matches!(error, LlmError::Status { status: 503, .. }),
+            "{error:?}"
+        );
+        assert_eq!(model.requests().len(), 3);
+    }
+
+    #[tokio::test]
+    async fn a_400_is_not_retried() {
+        let model = FakeModel::start().await;
+        model.push([Reply::Status(400)]);
+        let error = client(&model, 2_000)
+            .complete(&request())
+            .await
+            .expect_err("fails");
+        assert!(matches!(error, LlmError::Status { status: 400, .. }));
+        assert_eq!(model.requests().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_hanging_model_times_out() {
+        let model = FakeModel::start().await;
+        model.push([Reply::Hang, Reply::Hang, Reply::Hang]);
+        let error = client(&model, 100)
+            .complete(&request())
+            .await
+            .expect_err("times out");
+        assert_eq!(error, LlmError::Timeout(100));
+    }
+
+    #[tokio::test]
+    async fn a_malformed_stream_chunk_is_an_error() {
+        let model = FakeModel::start().await;
+        model.push([Reply::Malformed]);
+        let (tx, _rx) = mpsc::channel(16);
+        let error = client(&model, 2_000)
+            .stream(&request(), &tx)
+            .await
+            .expect_err("malformed");
+        assert!(matches!(error, LlmError::Malformed(_)), "{error:?}");
+    }
+
+    #[tokio::test]
+    async fn without_a_base_url_every_call_says_so() {
+        let client = LlmClient::new(LlmConfig {
+            base_url: None,
+            api_key: None,
+            default_model: None,
+            timeout: Duration::from_secs(1),
+            max_retries: 0,
+            retry_backoff: Duration::ZERO,
+        });
+        assert_eq!(
+            client.complete(&request()).await,
+            Err(LlmError::NotConfigured)
+        );
+    }
+}

@@ -1,0 +1,336 @@
+//! A fake OpenAI-compatible model server: `POST {base}/chat/completions`, streaming (SSE
+//! chunks, tool-call fragments, a usage chunk, `[DONE]`) or not.
+//!
+//! Replies come from a script, one per request, in order; with an empty script the model
+//! answers `You said: <the last user message>`, which makes every turn checkable.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, oneshot};
+use tokio_stream::wrappers::ReceiverStream;
+
+/// A tool call the fake model asks for.
+#[derive(Clone, Debug)]
+pub struct FakeToolCall {
+    /// Function name.
+    pub name: String,
+    /// Arguments object (sent as a JSON string, in two fragments when streaming).
+    pub arguments: Value,
+}
+
+impl FakeToolCall {
+    /// A call of `name` with `arguments`.
+    pub fn new(name: &str, arguments: Value) -> Self {
+        Self {
+            name: name.to_owned(),
+            arguments,
+        }
+    }
+}
+
+/// What the fake model does with one request.
+#[derive(Clone, Debug)]
+pub enum Reply {
+    /// Answer with this text.
+    Text(String),
+    /// Ask for these tool calls.
+    ToolCalls(Vec<FakeToolCall>),
+    /// Fail with this HTTP status and an OpenAI-style error body.
+    Status(u16),
+    /// Accept the request and never answer.
+    Hang,
+    /// Answer with a body (or a stream chunk) that is not JSON.
+    Malformed,
+}
+
+#[derive(Debug, Default)]
+struct Script {
+    replies: VecDeque<Reply>,
+    requests: Vec<Value>,
+    time_to_first_token: Duration,
+    between_tokens: Duration,
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    script: Mutex<Script>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Script> {
+        // A panicking test thread must not take the fake down with it.
+        self.script
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// A running fake model server; stops when dropped.
+#[derive(Debug)]
+pub struct FakeModel {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    _shutdown: oneshot::Sender<()>,
+}
+
+impl FakeModel {
+    /// Starts the server on a free loopback port.
+    ///
+    /// # Panics
+    /// When no loopback port can be bound.
+    pub async fn start() -> Self {
+        let shared = Arc::new(Shared::default());
+        let app = Router::new()
+            .route("/v1/chat/completions", post(chat_completions))
+            .route("/chat/completions", post(chat_completions))
+            .with_state(shared.clone());
+        #[allow(clippy::expect_used)]
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind a loopback port");
+        #[allow(clippy::expect_used)]
+        let addr = listener.local_addr().expect("bound address");
+        let (tx, rx) = oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async {
+                    let _ = rx.await;
+                })
+                .await;
+        });
+        Self {
+            addr,
+            shared,
+            _shutdown: tx,
+        }
+    }
+
+    /// The base URL to configure (`…/v1`; requests go to `{base}/chat/completions`).
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// Queues replies, consumed one per request.
+    pub fn push(&self, replies: impl IntoIterator<Item = Reply>) {
+        self.shared.lock().replies.extend(replies);
+    }
+
+    /// Delay before the first token (or the whole answer when not streaming) and between
+    /// streamed tokens.
+    pub fn set_latency(&self, time_to_first_token: Duration, between_tokens: Duration) {
+        let mut script = self.shared.lock();
+        script.time_to_first_token = time_to_first_token;
+        script.between_tokens = between_tokens;
+    }
+
+    /// Every request body received, in order.
+    pub fn requests(&self) -> Vec<Value> {
+        self.shared.lock().requests.clone()
+    }
+
+    /// The last request body received.
+    pub fn last_request(&self) -> Option<Value> {
+        self.shared.lock().requests.last().cloned()
+    }
+}
+
+async fn chat_completions(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+    let Ok(request) = serde_json::from_slice::<Value>(&body) else {
+        return error(StatusCode::BAD_REQUEST, "request body is not JSON");
+    };
+    let (reply, ttft, between) = {
+        let mut script = shared.lock();
+        script.requests.push(request.clone());
+        let reply = script
+            .replies
+            .pop_front()
+            .unwrap_or_else(|| Reply::Text(echo(&request)));
+        (reply, script.time_to_first_token, script.between_tokens)
+    };
+    let streaming = request["stream"].as_bool().unwrap_or(false);
+    let model = request["model"].as_str().unwrap_or("fake").to_owned();
+    let prompt_tokens = count_prompt_tokens(&request);
+    match reply {
+        Reply::Status(code) => {
+            tokio::time::sleep(ttft).await;
+            error(
+                StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+                "injected failure",
+            )
+        }
+        Reply::Hang => {
+            std::future::pending::<()>().await;
+            StatusCode::GATEWAY_TIMEOUT.into_response()
+        }
+        Reply::Malformed if !streaming => {
+            tokio::time::sleep(ttft).await;
+            (
+                [(header::CONTENT_TYPE, "application/json")],
+                "{\"choices\": [",
+            )
+                .into_response()
+        }
+        reply if !streaming => {
+            tokio::time::sleep(ttft).await;
+            let (message, finish, completion_tokens) = whole_message(&reply);
+            axum::Json(json!({
+                "id": "chatcmpl-fake",
+                "object": "chat.completion",
+                "model": model,
+                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                "usage": usage(prompt_tokens, completion_tokens),
+            }))
+            .into_response()
+        }
+        reply => stream(reply, model, prompt_tokens, ttft, between),
+    }
+}
+
+fn stream(
+    reply: Reply,
+    model: String,
+    prompt_tokens: u64,
+    ttft: Duration,
+    between: Duration,
+) -> Response {
+    let (tx, rx) = mpsc::channel::<Result<Bytes, Infallible>>(16);
+    tokio::spawn(async move {
+        tokio::time::sleep(ttft).await;
+        let chunk = |delta: Value, finish: Value| {
+            json!({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "model": model,
+                   "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+        };
+        let mut events: Vec<Value> = vec![chunk(
+            json!({"role": "assistant", "content": ""}),
+            Value::Null,
+        )];
+        let mut completion_tokens = 0;
+        match &reply {
+            Reply::Text(text) => {
+                for token in text.split_inclusive(' ') {
+                    completion_tokens += 1;
+                    events.push(chunk(json!({"content": token}), Value::Null));
+                }
+                events.push(chunk(json!({}), json!("stop")));
+            }
+            Reply::ToolCalls(calls) => {
+                for (index, call) in calls.iter().enumerate() {
+                    let arguments = call.arguments.to_string();
+                    let (first, second) = arguments.split_at(arguments.len() / 2);
+                    completion_tokens += 2;
+                    events.push(chunk(
+                        json!({"tool_calls": [{"index": index, "id": format!("call_{index}_{}", call.name), "type": "function",
+                                               "function": {"name": call.name, "arguments": first}}]}),
+                        Value::Null,
+                    ));
+                    events.push(chunk(
+                        json!({"tool_calls": [{"index": index, "function": {"arguments": second}}]}),
+                        Value::Null,
+                    ));
+                }
+                events.push(chunk(json!({}), json!("tool_calls")));
+            }
+            Reply::Malformed => {
+                let _ = tx
+                    .send(Ok(Bytes::from_static(b"data: {\"choices\": [\n\n")))
+                    .await;
+                return;
+            }
+            Reply::Status(_) | Reply::Hang => return,
+        }
+        for (n, event) in events.into_iter().enumerate() {
+            if n > 1 {
+                tokio::time::sleep(between).await;
+            }
+            if tx
+                .send(Ok(Bytes::from(format!("data: {event}\n\n"))))
+                .await
+                .is_err()
+            {
+                return;
+            }
+        }
+        let usage_chunk = json!({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "model": model,
+                                 "choices": [], "usage": usage(prompt_tokens, completion_tokens)});
+        let _ = tx
+            .send(Ok(Bytes::from(format!("data: {usage_chunk}\n\n"))))
+            .await;
+        let _ = tx.send(Ok(Bytes::from_static(b"data: [DONE]\n\n"))).await;
+    });
+    Response::builder()
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .body(Body::from_stream(ReceiverStream::new(rx)))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+fn whole_message(reply: &Reply) -> (Value, &'static str, u64) {
+    match reply {
+        Reply::ToolCalls(calls) => {
+            let tool_calls: Vec<Value> = calls
+                .iter()
+                .enumerate()
+                .map(|(index, call)| {
+                    json!({"id": format!("call_{index}_{}", call.name), "type": "function",
+                           "function": {"name": call.name, "arguments": call.arguments.to_string()}})
+                })
+                .collect();
+            let n = tool_calls.len() as u64;
+            (
+                json!({"role": "assistant", "content": null, "tool_calls": tool_calls}),
+                "tool_calls",
+                n,
+            )
+        }
+        Reply::Text(text) => (
+            json!({"role": "assistant", "content": text}),
+            "stop",
+            text.split_whitespace().count() as u64,
+        ),
+        Reply::Status(_) | Reply::Hang | Reply::Malformed => {
+            (json!({"role": "assistant", "content": ""}), "stop", 0)
+        }
+    }
+}
+
+fn echo(request: &Value) -> String {
+    let last_user = request["messages"]
+        .as_array()
+        .and_then(|messages| messages.iter().rev().find(|m| m["role"] == "user"))
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default();
+    format!("You said: {last_user}")
+}
+
+fn count_prompt_tokens(request: &Value) -> u64 {
+    request["messages"]
+        .as_array()
+        .map(|messages| {
+            messages
+                .iter()
+                .filter_map(|m| m["content"].as_str())
+                .map(|c| c.split_whitespace().count() as u64)
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+fn usage(prompt: u64, completion: u64) -> Value {
+    json!({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion})
+}
+
+fn error(status: StatusCode, message: &str) -> Response {
+    let body =
+        json!({"error": {"message": message, "type": "server_error", "code": status.as_u16()}});
+    (status, axum::Json(body)).into_response()
+}
