@@ -46,6 +46,20 @@ pub struct Settings {
     pub llm_api_key: Option<String>,
     /// Default model name.
     pub llm_model: Option<String>,
+    /// Longest wait for the model's answer, or for its next streamed chunk, in seconds.
+    pub llm_timeout_secs: u64,
+    /// Further attempts after a 429, 5xx, connection error or timeout.
+    pub llm_max_retries: u32,
+    /// First retry delay in milliseconds; doubles per attempt.
+    pub llm_retry_backoff_ms: u64,
+    /// Most model calls with tool use in one turn.
+    pub llm_max_tool_rounds: u32,
+    /// Hours without messages after which the next message starts a new conversation.
+    pub conversation_idle_hours: u64,
+    /// Seconds without turns after which an identity's conversation actor stops.
+    pub conversation_actor_idle_secs: u64,
+    /// Longest an API chat call waits for its turn, in seconds.
+    pub turn_timeout_secs: u64,
     /// Meta Graph API base URL including its version.
     pub whatsapp_graph_url: String,
     /// App secret that signs Meta's webhooks.
@@ -70,6 +84,13 @@ impl Default for Settings {
             llm_base_url: None,
             llm_api_key: None,
             llm_model: None,
+            llm_timeout_secs: 60,
+            llm_max_retries: 2,
+            llm_retry_backoff_ms: 500,
+            llm_max_tool_rounds: 8,
+            conversation_idle_hours: 24,
+            conversation_actor_idle_secs: 600,
+            turn_timeout_secs: 300,
             whatsapp_graph_url: "https://graph.facebook.com/v23.0".to_owned(),
             whatsapp_app_secret: None,
             secret_key: None,
@@ -97,6 +118,16 @@ impl std::fmt::Debug for Settings {
             .field("llm_base_url", &self.llm_base_url)
             .field("llm_api_key", &redact(&self.llm_api_key))
             .field("llm_model", &self.llm_model)
+            .field("llm_timeout_secs", &self.llm_timeout_secs)
+            .field("llm_max_retries", &self.llm_max_retries)
+            .field("llm_retry_backoff_ms", &self.llm_retry_backoff_ms)
+            .field("llm_max_tool_rounds", &self.llm_max_tool_rounds)
+            .field("conversation_idle_hours", &self.conversation_idle_hours)
+            .field(
+                "conversation_actor_idle_secs",
+                &self.conversation_actor_idle_secs,
+            )
+            .field("turn_timeout_secs", &self.turn_timeout_secs)
             .field("whatsapp_graph_url", &self.whatsapp_graph_url)
             .field("whatsapp_app_secret", &redact(&self.whatsapp_app_secret))
             .field("secret_key", &redact(&self.secret_key))
@@ -152,6 +183,34 @@ impl Settings {
             .merge(Toml::file(file))
             .merge(Env::prefixed("PARLEY_").ignore(&["test_database_url", "config"]))
             .merge(Serialized::defaults(overrides))
+    }
+
+    /// What the conversation actors need from configuration.
+    pub fn conversation_deps(
+        &self,
+        db: parley_persistence::DatabaseConnection,
+    ) -> parley_actors::Deps {
+        use std::time::Duration;
+        let llm = parley_actors::llm::LlmClient::new(parley_actors::llm::LlmConfig {
+            base_url: self.llm_base_url.clone(),
+            api_key: self.llm_api_key.clone(),
+            default_model: self.llm_model.clone(),
+            timeout: Duration::from_secs(self.llm_timeout_secs),
+            max_retries: self.llm_max_retries,
+            retry_backoff: Duration::from_millis(self.llm_retry_backoff_ms),
+        });
+        parley_actors::Deps {
+            db,
+            llm,
+            settings: parley_actors::ConversationSettings {
+                idle_after: chrono::Duration::hours(
+                    i64::try_from(self.conversation_idle_hours).unwrap_or(i64::MAX / 3600),
+                ),
+                actor_idle: Duration::from_secs(self.conversation_actor_idle_secs),
+                max_tool_rounds: self.llm_max_tool_rounds,
+                turn_timeout: Duration::from_secs(self.turn_timeout_secs),
+            },
+        }
     }
 
     /// The database URL in force: the configured one, else SQLite in the data directory.

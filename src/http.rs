@@ -2,10 +2,12 @@
 //! request passes through (request id, tracing, panics, server-error logging, time and size
 //! limits).
 
+mod admin;
 mod api_keys;
 mod assistants;
 mod auth;
 mod channels;
+mod chat;
 mod conversations;
 mod envelope;
 mod error;
@@ -66,6 +68,8 @@ pub fn router(state: AppState) -> Router {
         .merge(identity_journey::router())
         .merge(memory::router())
         .merge(conversations::router())
+        .merge(chat::router())
+        .merge(admin::router())
         .fallback(unknown_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(
@@ -84,6 +88,18 @@ pub fn router(state: AppState) -> Router {
                 .layer(DefaultBodyLimit::max(body_limit)),
         )
         .with_state(state)
+}
+
+/// Tells the identity's live conversation actor, if any, that its identity, stage or memory
+/// changed through the API, so that its next turn sees the change.
+pub(crate) async fn invalidate_identity(
+    state: &AppState,
+    workspace_id: i64,
+    identity_id: uuid::Uuid,
+) {
+    if let Ok(conversations) = state.actors.conversations() {
+        conversations.invalidate(workspace_id, identity_id).await;
+    }
 }
 
 async fn unknown_route() -> ApiError {

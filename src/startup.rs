@@ -31,7 +31,13 @@ impl Application {
         log_bootstrap_hint(&db).await?;
         let secrets = SecretBox::load(settings.secret_key.as_deref(), &settings.data_dir)
             .context("loading the key for secrets at rest")?;
-        let actors = ActorRuntime::start()
+        parley_actors::llm::install_crypto_provider();
+        if settings.llm_base_url.is_none() {
+            tracing::warn!(
+                "no language model configured (PARLEY_LLM_BASE_URL): conversations will answer 503"
+            );
+        }
+        let actors = ActorRuntime::start(settings.conversation_deps(db.clone()))
             .await
             .context("starting the actor runtime")?;
         let listener = TcpListener::bind(settings.bind)

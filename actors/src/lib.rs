@@ -1,14 +1,24 @@
-//! Parley's actor runtime: a root supervisor with one child supervisor per kind of live work
-//! (channels, conversations, flows, scheduled tasks), started by `parley serve` and stopped on
-//! shutdown.
+//! Parley's actor runtime and everything that talks to the outside world: a root supervisor
+//! with one child supervisor per kind of live work (channels, conversations, flows, scheduled
+//! tasks), started by `parley serve` and stopped on shutdown; the language-model client; the
+//! instruction templates.
 //!
-//! The children are thin for now; later work fills each supervisor with its actors. What is fixed
-//! here is the shape of the tree, the logging of every spawn, failure, restart and stop by actor
-//! path, and restart with backoff.
+//! Every spawn, failure, restart and stop is logged with the actor's path
+//! (`root/conversations/identity:<uuid>`).
 
+pub mod conversation;
 pub mod llm;
+pub mod memory_key;
+mod registry;
 mod runtime;
 mod supervisor;
+pub mod templating;
+#[cfg(test)]
+mod test_support;
 
+pub use conversation::{
+    ConversationSettings, Deps, ToolCallRecord, TurnError, TurnOutcome, TurnRequest,
+};
+pub use registry::Conversations;
 pub use runtime::{ActorRuntime, RuntimeError, SupervisorKind};
 pub use supervisor::SupervisorSnapshot;

@@ -1,5 +1,6 @@
 //! The root of the actor tree and the handle the server holds on to.
 
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use ractor::{
@@ -7,7 +8,9 @@ use ractor::{
 };
 use tokio::task::JoinHandle;
 
-use crate::supervisor::{Supervisor, SupervisorMsg, SupervisorSnapshot};
+use crate::conversation::Deps;
+use crate::registry::{ConversationRegistry, Conversations, RegistryMsg};
+use crate::supervisor::{Supervisor, SupervisorSnapshot};
 
 /// The four kinds of live work, each under its own supervisor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -57,10 +60,15 @@ pub enum RuntimeError {
     Unavailable(String),
 }
 
+/// The current registry of conversation actors, replaced when its supervisor restarts.
+type RegistrySlot = Arc<RwLock<Option<ActorRef<RegistryMsg>>>>;
+
 /// Handle on the running actor tree.
 #[derive(Debug)]
 pub struct ActorRuntime {
     root: ActorRef<RootMsg>,
+    registry: RegistrySlot,
+    turn_timeout: Duration,
     /// Taken by the first [`ActorRuntime::shutdown`].
     join: std::sync::Mutex<Option<JoinHandle<()>>>,
 }
@@ -70,16 +78,40 @@ impl ActorRuntime {
     ///
     /// # Errors
     /// Fails when an actor cannot start.
-    pub async fn start() -> Result<Self, RuntimeError> {
-        let (root, join) = Actor::spawn(None, Root, ()).await?;
+    pub async fn start(deps: Deps) -> Result<Self, RuntimeError> {
+        let registry: RegistrySlot = Arc::new(RwLock::new(None));
+        let turn_timeout = deps.settings.turn_timeout;
+        let args = RootArgs {
+            deps: Arc::new(deps),
+            registry: registry.clone(),
+        };
+        let (root, join) = Actor::spawn(None, Root, args).await?;
         tracing::info!(actor = "root", "actor runtime started");
         Ok(Self {
             root,
+            registry,
+            turn_timeout,
             join: std::sync::Mutex::new(Some(join)),
         })
     }
 
-    /// The supervisors and their children, for operators.
+    /// The handle on the conversation actors.
+    ///
+    /// # Errors
+    /// Fails while the conversations supervisor is restarting.
+    pub fn conversations(&self) -> Result<Conversations, RuntimeError> {
+        let slot = self
+            .registry
+            .read()
+            .map_err(|_| RuntimeError::Unavailable("registry lock poisoned".to_owned()))?;
+        slot.clone()
+            .map(|registry| Conversations::new(registry, self.turn_timeout))
+            .ok_or_else(|| {
+                RuntimeError::Unavailable("conversations supervisor restarting".to_owned())
+            })
+    }
+
+    /// The supervisors and how many actors each runs, for operators.
     ///
     /// # Errors
     /// Fails when the root does not answer within five seconds.
@@ -118,10 +150,20 @@ impl ActorRuntime {
 /// Behaviour of the root supervisor.
 struct Root;
 
+/// What the root starts with.
+struct RootArgs {
+    deps: Arc<Deps>,
+    registry: RegistrySlot,
+}
+
 /// State of the root.
 struct RootState {
+    /// Handed to the conversations supervisor at every (re)start.
+    deps: Arc<Deps>,
+    /// Where the live conversations registry is published for the HTTP layer.
+    registry: RegistrySlot,
     /// The live child supervisors; a failed one is replaced after a backoff.
-    children: Vec<(SupervisorKind, ActorRef<SupervisorMsg>)>,
+    children: Vec<(SupervisorKind, ActorCell)>,
     /// Consecutive restarts per kind, to grow the backoff for a supervisor that keeps failing.
     restarts: std::collections::HashMap<SupervisorKind, u32>,
     /// Set once the root is stopping, so that children ending then are not restarted.
@@ -146,22 +188,25 @@ const MAX_BACKOFF: Duration = Duration::from_secs(10);
 impl Actor for Root {
     type Msg = RootMsg;
     type State = RootState;
-    type Arguments = ();
+    type Arguments = RootArgs;
 
     async fn pre_start(
         &self,
         myself: ActorRef<Self::Msg>,
-        (): (),
+        args: RootArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
-        let mut children = Vec::with_capacity(SupervisorKind::ALL.len());
-        for kind in SupervisorKind::ALL {
-            children.push((kind, spawn_child(&myself.get_cell(), kind).await?));
-        }
-        Ok(RootState {
-            children,
+        let mut state = RootState {
+            deps: args.deps,
+            registry: args.registry,
+            children: Vec::with_capacity(SupervisorKind::ALL.len()),
             restarts: std::collections::HashMap::new(),
             stopping: false,
-        })
+        };
+        for kind in SupervisorKind::ALL {
+            let cell = spawn_child(&myself.get_cell(), kind, &state).await?;
+            state.children.push((kind, cell));
+        }
+        Ok(state)
     }
 
     async fn post_stop(
@@ -184,22 +229,24 @@ impl Actor for Root {
     ) -> Result<(), ActorProcessingErr> {
         match message {
             RootMsg::Tree(reply) => {
-                let mut snapshots = Vec::with_capacity(state.children.len());
-                for (_, child) in &state.children {
-                    if let Ok(snapshot) = call_t!(child, SupervisorMsg::Snapshot, 2_000) {
-                        snapshots.push(snapshot);
-                    }
-                }
+                let snapshots = state
+                    .children
+                    .iter()
+                    .map(|(kind, cell)| SupervisorSnapshot {
+                        path: kind.path(),
+                        live_children: cell.get_children().len(),
+                    })
+                    .collect();
                 let _ = reply.send(snapshots);
             }
             RootMsg::Restart(kind) => {
                 if state.stopping || state.children.iter().any(|(k, _)| *k == kind) {
                     return Ok(());
                 }
-                match spawn_child(&myself.get_cell(), kind).await {
-                    Ok(child) => {
+                match spawn_child(&myself.get_cell(), kind, state).await {
+                    Ok(cell) => {
                         tracing::warn!(actor = %kind.path(), "actor restarted");
-                        state.children.push((kind, child));
+                        state.children.push((kind, cell));
                     }
                     Err(error) => {
                         tracing::error!(actor = %kind.path(), %error, "restart failed");
@@ -209,8 +256,8 @@ impl Actor for Root {
             }
             #[cfg(test)]
             RootMsg::CrashChild(kind) => {
-                if let Some((_, child)) = state.children.iter().find(|(k, _)| *k == kind) {
-                    child.send_message(SupervisorMsg::Crash)?;
+                if let Some((_, cell)) = state.children.iter().find(|(k, _)| *k == kind) {
+                    cell.send_message(crate::supervisor::SupervisorMsg::Crash)?;
                 }
             }
         }
@@ -238,6 +285,11 @@ impl Actor for Root {
             return Ok(());
         };
         let (kind, _) = state.children.remove(index);
+        if kind == SupervisorKind::Conversations
+            && let Ok(mut slot) = state.registry.write()
+        {
+            *slot = None;
+        }
         if state.stopping {
             tracing::info!(actor = %kind.path(), "actor stopped");
             return Ok(());
@@ -251,10 +303,22 @@ impl Actor for Root {
 async fn spawn_child(
     root: &ActorCell,
     kind: SupervisorKind,
-) -> Result<ActorRef<SupervisorMsg>, ractor::SpawnErr> {
-    let (child, _) = Actor::spawn_linked(None, Supervisor, kind.path(), root.clone()).await?;
+    state: &RootState,
+) -> Result<ActorCell, ractor::SpawnErr> {
+    let cell = if kind == SupervisorKind::Conversations {
+        let (registry, _) =
+            Actor::spawn_linked(None, ConversationRegistry, state.deps.clone(), root.clone())
+                .await?;
+        if let Ok(mut slot) = state.registry.write() {
+            *slot = Some(registry.clone());
+        }
+        registry.get_cell()
+    } else {
+        let (child, _) = Actor::spawn_linked(None, Supervisor, kind.path(), root.clone()).await?;
+        child.get_cell()
+    };
     tracing::info!(actor = %kind.path(), "actor spawned");
-    Ok(child)
+    Ok(cell)
 }
 
 fn schedule_restart(myself: &ActorRef<RootMsg>, state: &mut RootState, kind: SupervisorKind) {
@@ -269,6 +333,7 @@ fn schedule_restart(myself: &ActorRef<RootMsg>, state: &mut RootState, kind: Sup
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::deps;
 
     async fn paths(runtime: &ActorRuntime) -> Vec<String> {
         let mut paths: Vec<String> = runtime
@@ -284,7 +349,8 @@ mod tests {
 
     #[tokio::test]
     async fn the_runtime_starts_the_four_supervisors() {
-        let runtime = ActorRuntime::start().await.expect("start");
+        let (deps, _dir, _model) = deps().await;
+        let runtime = ActorRuntime::start(deps).await.expect("start");
         assert_eq!(
             paths(&runtime).await,
             [
@@ -299,7 +365,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_failed_supervisor_is_restarted_and_the_others_are_untouched() {
-        let runtime = ActorRuntime::start().await.expect("start");
+        let (deps, _dir, _model) = deps().await;
+        let runtime = ActorRuntime::start(deps).await.expect("start");
         let ids = |runtime: &ActorRuntime| {
             let mut ids: Vec<_> = runtime
                 .root()
@@ -337,7 +404,8 @@ mod tests {
 
     #[tokio::test]
     async fn shutdown_stops_every_actor() {
-        let runtime = ActorRuntime::start().await.expect("start");
+        let (deps, _dir, _model) = deps().await;
+        let runtime = ActorRuntime::start(deps).await.expect("start");
         let root = runtime.root().clone();
         runtime.shutdown(Duration::from_secs(5)).await;
         assert_eq!(root.get_status(), ractor::ActorStatus::Stopped);

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
+use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
 
 /// Behaviour of a child supervisor (`root/channels`, `root/conversations`, …).
 pub(crate) struct Supervisor;
@@ -12,8 +12,8 @@ pub(crate) struct Supervisor;
 pub struct SupervisorSnapshot {
     /// Actor path, e.g. `root/flows`.
     pub path: String,
-    /// Paths of its live children.
-    pub children: Vec<String>,
+    /// How many actors it supervises now.
+    pub live_children: usize,
 }
 
 /// State of a child supervisor.
@@ -25,10 +25,8 @@ pub(crate) struct SupervisorState {
     children: HashMap<ActorId, String>,
 }
 
-/// Messages a child supervisor handles.
+/// Messages a child supervisor handles; its children report through supervision events.
 pub(crate) enum SupervisorMsg {
-    /// Report the supervisor's path and children.
-    Snapshot(RpcReplyPort<SupervisorSnapshot>),
     /// Fail on purpose, so that tests can watch the root restart a supervisor.
     #[cfg(test)]
     Crash,
@@ -62,23 +60,14 @@ impl Actor for Supervisor {
         Ok(())
     }
 
+    #[allow(clippy::match_single_binding)]
     async fn handle(
         &self,
         _myself: ActorRef<Self::Msg>,
         message: Self::Msg,
-        state: &mut Self::State,
+        _state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         match message {
-            SupervisorMsg::Snapshot(reply) => {
-                let mut children: Vec<String> = state.children.values().cloned().collect();
-                children.sort();
-                // The asker may have given up waiting; nothing to do then.
-                let _ = reply.send(SupervisorSnapshot {
-                    path: state.path.clone(),
-                    children,
-                });
-                Ok(())
-            }
             #[cfg(test)]
             SupervisorMsg::Crash => Err("crash requested".into()),
         }

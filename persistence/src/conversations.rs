@@ -109,6 +109,8 @@ pub struct NewMessage {
     pub tool_calls: Option<Value>,
     /// The call a tool result answers.
     pub tool_call_id: Option<String>,
+    /// Why it failed, when it did.
+    pub error: Option<Value>,
 }
 
 /// Appends a message to `conversation` and moves its `last_message_at`.
@@ -132,7 +134,7 @@ pub async fn append_message(
         content: Set(new.content),
         status: Set(new.status.to_owned()),
         platform_message_id: Set(new.platform_message_id),
-        error: Set(None),
+        error: Set(new.error),
         usage: Set(new.usage),
         tool_calls: Set(new.tool_calls),
         tool_call_id: Set(new.tool_call_id),
@@ -162,4 +164,56 @@ pub async fn messages(
         .order_by_asc(message::Column::CreatedAt)
         .order_by_asc(message::Column::Id);
     fetch_page(db, query, page).await
+}
+
+/// The most recently active conversation of `identity_id` on `channel_id`.
+///
+/// # Errors
+/// Fails on a database error.
+pub async fn latest_for(
+    db: &impl ConnectionTrait,
+    identity_id: Uuid,
+    channel_id: Uuid,
+) -> Result<Option<conversation::Model>> {
+    Ok(conversation::Entity::find()
+        .filter(conversation::Column::IdentityId.eq(identity_id))
+        .filter(conversation::Column::ChannelId.eq(channel_id))
+        .order_by_desc(conversation::Column::LastMessageAt)
+        .order_by_desc(conversation::Column::Id)
+        .one(db)
+        .await?)
+}
+
+/// Marks a conversation closed; the next message starts a new one.
+///
+/// # Errors
+/// Fails on a database error.
+pub async fn close(db: &impl ConnectionTrait, id: Uuid) -> Result<()> {
+    conversation::Entity::update_many()
+        .col_expr(conversation::Column::Status, CLOSED.into())
+        .filter(conversation::Column::Id.eq(id))
+        .exec(db)
+        .await?;
+    Ok(())
+}
+
+/// The last `limit` messages of a conversation, oldest first.
+///
+/// # Errors
+/// Fails on a database error.
+pub async fn recent_messages(
+    db: &impl ConnectionTrait,
+    conversation_id: Uuid,
+    limit: u64,
+) -> Result<Vec<message::Model>> {
+    use sea_orm::QuerySelect;
+    let mut newest_first = message::Entity::find()
+        .filter(message::Column::ConversationId.eq(conversation_id))
+        .order_by_desc(message::Column::CreatedAt)
+        .order_by_desc(message::Column::Id)
+        .limit(limit)
+        .all(db)
+        .await?;
+    newest_first.reverse();
+    Ok(newest_first)
 }

@@ -1,5 +1,7 @@
 //! The success envelope `{"message": "...", "data": ...}`.
 
+use std::borrow::Cow;
+
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -8,7 +10,7 @@ use serde::Serialize;
 /// A success answer: a sentence and the data.
 #[derive(Debug, Serialize)]
 pub(crate) struct Envelope<T> {
-    message: &'static str,
+    message: Cow<'static, str>,
     data: T,
     #[serde(skip)]
     status: StatusCode,
@@ -16,18 +18,18 @@ pub(crate) struct Envelope<T> {
 
 impl<T> Envelope<T> {
     /// 200 with `data`.
-    pub(crate) fn ok(message: &'static str, data: T) -> Self {
+    pub(crate) fn ok(message: impl Into<Cow<'static, str>>, data: T) -> Self {
         Self {
-            message,
+            message: message.into(),
             data,
             status: StatusCode::OK,
         }
     }
 
     /// 201 with the created `data`.
-    pub(crate) fn created(message: &'static str, data: T) -> Self {
+    pub(crate) fn created(message: impl Into<Cow<'static, str>>, data: T) -> Self {
         Self {
-            message,
+            message: message.into(),
             data,
             status: StatusCode::CREATED,
         }

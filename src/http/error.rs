@@ -84,6 +84,12 @@ pub(crate) enum ApiError {
     /// 413: the body is over the configured limit.
     #[error("Request body is larger than the limit of {0} bytes")]
     PayloadTooLarge(usize),
+    /// 502: an upstream (the model, Meta, an MCP server) failed.
+    #[error("{0}")]
+    UpstreamFailed(String),
+    /// 504: an upstream did not answer in time.
+    #[error("{0}")]
+    UpstreamTimeout(String),
     /// 503: the service cannot serve yet, or the request ran past its time limit.
     #[error("{message}")]
     Unavailable {
@@ -119,7 +125,7 @@ impl ApiError {
         Self::invalid(vec![FieldError::new(path, message)])
     }
 
-    fn status(&self) -> StatusCode {
+    pub(crate) fn status(&self) -> StatusCode {
         match self {
             Self::BadRequest { .. } => StatusCode::BAD_REQUEST,
             Self::Unauthenticated => StatusCode::UNAUTHORIZED,
@@ -128,12 +134,14 @@ impl ApiError {
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::Conflict(_) => StatusCode::CONFLICT,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::UpstreamFailed(_) => StatusCode::BAD_GATEWAY,
+            Self::UpstreamTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
             Self::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
-    fn code(&self) -> &'static str {
+    pub(crate) fn code(&self) -> &'static str {
         match self {
             Self::BadRequest { code, .. } | Self::Unavailable { code, .. } => code,
             Self::Unauthenticated => "unauthenticated",
@@ -142,6 +150,8 @@ impl ApiError {
             Self::MethodNotAllowed => "method_not_allowed",
             Self::Conflict(_) => "conflict",
             Self::PayloadTooLarge(_) => "payload_too_large",
+            Self::UpstreamFailed(_) => "upstream_failed",
+            Self::UpstreamTimeout(_) => "upstream_timeout",
             Self::Internal(_) => "internal_error",
         }
     }

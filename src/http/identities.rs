@@ -16,13 +16,13 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use crate::domain::{Email, Permission, Phone};
-use crate::http::AppState;
 use crate::http::auth::Caller;
 use crate::http::envelope::Envelope;
 use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Json, Path, Query};
 use crate::http::pagination::{ListQuery, PageResponse};
 use crate::http::validation::{Problems, object_or_empty, optional_text, present};
+use crate::http::{AppState, invalidate_identity};
 
 /// Longest name and external id.
 const MAX_TEXT: usize = 200;
@@ -306,6 +306,7 @@ async fn put_identity(
     }
     let answer = record(&txn, updated).await?;
     txn.commit().await.map_err(PersistenceError::from)?;
+    invalidate_identity(&state, ws, target_id).await;
     Ok(if created {
         Envelope::created("Identity created successfully", answer)
     } else {
@@ -324,6 +325,7 @@ async fn delete_identity(
     let found = require(&txn, caller.workspace_id, &identity_id).await?;
     identities::delete(&txn, caller.workspace_id, found.id).await?;
     txn.commit().await.map_err(PersistenceError::from)?;
+    invalidate_identity(&state, caller.workspace_id, found.id).await;
     Ok(Envelope::ok(
         "Identity deleted successfully",
         json!({ "id": found.id }),

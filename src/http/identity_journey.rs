@@ -12,7 +12,6 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::domain::Permission;
-use crate::http::AppState;
 use crate::http::auth::Caller;
 use crate::http::envelope::Envelope;
 use crate::http::error::{ApiError, Result};
@@ -20,6 +19,7 @@ use crate::http::extract::{Json, Path, Query};
 use crate::http::identities::{IdentityRecord, record, require};
 use crate::http::pagination::{ListQuery, PageResponse};
 use crate::http::validation::{Problems, object_or_empty};
+use crate::http::{AppState, invalidate_identity};
 
 pub(crate) fn router() -> Router<AppState> {
     Router::new()
@@ -61,6 +61,7 @@ async fn set_identity_stage(
     let (updated, _) = identities::set_stage(&txn, found, &stage, metadata, clock::now()).await?;
     let answer = record(&txn, updated).await?;
     txn.commit().await.map_err(PersistenceError::from)?;
+    invalidate_identity(&state, ws, found_id).await;
     tracing::info!(identity_id = %found_id, stage = %stage.name, "identity stage set");
     Ok(Envelope::ok("Identity stage updated successfully", answer))
 }
@@ -131,9 +132,12 @@ async fn merge_identity(
         ));
     }
     let source_id = source.id;
+    let target_id = target.id;
     let merged = identities::merge(&txn, target, source, clock::now()).await?;
     let answer = record(&txn, merged).await?;
     txn.commit().await.map_err(PersistenceError::from)?;
+    invalidate_identity(&state, ws, source_id).await;
+    invalidate_identity(&state, ws, target_id).await;
     tracing::info!(%source_id, "identity merged");
     Ok(Envelope::ok("Identities merged successfully", answer))
 }

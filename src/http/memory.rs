@@ -11,13 +11,13 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::domain::{MemoryKey, Permission};
-use crate::http::AppState;
 use crate::http::auth::Caller;
 use crate::http::envelope::Envelope;
 use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Json, Path};
 use crate::http::identities::require;
 use crate::http::validation::{Problems, object_or_empty};
+use crate::http::{AppState, invalidate_identity};
 
 /// Largest stored value, as serialised JSON.
 const MAX_VALUE_BYTES: usize = 64 * 1024;
@@ -119,6 +119,7 @@ async fn put_memory(
         clock::now(),
     )
     .await?;
+    invalidate_identity(&state, caller.workspace_id, found.id).await;
     Ok(if created {
         Envelope::created("Memory entry created successfully", entry.into())
     } else {
@@ -139,6 +140,7 @@ async fn delete_memory(
     if !memory::delete(&state.db, found.id, key.as_str()).await? {
         return Err(ApiError::NotFound("Memory entry"));
     }
+    invalidate_identity(&state, caller.workspace_id, found.id).await;
     Ok(Envelope::ok(
         "Memory entry deleted successfully",
         json!({ "key": key.as_str() }),

@@ -39,6 +39,7 @@ pub async fn seed_conversation(
                 usage: None,
                 tool_calls: None,
                 tool_call_id: None,
+                error: None,
             },
             clock::now(),
         )

@@ -1,4 +1,5 @@
 //! Memory keys: dotted lower-case segments such as `profile.name` or `preferences.language`.
+//! Both the API and the assistant's `remember` tool write them, so the type lives here.
 
 /// A key of one or more `[a-z0-9_]+` segments joined by dots, at most
 /// [`MemoryKey::MAX_LEN`] characters and [`MemoryKey::MAX_SEGMENTS`] segments.

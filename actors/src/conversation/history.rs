@@ -1,0 +1,121 @@
+//! Turning stored messages into the model's history: whole turns only, so that a tool call is
+//! never separated from its result.
+
+use parley_persistence::entities::message;
+
+use crate::llm::{ChatMessage, ToolCall};
+
+/// The last `turns` whole turns of `messages` (oldest first) as chat messages. A turn starts at
+/// a user message and holds every assistant and tool message up to the next one.
+pub(crate) fn last_turns(messages: &[message::Model], turns: usize) -> Vec<ChatMessage> {
+    if turns == 0 {
+        return Vec::new();
+    }
+    let starts: Vec<usize> = messages
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m.role == "user")
+        .map(|(i, _)| i)
+        .collect();
+    let from = match starts.len().checked_sub(turns) {
+        Some(skip) => starts[skip],
+        // Fewer turns than asked: start at the first user message, dropping any orphan
+        // assistant output before it (a template sent before the person wrote, say).
+        None => starts.first().copied().unwrap_or(messages.len()),
+    };
+    messages[from..].iter().filter_map(to_chat).collect()
+}
+
+fn to_chat(m: &message::Model) -> Option<ChatMessage> {
+    match m.role.as_str() {
+        "user" => Some(ChatMessage::text("user", m.content.clone())),
+        "assistant" => {
+            let calls: Vec<ToolCall> = m
+                .tool_calls
+                .as_ref()
+                .and_then(|v| serde_json::from_value(v.clone()).ok())
+                .unwrap_or_default();
+            if calls.is_empty() {
+                Some(ChatMessage::text("assistant", m.content.clone()))
+            } else {
+                let content = (!m.content.is_empty()).then(|| m.content.clone());
+                Some(ChatMessage::tool_request(content, calls))
+            }
+        }
+        "tool" => m
+            .tool_call_id
+            .as_deref()
+            .map(|id| ChatMessage::tool_result(id, m.content.clone())),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+    use serde_json::json;
+    use uuid::Uuid;
+
+    use super::*;
+
+    fn message(role: &str, content: &str) -> message::Model {
+        message::Model {
+            id: Uuid::now_v7(),
+            workspace_id: 1,
+            conversation_id: Uuid::nil(),
+            channel_id: Uuid::nil(),
+            direction: if role == "user" { "inbound" } else { "outbound" }.to_owned(),
+            role: role.to_owned(),
+            content: content.to_owned(),
+            status: "sent".to_owned(),
+            platform_message_id: None,
+            error: None,
+            usage: None,
+            tool_calls: (role == "assistant" && content.is_empty())
+                .then(|| json!([{"id": "c1", "type": "function", "function": {"name": "remember", "arguments": "{}"}}])),
+            tool_call_id: (role == "tool").then(|| "c1".to_owned()),
+            created_at: Utc::now(),
+        }
+    }
+
+    #[test]
+    fn only_whole_turns_are_kept_and_a_tool_call_stays_with_its_result() {
+        let messages = vec![
+            message("user", "one"),
+            message("assistant", "first"),
+            message("user", "two"),
+            message("assistant", ""),
+            message("tool", "{\"ok\":true}"),
+            message("assistant", "second"),
+            message("user", "three"),
+            message("assistant", "third"),
+        ];
+        let history = last_turns(&messages, 2);
+        let roles: Vec<_> = history.iter().map(|m| m.role.as_str()).collect();
+        assert_eq!(
+            roles,
+            [
+                "user",
+                "assistant",
+                "tool",
+                "assistant",
+                "user",
+                "assistant"
+            ]
+        );
+        assert_eq!(history[0].content.as_deref(), Some("two"));
+        assert_eq!(history[1].tool_calls.len(), 1);
+        assert_eq!(history[2].tool_call_id.as_deref(), Some("c1"));
+    }
+
+    #[test]
+    fn zero_turns_is_no_history_and_more_turns_than_exist_is_all() {
+        let messages = vec![
+            message("assistant", "template"),
+            message("user", "hi"),
+            message("assistant", "hello"),
+        ];
+        assert!(last_turns(&messages, 0).is_empty());
+        assert_eq!(last_turns(&messages, 10).len(), 2);
+    }
+}

@@ -1,0 +1,256 @@
+//! The `conversations` supervisor and registry: exactly one ConversationActor per live
+//! identity, spawned on demand (virtual-actor style), forgotten when it stops or fails, and the
+//! [`Conversations`] handle the HTTP layer talks through.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::{
+    Actor, ActorId, ActorProcessingErr, ActorRef, MessagingErr, RpcReplyPort, SupervisionEvent,
+    call_t, rpc::CallResult,
+};
+use uuid::Uuid;
+
+use crate::conversation::{
+    ConversationActor, ConversationArgs, ConversationKey, ConversationMsg, Deps, TurnError,
+    TurnOutcome, TurnRequest,
+};
+
+/// Behaviour of the `root/conversations` supervisor.
+pub(crate) struct ConversationRegistry;
+
+/// State of the registry.
+pub(crate) struct RegistryState {
+    /// Shared with every conversation actor.
+    deps: Arc<Deps>,
+    /// The live actor of each identity.
+    live: HashMap<ConversationKey, ActorRef<ConversationMsg>>,
+    /// The key of each live actor, to forget it when it stops.
+    keys: HashMap<ActorId, ConversationKey>,
+}
+
+/// Messages of the registry.
+pub(crate) enum RegistryMsg {
+    /// The identity's actor, spawned when there is none.
+    Get(
+        ConversationKey,
+        RpcReplyPort<Result<ActorRef<ConversationMsg>, String>>,
+    ),
+    /// The identity's actor if it is live.
+    Lookup(
+        ConversationKey,
+        RpcReplyPort<Option<ActorRef<ConversationMsg>>>,
+    ),
+    /// An idle actor asks to stop: forget it first so no new turn reaches it, then let it
+    /// finish what is already in its mailbox.
+    Passivate(ConversationKey, ActorId),
+    /// How many actors are live.
+    Count(RpcReplyPort<usize>),
+}
+
+fn path(key: &ConversationKey) -> String {
+    format!("root/conversations/identity:{}", key.1)
+}
+
+impl Actor for ConversationRegistry {
+    type Msg = RegistryMsg;
+    type State = RegistryState;
+    type Arguments = Arc<Deps>;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        deps: Arc<Deps>,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        Ok(RegistryState {
+            deps,
+            live: HashMap::new(),
+            keys: HashMap::new(),
+        })
+    }
+
+    async fn post_stop(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        myself
+            .stop_children_and_wait(Some("shutdown".to_owned()), Some(Duration::from_secs(10)))
+            .await;
+        tracing::info!(
+            actor = "root/conversations",
+            live = state.live.len(),
+            "actor stopped"
+        );
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        message: Self::Msg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            RegistryMsg::Get(key, reply) => {
+                if let Some(actor) = state.live.get(&key) {
+                    let _ = reply.send(Ok(actor.clone()));
+                    return Ok(());
+                }
+                let args = ConversationArgs {
+                    key,
+                    deps: state.deps.clone(),
+                    registry: myself.clone(),
+                };
+                match Actor::spawn_linked(None, ConversationActor, args, myself.get_cell()).await {
+                    Ok((actor, _)) => {
+                        tracing::info!(actor = %path(&key), "actor spawned");
+                        state.keys.insert(actor.get_id(), key);
+                        state.live.insert(key, actor.clone());
+                        let _ = reply.send(Ok(actor));
+                    }
+                    Err(error) => {
+                        tracing::error!(actor = %path(&key), %error, "actor failed to start");
+                        let _ = reply.send(Err(error.to_string()));
+                    }
+                }
+            }
+            RegistryMsg::Lookup(key, reply) => {
+                let _ = reply.send(state.live.get(&key).cloned());
+            }
+            RegistryMsg::Passivate(key, id) => {
+                if let Some(actor) = state.live.get(&key).filter(|a| a.get_id() == id) {
+                    let actor = actor.clone();
+                    state.live.remove(&key);
+                    let _ = actor.drain();
+                }
+            }
+            RegistryMsg::Count(reply) => {
+                let _ = reply.send(state.live.len());
+            }
+        }
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        event: SupervisionEvent,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        let (cell, failure) = match event {
+            SupervisionEvent::ActorTerminated(cell, _, reason) => (cell, reason.map(Ok)),
+            SupervisionEvent::ActorFailed(cell, error) => (cell, Some(Err(error.to_string()))),
+            SupervisionEvent::ActorStarted(_) | SupervisionEvent::ProcessGroupChanged(_) => {
+                return Ok(());
+            }
+        };
+        let Some(key) = state.keys.remove(&cell.get_id()) else {
+            return Ok(());
+        };
+        if state
+            .live
+            .get(&key)
+            .is_some_and(|a| a.get_id() == cell.get_id())
+        {
+            state.live.remove(&key);
+        }
+        match failure {
+            Some(Err(error)) => tracing::error!(
+                actor = %path(&key),
+                %error,
+                "actor failed; the next message for this identity restarts it"
+            ),
+            Some(Ok(reason)) => tracing::info!(actor = %path(&key), %reason, "actor stopped"),
+            None => tracing::info!(actor = %path(&key), reason = "passivated", "actor stopped"),
+        }
+        Ok(())
+    }
+}
+
+/// The HTTP layer's handle on the conversation actors; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Conversations {
+    registry: ActorRef<RegistryMsg>,
+    turn_timeout: Duration,
+}
+
+impl Conversations {
+    pub(crate) fn new(registry: ActorRef<RegistryMsg>, turn_timeout: Duration) -> Self {
+        Self {
+            registry,
+            turn_timeout,
+        }
+    }
+
+    /// Runs a turn for `identity_id` in its actor, waiting at most the configured turn timeout.
+    /// A turn that outlives the wait goes on and is stored.
+    ///
+    /// # Errors
+    /// The turn's own failure, [`TurnError::Timeout`], or [`TurnError::Unavailable`] when the
+    /// actor cannot be reached or fails during the turn.
+    pub async fn turn(
+        &self,
+        workspace_id: i64,
+        identity_id: Uuid,
+        request: TurnRequest,
+    ) -> Result<TurnOutcome, TurnError> {
+        let key = (workspace_id, identity_id);
+        // An actor that passivated between the lookup and the send refuses the message; the
+        // second attempt reaches its successor.
+        for _ in 0..2 {
+            let actor = call_t!(self.registry, RegistryMsg::Get, 5_000, key)
+                .map_err(|e| TurnError::Unavailable(e.to_string()))?
+                .map_err(TurnError::Unavailable)?;
+            let sent = actor
+                .call(
+                    |reply| ConversationMsg::Turn(request.clone(), reply),
+                    Some(self.turn_timeout),
+                )
+                .await;
+            match sent {
+                Ok(CallResult::Success(outcome)) => return outcome,
+                Ok(CallResult::Timeout) => return Err(TurnError::Timeout),
+                Ok(CallResult::SenderError) => {
+                    return Err(TurnError::Unavailable(
+                        "the conversation actor stopped during the turn".to_owned(),
+                    ));
+                }
+                Err(MessagingErr::SendErr(_) | MessagingErr::ChannelClosed) => continue,
+                Err(error) => return Err(TurnError::Unavailable(error.to_string())),
+            }
+        }
+        Err(TurnError::Unavailable(
+            "the conversation actor kept stopping".to_owned(),
+        ))
+    }
+
+    /// Tells the identity's live actor, if any, to reload its cached identity, stage and memory.
+    pub async fn invalidate(&self, workspace_id: i64, identity_id: Uuid) {
+        if let Ok(Some(actor)) = call_t!(
+            self.registry,
+            RegistryMsg::Lookup,
+            5_000,
+            (workspace_id, identity_id)
+        ) {
+            let _ = actor.send_message(ConversationMsg::Reload);
+        }
+    }
+
+    /// How many conversation actors are live.
+    ///
+    /// # Errors
+    /// Fails when the registry does not answer.
+    pub async fn live(&self) -> Result<usize, TurnError> {
+        call_t!(self.registry, RegistryMsg::Count, 5_000)
+            .map_err(|e| TurnError::Unavailable(e.to_string()))
+    }
+
+    #[cfg(test)]
+    pub(crate) async fn actor_of(&self, key: ConversationKey) -> Option<ActorRef<ConversationMsg>> {
+        call_t!(self.registry, RegistryMsg::Lookup, 5_000, key)
+            .ok()
+            .flatten()
+    }
+}
