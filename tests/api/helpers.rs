@@ -5,6 +5,7 @@ use std::sync::OnceLock;
 use parley::config::Settings;
 use parley::startup::Application;
 use parley::tenancy::{BootstrapRequest, Bootstrapped, bootstrap};
+use parley_testkit::FakeModel;
 use reqwest::{Method, RequestBuilder, Response};
 use sea_orm::{ConnectionTrait, Database};
 use serde_json::Value;
@@ -18,6 +19,8 @@ pub struct TestApp {
     pub database_url: String,
     /// The bootstrapped business, workspace, owner and all-permission key.
     pub owner: Bootstrapped,
+    /// The fake language model the server talks to.
+    pub model: FakeModel,
     client: reqwest::Client,
     shutdown: Option<oneshot::Sender<()>>,
     _data_dir: tempfile::TempDir,
@@ -26,16 +29,28 @@ pub struct TestApp {
 
 /// Spawns the server on a fresh database with one bootstrapped workspace.
 pub async fn spawn_app() -> TestApp {
+    spawn_app_with(|_| {}).await
+}
+
+/// Spawns the server after `configure` adjusts its settings.
+pub async fn spawn_app_with(configure: impl FnOnce(&mut Settings)) -> TestApp {
     init_test_log();
     parley_actors::llm::install_crypto_provider();
     let data_dir = tempfile::tempdir().expect("temporary data directory");
     let database = TestDatabase::create(data_dir.path()).await;
-    let settings = Settings {
+    let model = FakeModel::start().await;
+    let mut settings = Settings {
         bind: "127.0.0.1:0".parse().expect("address"),
         database_url: Some(database.url.clone()),
         data_dir: data_dir.path().to_path_buf(),
+        llm_base_url: Some(model.base_url()),
+        llm_model: Some("fake-model".to_owned()),
+        llm_timeout_secs: 10,
+        llm_max_retries: 1,
+        llm_retry_backoff_ms: 10,
         ..Settings::default()
     };
+    configure(&mut settings);
     let app = Application::build(settings)
         .await
         .expect("application builds");
@@ -64,6 +79,7 @@ pub async fn spawn_app() -> TestApp {
         address,
         database_url: database.url.clone(),
         owner,
+        model,
         client: reqwest::Client::new(),
         shutdown: Some(tx),
         _data_dir: data_dir,
@@ -240,6 +256,80 @@ impl TestApp {
             "PUT /identity answered {status}: {body}"
         );
         body["data"].clone()
+    }
+}
+
+/// Fixtures of conversations.
+impl TestApp {
+    /// A worker with one assistant of `instructions` (and `extra` fields) synced to a new
+    /// sandbox channel; answers `(assistant_id, channel_id)`.
+    pub async fn chat_channel(&self, instructions: &str, extra: Value) -> (String, String) {
+        let worker = self.worker("Support").await;
+        let mut body = serde_json::json!({"name": "Ana", "instructions": instructions});
+        if let (Some(body), Some(extra)) = (body.as_object_mut(), extra.as_object()) {
+            body.extend(extra.clone());
+        }
+        let assistant = self
+            .created(&format!("/workers/{worker}/assistants"), body)
+            .await;
+        let channel = self.sandbox_channel("Main line").await;
+        let synced = self
+            .send_json(
+                Method::POST,
+                &format!("/channels/{channel}/worker/{worker}"),
+                &serde_json::json!({}),
+            )
+            .await;
+        expect_status(synced, 200).await;
+        (assistant["id"].as_str().expect("id").to_owned(), channel)
+    }
+
+    /// Sends `message` as `identity` on `channel` through the chat endpoint.
+    pub async fn chat(&self, identity: &str, channel: &str, message: &str) -> Response {
+        self.send_json(
+            Method::POST,
+            &format!("/conversation/{identity}/chat/{channel}"),
+            &serde_json::json!({"message": message}),
+        )
+        .await
+    }
+
+    /// The system message of the model's most recent request.
+    pub fn last_system_prompt(&self) -> String {
+        let request = self.model.last_request().expect("the model was called");
+        request["messages"][0]["content"]
+            .as_str()
+            .expect("system message")
+            .to_owned()
+    }
+
+    /// Messages of the identity's conversations, oldest first, as `(role, content)`.
+    pub async fn stored_messages(&self, identity: &str) -> Vec<(String, String)> {
+        let listed = expect_status(
+            self.get(&format!("/conversations?identity_id={identity}"))
+                .await,
+            200,
+        )
+        .await;
+        let mut all = Vec::new();
+        let mut conversations: Vec<Value> = listed["data"].as_array().expect("array").clone();
+        conversations.reverse();
+        for conversation in conversations {
+            let id = conversation["id"].as_str().expect("id");
+            let messages = expect_status(
+                self.get(&format!("/conversations/{id}/messages?limit=100"))
+                    .await,
+                200,
+            )
+            .await;
+            for m in messages["data"].as_array().expect("array") {
+                all.push((
+                    m["role"].as_str().expect("role").to_owned(),
+                    m["content"].as_str().expect("content").to_owned(),
+                ));
+            }
+        }
+        all
     }
 }
 

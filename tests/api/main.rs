@@ -8,6 +8,7 @@ mod api_keys;
 mod assistants;
 mod auth;
 mod channels;
+mod chat;
 mod cli;
 mod conversations;
 mod errors;
