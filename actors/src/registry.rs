@@ -254,3 +254,173 @@ impl Conversations {
             .flatten()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use parley_persistence::assistants::AssistantFields;
+    use parley_persistence::channels::{ChannelChanges, NewChannel};
+    use parley_persistence::identities::NewIdentity;
+    use parley_persistence::workers::NewWorker;
+    use parley_persistence::{
+        assistants, channels, clock, identities, tenancy, workers, workspaces,
+    };
+    use serde_json::json;
+
+    use super::*;
+    use crate::ActorRuntime;
+    use crate::test_support::deps;
+
+    /// A workspace with a sandbox channel whose worker has one assistant, and two identities.
+    async fn world(db: &parley_persistence::DatabaseConnection) -> (i64, Uuid, Uuid, Uuid) {
+        let now = clock::now();
+        let business = tenancy::find_or_create_business(db, "B", now)
+            .await
+            .expect("business");
+        let user = tenancy::find_or_create_user(db, business.id, None, now)
+            .await
+            .expect("user");
+        let ws = workspaces::create_with_owner(db, business.id, user.id, "W", None, now)
+            .await
+            .expect("workspace")
+            .id;
+        let worker = workers::create(
+            db,
+            ws,
+            NewWorker {
+                name: "w".into(),
+                description: None,
+                timezone: None,
+            },
+            now,
+        )
+        .await
+        .expect("worker");
+        let fields = AssistantFields {
+            name: "a".into(),
+            instructions: "Echo.".into(),
+            languages: json!([]),
+            provider: "PROVIDER_ONE".into(),
+            model: None,
+            settings: json!({"history_turns": 20, "memory_enabled": true, "debounce_ms": 0}),
+        };
+        assistants::create(db, ws, worker.id, fields, now)
+            .await
+            .expect("assistant");
+        let new_channel = NewChannel {
+            name: "sandbox".into(),
+            integration: "sandbox".into(),
+            active: true,
+            settings: json!({}),
+            phone_number_id: None,
+            business_account_id: None,
+            access_token_encrypted: None,
+            verify_token: "t".into(),
+        };
+        let channel = channels::create(db, ws, new_channel, now)
+            .await
+            .expect("channel");
+        let changes = ChannelChanges {
+            worker_id: Some(Some(worker.id)),
+            ..ChannelChanges::default()
+        };
+        channels::update(db, channel, changes, now)
+            .await
+            .expect("sync");
+        let channel_id = channels::list(db, ws, parley_persistence::Page { page: 1, limit: 1 })
+            .await
+            .expect("channels")
+            .items[0]
+            .id;
+        let person = |name: &str| NewIdentity {
+            id: Uuid::now_v7(),
+            name: Some(name.into()),
+            external_id: None,
+            metadata: json!({}),
+        };
+        let a = identities::create(db, ws, person("A"), now)
+            .await
+            .expect("identity")
+            .id;
+        let b = identities::create(db, ws, person("B"), now)
+            .await
+            .expect("identity")
+            .id;
+        (ws, channel_id, a, b)
+    }
+
+    fn says(channel_id: Uuid, text: &str) -> TurnRequest {
+        TurnRequest {
+            channel_id,
+            text: text.to_owned(),
+            stream: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_crashed_conversation_actor_is_replaced_and_other_identities_are_untouched() {
+        let (deps, _dir, _model) = deps().await;
+        let (ws, channel, a, b) = world(&deps.db).await;
+        let runtime = ActorRuntime::start(deps).await.expect("runtime");
+        let conversations = runtime.conversations().expect("registry");
+        conversations
+            .turn(ws, a, says(channel, "hi"))
+            .await
+            .expect("a answers");
+        conversations
+            .turn(ws, b, says(channel, "hi"))
+            .await
+            .expect("b answers");
+        let a_before = conversations.actor_of((ws, a)).await.expect("a live");
+        let b_before = conversations.actor_of((ws, b)).await.expect("b live");
+
+        a_before.send_message(ConversationMsg::Crash).expect("send");
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while conversations.actor_of((ws, a)).await.is_some() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the failed actor was not forgotten"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+
+        let again = conversations
+            .turn(ws, a, says(channel, "still there?"))
+            .await
+            .expect("a answers again");
+        assert_eq!(again.reply, "You said: still there?");
+        let a_after = conversations.actor_of((ws, a)).await.expect("a live again");
+        assert_ne!(a_after.get_id(), a_before.get_id());
+        let b_after = conversations.actor_of((ws, b)).await.expect("b still live");
+        assert_eq!(
+            b_after.get_id(),
+            b_before.get_id(),
+            "b's actor never noticed"
+        );
+        runtime.shutdown(Duration::from_secs(5)).await;
+    }
+
+    #[tokio::test]
+    async fn concurrent_first_messages_of_one_identity_spawn_one_actor() {
+        let (deps, _dir, _model) = deps().await;
+        let (ws, channel, a, _) = world(&deps.db).await;
+        let runtime = ActorRuntime::start(deps).await.expect("runtime");
+        let conversations = runtime.conversations().expect("registry");
+
+        let turns = (0..8).map(|n| {
+            let conversations = conversations.clone();
+            async move {
+                conversations
+                    .turn(ws, a, says(channel, &format!("m{n}")))
+                    .await
+            }
+        });
+        for outcome in futures_util::future::join_all(turns).await {
+            outcome.expect("answered");
+        }
+
+        assert_eq!(conversations.live().await.expect("count"), 1);
+        runtime.shutdown(Duration::from_secs(5)).await;
+    }
+}
