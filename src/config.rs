@@ -64,6 +64,20 @@ pub struct Settings {
     pub whatsapp_graph_url: String,
     /// App secret that signs Meta's webhooks.
     pub whatsapp_app_secret: Option<String>,
+    /// Development only: accept webhooks without a signature.
+    pub whatsapp_allow_unsigned: bool,
+    /// Messages per second per number.
+    pub whatsapp_rate_per_sec: u32,
+    /// Messages a recipient may get in a burst before spacing applies.
+    pub whatsapp_pair_burst: u32,
+    /// Spacing between messages to one recipient after a burst, in milliseconds.
+    pub whatsapp_pair_period_ms: u64,
+    /// Retries of a send after 130429, 131056, 5xx or a connection error.
+    pub whatsapp_max_retries: u32,
+    /// First retry delay of a send, in milliseconds; doubles per attempt.
+    pub whatsapp_retry_backoff_ms: u64,
+    /// Longest wait for a Graph API answer, in seconds.
+    pub whatsapp_timeout_secs: u64,
     /// Key (base64 of 32 bytes) encrypting secrets at rest; default: `secret.key` in
     /// [`Settings::data_dir`], generated on first start.
     pub secret_key: Option<String>,
@@ -93,6 +107,13 @@ impl Default for Settings {
             turn_timeout_secs: 300,
             whatsapp_graph_url: "https://graph.facebook.com/v23.0".to_owned(),
             whatsapp_app_secret: None,
+            whatsapp_allow_unsigned: false,
+            whatsapp_rate_per_sec: 80,
+            whatsapp_pair_burst: 5,
+            whatsapp_pair_period_ms: 6000,
+            whatsapp_max_retries: 3,
+            whatsapp_retry_backoff_ms: 1000,
+            whatsapp_timeout_secs: 30,
             secret_key: None,
         }
     }
@@ -130,6 +151,13 @@ impl std::fmt::Debug for Settings {
             .field("turn_timeout_secs", &self.turn_timeout_secs)
             .field("whatsapp_graph_url", &self.whatsapp_graph_url)
             .field("whatsapp_app_secret", &redact(&self.whatsapp_app_secret))
+            .field("whatsapp_allow_unsigned", &self.whatsapp_allow_unsigned)
+            .field("whatsapp_rate_per_sec", &self.whatsapp_rate_per_sec)
+            .field("whatsapp_pair_burst", &self.whatsapp_pair_burst)
+            .field("whatsapp_pair_period_ms", &self.whatsapp_pair_period_ms)
+            .field("whatsapp_max_retries", &self.whatsapp_max_retries)
+            .field("whatsapp_retry_backoff_ms", &self.whatsapp_retry_backoff_ms)
+            .field("whatsapp_timeout_secs", &self.whatsapp_timeout_secs)
             .field("secret_key", &redact(&self.secret_key))
             .finish()
     }
@@ -209,6 +237,31 @@ impl Settings {
                 actor_idle: Duration::from_secs(self.conversation_actor_idle_secs),
                 max_tool_rounds: self.llm_max_tool_rounds,
                 turn_timeout: Duration::from_secs(self.turn_timeout_secs),
+            },
+        }
+    }
+
+    /// What the channel actors need from configuration.
+    pub fn channel_deps(
+        &self,
+        db: parley_persistence::DatabaseConnection,
+        secrets: std::sync::Arc<parley_actors::secrets::SecretBox>,
+    ) -> parley_actors::channel::ChannelDeps {
+        use std::time::Duration;
+        parley_actors::channel::ChannelDeps {
+            db,
+            graph: parley_actors::whatsapp::GraphClient::new(
+                &self.whatsapp_graph_url,
+                Duration::from_secs(self.whatsapp_timeout_secs),
+            ),
+            secrets,
+            settings: parley_actors::channel::ChannelSettings {
+                per_second: self.whatsapp_rate_per_sec,
+                pair_burst: self.whatsapp_pair_burst,
+                pair_period: Duration::from_millis(self.whatsapp_pair_period_ms),
+                max_retries: self.whatsapp_max_retries,
+                retry_backoff: Duration::from_millis(self.whatsapp_retry_backoff_ms),
+                public_url: self.public_url.clone(),
             },
         }
     }

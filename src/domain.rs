@@ -7,7 +7,6 @@ mod instructions;
 mod language;
 mod name;
 mod permission;
-mod phone;
 mod timezone;
 
 pub use api_key::{ApiKeySecret, hash_api_key};
@@ -17,6 +16,6 @@ pub use instructions::{Instructions, InvalidInstructions};
 pub use language::{InvalidLanguageTag, LanguageTag};
 pub use name::{BoundedName, LongName, Name, NameError};
 pub use parley_actors::memory_key::{InvalidMemoryKey, MemoryKey};
+pub use parley_actors::phone::{InvalidPhone, Phone};
 pub use permission::{Permission, Permissions, UnknownPermission};
-pub use phone::{InvalidPhone, Phone};
 pub use timezone::{InvalidTimezone, Timezone};

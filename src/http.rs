@@ -18,8 +18,10 @@ mod identity_journey;
 mod memory;
 mod middleware;
 mod pagination;
+mod sandbox;
 mod stages;
 mod validation;
+mod webhooks;
 mod workers;
 mod workspaces;
 
@@ -37,7 +39,7 @@ use tower_http::trace::TraceLayer;
 
 use crate::config::Settings;
 use crate::http::error::ApiError;
-use crate::secrets::SecretBox;
+use parley_actors::secrets::SecretBox;
 
 /// What every handler can reach; cheap to clone.
 #[derive(Clone)]
@@ -70,6 +72,8 @@ pub fn router(state: AppState) -> Router {
         .merge(conversations::router())
         .merge(chat::router())
         .merge(admin::router())
+        .merge(webhooks::router())
+        .merge(sandbox::router())
         .fallback(unknown_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(

@@ -9,7 +9,6 @@ pub mod cli;
 pub mod config;
 pub mod domain;
 pub mod http;
-pub mod secrets;
 pub mod startup;
 pub mod telemetry;
 pub mod tenancy;

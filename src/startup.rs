@@ -12,7 +12,7 @@ use tokio::net::TcpListener;
 
 use crate::config::Settings;
 use crate::http::{AppState, router};
-use crate::secrets::SecretBox;
+use parley_actors::secrets::SecretBox;
 
 /// A built, bound, not yet serving application.
 pub struct Application {
@@ -37,9 +37,18 @@ impl Application {
                 "no language model configured (PARLEY_LLM_BASE_URL): conversations will answer 503"
             );
         }
-        let actors = ActorRuntime::start(settings.conversation_deps(db.clone()))
+        let secrets = Arc::new(secrets);
+        let actors = ActorRuntime::start(
+            settings.conversation_deps(db.clone()),
+            settings.channel_deps(db.clone(), secrets.clone()),
+        )
+        .await
+        .context("starting the actor runtime")?;
+        let actors = Arc::new(actors);
+        actors
+            .resume()
             .await
-            .context("starting the actor runtime")?;
+            .context("resuming unanswered WhatsApp messages")?;
         let listener = TcpListener::bind(settings.bind)
             .await
             .with_context(|| format!("binding {}", settings.bind))?;
@@ -48,8 +57,8 @@ impl Application {
             state: AppState {
                 settings: Arc::new(settings),
                 db,
-                actors: Arc::new(actors),
-                secrets: Arc::new(secrets),
+                actors,
+                secrets,
             },
         })
     }

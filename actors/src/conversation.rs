@@ -56,6 +56,10 @@ pub struct TurnRequest {
     pub text: String,
     /// Where to send reply tokens as they are generated, for streaming callers.
     pub stream: Option<mpsc::Sender<String>>,
+    /// WhatsApp's id of the inbound message. The reply is then stored `pending` for the channel
+    /// to send, and a turn for an id already answered answers the stored reply instead of
+    /// asking the model again.
+    pub platform_message_id: Option<String>,
 }
 
 /// A tool the assistant used during a turn.

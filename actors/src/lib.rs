@@ -6,16 +6,23 @@
 //! Every spawn, failure, restart and stop is logged with the actor's path
 //! (`root/conversations/identity:<uuid>`).
 
+pub mod channel;
+mod channel_registry;
 pub mod conversation;
+pub mod inbound;
 pub mod llm;
 pub mod memory_key;
+pub mod phone;
 mod registry;
 mod runtime;
+pub mod secrets;
 mod supervisor;
 pub mod templating;
 #[cfg(test)]
 mod test_support;
+pub mod whatsapp;
 
+pub use channel_registry::Channels;
 pub use conversation::{
     ConversationSettings, Deps, ToolCallRecord, TurnError, TurnOutcome, TurnRequest,
 };

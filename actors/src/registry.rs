@@ -270,7 +270,7 @@ mod tests {
 
     use super::*;
     use crate::ActorRuntime;
-    use crate::test_support::deps;
+    use crate::test_support::{channel_deps, deps};
 
     /// A workspace with a sandbox channel whose worker has one assistant, and two identities.
     async fn world(db: &parley_persistence::DatabaseConnection) -> (i64, Uuid, Uuid, Uuid) {
@@ -355,6 +355,7 @@ mod tests {
             channel_id,
             text: text.to_owned(),
             stream: None,
+            platform_message_id: None,
         }
     }
 
@@ -362,7 +363,8 @@ mod tests {
     async fn a_crashed_conversation_actor_is_replaced_and_other_identities_are_untouched() {
         let (deps, _dir, _model) = deps().await;
         let (ws, channel, a, b) = world(&deps.db).await;
-        let runtime = ActorRuntime::start(deps).await.expect("runtime");
+        let channels = channel_deps(&deps);
+        let runtime = ActorRuntime::start(deps, channels).await.expect("runtime");
         let conversations = runtime.conversations().expect("registry");
         conversations
             .turn(ws, a, says(channel, "hi"))
@@ -405,7 +407,8 @@ mod tests {
     async fn concurrent_first_messages_of_one_identity_spawn_one_actor() {
         let (deps, _dir, _model) = deps().await;
         let (ws, channel, a, _) = world(&deps.db).await;
-        let runtime = ActorRuntime::start(deps).await.expect("runtime");
+        let channels = channel_deps(&deps);
+        let runtime = ActorRuntime::start(deps, channels).await.expect("runtime");
         let conversations = runtime.conversations().expect("registry");
 
         let turns = (0..8).map(|n| {

@@ -8,6 +8,8 @@ use ractor::{
 };
 use tokio::task::JoinHandle;
 
+use crate::channel::ChannelDeps;
+use crate::channel_registry::{ChannelRegistry, ChannelRegistryMsg, Channels};
 use crate::conversation::Deps;
 use crate::registry::{ConversationRegistry, Conversations, RegistryMsg};
 use crate::supervisor::{Supervisor, SupervisorSnapshot};
@@ -60,13 +62,20 @@ pub enum RuntimeError {
     Unavailable(String),
 }
 
-/// The current registry of conversation actors, replaced when its supervisor restarts.
-type RegistrySlot = Arc<RwLock<Option<ActorRef<RegistryMsg>>>>;
+/// The current registries, replaced when their supervisor restarts.
+#[derive(Debug, Default)]
+struct Registries {
+    conversations: RwLock<Option<ActorRef<RegistryMsg>>>,
+    channels: RwLock<Option<ActorRef<ChannelRegistryMsg>>>,
+}
+
+type RegistrySlot = Arc<Registries>;
 
 /// Handle on the running actor tree.
 #[derive(Debug)]
 pub struct ActorRuntime {
     root: ActorRef<RootMsg>,
+    db: parley_persistence::DatabaseConnection,
     registry: RegistrySlot,
     turn_timeout: Duration,
     /// Taken by the first [`ActorRuntime::shutdown`].
@@ -78,17 +87,20 @@ impl ActorRuntime {
     ///
     /// # Errors
     /// Fails when an actor cannot start.
-    pub async fn start(deps: Deps) -> Result<Self, RuntimeError> {
-        let registry: RegistrySlot = Arc::new(RwLock::new(None));
+    pub async fn start(deps: Deps, channel_deps: ChannelDeps) -> Result<Self, RuntimeError> {
+        let registry: RegistrySlot = Arc::new(Registries::default());
         let turn_timeout = deps.settings.turn_timeout;
+        let db = deps.db.clone();
         let args = RootArgs {
             deps: Arc::new(deps),
+            channel_deps: Arc::new(channel_deps),
             registry: registry.clone(),
         };
         let (root, join) = Actor::spawn(None, Root, args).await?;
         tracing::info!(actor = "root", "actor runtime started");
         Ok(Self {
             root,
+            db,
             registry,
             turn_timeout,
             join: std::sync::Mutex::new(Some(join)),
@@ -102,6 +114,7 @@ impl ActorRuntime {
     pub fn conversations(&self) -> Result<Conversations, RuntimeError> {
         let slot = self
             .registry
+            .conversations
             .read()
             .map_err(|_| RuntimeError::Unavailable("registry lock poisoned".to_owned()))?;
         slot.clone()
@@ -109,6 +122,26 @@ impl ActorRuntime {
             .ok_or_else(|| {
                 RuntimeError::Unavailable("conversations supervisor restarting".to_owned())
             })
+    }
+
+    /// The database the actors use.
+    pub fn db(&self) -> &parley_persistence::DatabaseConnection {
+        &self.db
+    }
+
+    /// The handle on the channel actors.
+    ///
+    /// # Errors
+    /// Fails while the channels supervisor is restarting.
+    pub fn channels(&self) -> Result<Channels, RuntimeError> {
+        let slot = self
+            .registry
+            .channels
+            .read()
+            .map_err(|_| RuntimeError::Unavailable("registry lock poisoned".to_owned()))?;
+        slot.clone()
+            .map(Channels::new)
+            .ok_or_else(|| RuntimeError::Unavailable("channels supervisor restarting".to_owned()))
     }
 
     /// The supervisors and how many actors each runs, for operators.
@@ -153,6 +186,7 @@ struct Root;
 /// What the root starts with.
 struct RootArgs {
     deps: Arc<Deps>,
+    channel_deps: Arc<ChannelDeps>,
     registry: RegistrySlot,
 }
 
@@ -160,6 +194,8 @@ struct RootArgs {
 struct RootState {
     /// Handed to the conversations supervisor at every (re)start.
     deps: Arc<Deps>,
+    /// Handed to the channels supervisor at every (re)start.
+    channel_deps: Arc<ChannelDeps>,
     /// Where the live conversations registry is published for the HTTP layer.
     registry: RegistrySlot,
     /// The live child supervisors; a failed one is replaced after a backoff.
@@ -197,6 +233,7 @@ impl Actor for Root {
     ) -> Result<Self::State, ActorProcessingErr> {
         let mut state = RootState {
             deps: args.deps,
+            channel_deps: args.channel_deps,
             registry: args.registry,
             children: Vec::with_capacity(SupervisorKind::ALL.len()),
             restarts: std::collections::HashMap::new(),
@@ -286,7 +323,12 @@ impl Actor for Root {
         };
         let (kind, _) = state.children.remove(index);
         if kind == SupervisorKind::Conversations
-            && let Ok(mut slot) = state.registry.write()
+            && let Ok(mut slot) = state.registry.conversations.write()
+        {
+            *slot = None;
+        }
+        if kind == SupervisorKind::Channels
+            && let Ok(mut slot) = state.registry.channels.write()
         {
             *slot = None;
         }
@@ -305,17 +347,34 @@ async fn spawn_child(
     kind: SupervisorKind,
     state: &RootState,
 ) -> Result<ActorCell, ractor::SpawnErr> {
-    let cell = if kind == SupervisorKind::Conversations {
-        let (registry, _) =
-            Actor::spawn_linked(None, ConversationRegistry, state.deps.clone(), root.clone())
-                .await?;
-        if let Ok(mut slot) = state.registry.write() {
-            *slot = Some(registry.clone());
+    let cell = match kind {
+        SupervisorKind::Conversations => {
+            let (registry, _) =
+                Actor::spawn_linked(None, ConversationRegistry, state.deps.clone(), root.clone())
+                    .await?;
+            if let Ok(mut slot) = state.registry.conversations.write() {
+                *slot = Some(registry.clone());
+            }
+            registry.get_cell()
         }
-        registry.get_cell()
-    } else {
-        let (child, _) = Actor::spawn_linked(None, Supervisor, kind.path(), root.clone()).await?;
-        child.get_cell()
+        SupervisorKind::Channels => {
+            let (registry, _) = Actor::spawn_linked(
+                None,
+                ChannelRegistry,
+                state.channel_deps.clone(),
+                root.clone(),
+            )
+            .await?;
+            if let Ok(mut slot) = state.registry.channels.write() {
+                *slot = Some(registry.clone());
+            }
+            registry.get_cell()
+        }
+        SupervisorKind::Flows | SupervisorKind::Scheduler => {
+            let (child, _) =
+                Actor::spawn_linked(None, Supervisor, kind.path(), root.clone()).await?;
+            child.get_cell()
+        }
     };
     tracing::info!(actor = %kind.path(), "actor spawned");
     Ok(cell)
@@ -333,7 +392,7 @@ fn schedule_restart(myself: &ActorRef<RootMsg>, state: &mut RootState, kind: Sup
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_support::deps;
+    use crate::test_support::{channel_deps, deps};
 
     async fn paths(runtime: &ActorRuntime) -> Vec<String> {
         let mut paths: Vec<String> = runtime
@@ -350,7 +409,8 @@ mod tests {
     #[tokio::test]
     async fn the_runtime_starts_the_four_supervisors() {
         let (deps, _dir, _model) = deps().await;
-        let runtime = ActorRuntime::start(deps).await.expect("start");
+        let channels = channel_deps(&deps);
+        let runtime = ActorRuntime::start(deps, channels).await.expect("start");
         assert_eq!(
             paths(&runtime).await,
             [
@@ -366,7 +426,8 @@ mod tests {
     #[tokio::test]
     async fn a_failed_supervisor_is_restarted_and_the_others_are_untouched() {
         let (deps, _dir, _model) = deps().await;
-        let runtime = ActorRuntime::start(deps).await.expect("start");
+        let channels = channel_deps(&deps);
+        let runtime = ActorRuntime::start(deps, channels).await.expect("start");
         let ids = |runtime: &ActorRuntime| {
             let mut ids: Vec<_> = runtime
                 .root()
@@ -405,7 +466,8 @@ mod tests {
     #[tokio::test]
     async fn shutdown_stops_every_actor() {
         let (deps, _dir, _model) = deps().await;
-        let runtime = ActorRuntime::start(deps).await.expect("start");
+        let channels = channel_deps(&deps);
+        let runtime = ActorRuntime::start(deps, channels).await.expect("start");
         let root = runtime.root().clone();
         runtime.shutdown(Duration::from_secs(5)).await;
         assert_eq!(root.get_status(), ractor::ActorStatus::Stopped);

@@ -35,3 +35,28 @@ pub(crate) async fn deps() -> (Deps, tempfile::TempDir, FakeModel) {
     };
     (deps, dir, model)
 }
+
+/// Channel dependencies on the same database, with Meta unreachable (tests here use sandbox
+/// channels).
+pub(crate) fn channel_deps(deps: &Deps) -> crate::channel::ChannelDeps {
+    let dir = std::env::temp_dir();
+    crate::channel::ChannelDeps {
+        db: deps.db.clone(),
+        graph: crate::whatsapp::GraphClient::new("http://127.0.0.1:9", Duration::from_secs(1)),
+        secrets: std::sync::Arc::new(
+            crate::secrets::SecretBox::load(
+                Some("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="),
+                &dir,
+            )
+            .expect("key"),
+        ),
+        settings: crate::channel::ChannelSettings {
+            per_second: 80,
+            pair_burst: 5,
+            pair_period: Duration::from_secs(6),
+            max_retries: 0,
+            retry_backoff: Duration::ZERO,
+            public_url: None,
+        },
+    }
+}

@@ -7,6 +7,7 @@ pub use sea_orm_migration::prelude::*;
 
 mod m20261122_000001_tenancy;
 mod m20261122_000002_core_resources;
+mod m20261122_000003_whatsapp;
 
 /// Applies Parley's migrations in order; `parley serve` and `parley migrate` run it.
 #[derive(Debug)]
@@ -18,6 +19,7 @@ impl MigratorTrait for Migrator {
         vec![
             Box::new(m20261122_000001_tenancy::Migration),
             Box::new(m20261122_000002_core_resources::Migration),
+            Box::new(m20261122_000003_whatsapp::Migration),
         ]
     }
 }

@@ -55,6 +55,7 @@ pub async fn create(
         access_token_encrypted: Set(new.access_token_encrypted),
         worker_id: Set(None),
         verify_token: Set(new.verify_token),
+        credentials_error: Set(None),
         created_at: Set(now),
         updated_at: Set(now),
     }
@@ -139,6 +140,8 @@ pub async fn update(
     }
     if let Some(token) = changes.access_token_encrypted {
         active.access_token_encrypted = Set(Some(token));
+        // New credentials deserve a new chance.
+        active.credentials_error = Set(None);
     }
     if let Some(worker_id) = changes.worker_id {
         active.worker_id = Set(worker_id);
@@ -167,4 +170,57 @@ pub async fn delete(db: &impl ConnectionTrait, workspace_id: i64, id: Uuid) -> R
         .await?;
     channel::Entity::delete_by_id(id).exec(db).await?;
     Ok(true)
+}
+
+/// Records that Meta refused the channel's credentials (error 190).
+///
+/// # Errors
+/// Fails on a database error.
+pub async fn mark_credentials_invalid(
+    db: &impl ConnectionTrait,
+    id: Uuid,
+    message: &str,
+) -> Result<()> {
+    channel::Entity::update_many()
+        .col_expr(
+            channel::Column::CredentialsError,
+            Some(message.to_owned()).into(),
+        )
+        .filter(channel::Column::Id.eq(id))
+        .exec(db)
+        .await?;
+    Ok(())
+}
+
+/// A channel by id, whatever its workspace; for webhooks, which carry no key.
+///
+/// # Errors
+/// Fails on a database error.
+pub async fn find_any(db: &impl ConnectionTrait, id: Uuid) -> Result<Option<channel::Model>> {
+    Ok(channel::Entity::find_by_id(id).one(db).await?)
+}
+
+/// The channel of a phone number id; for webhooks routed by `metadata.phone_number_id`.
+///
+/// # Errors
+/// Fails on a database error.
+pub async fn find_by_phone_number_id(
+    db: &impl ConnectionTrait,
+    phone_number_id: &str,
+) -> Result<Option<channel::Model>> {
+    Ok(channel::Entity::find()
+        .filter(channel::Column::PhoneNumberId.eq(phone_number_id))
+        .one(db)
+        .await?)
+}
+
+/// Every active channel, for start-up.
+///
+/// # Errors
+/// Fails on a database error.
+pub async fn all_active(db: &impl ConnectionTrait) -> Result<Vec<channel::Model>> {
+    Ok(channel::Entity::find()
+        .filter(channel::Column::Active.eq(true))
+        .all(db)
+        .await?)
 }

@@ -111,6 +111,8 @@ pub struct NewMessage {
     pub tool_call_id: Option<String>,
     /// Why it failed, when it did.
     pub error: Option<Value>,
+    /// For a reply, the inbound message it answers.
+    pub reply_to_message_id: Option<Uuid>,
 }
 
 /// Appends a message to `conversation` and moves its `last_message_at`.
@@ -139,6 +141,7 @@ pub async fn append_message(
         tool_calls: Set(new.tool_calls),
         tool_call_id: Set(new.tool_call_id),
         created_at: Set(now),
+        reply_to_message_id: Set(new.reply_to_message_id),
     }
     .insert(db)
     .await?;
@@ -216,4 +219,20 @@ pub async fn recent_messages(
         .await?;
     newest_first.reverse();
     Ok(newest_first)
+}
+
+/// A conversation by id, whatever its workspace; for background work.
+///
+/// # Errors
+/// Fails on a database error.
+pub async fn find_any(db: &impl ConnectionTrait, id: Uuid) -> Result<Option<conversation::Model>> {
+    Ok(conversation::Entity::find_by_id(id).one(db).await?)
+}
+
+/// A message by id.
+///
+/// # Errors
+/// Fails on a database error.
+pub async fn find_message(db: &impl ConnectionTrait, id: Uuid) -> Result<Option<message::Model>> {
+    Ok(message::Entity::find_by_id(id).one(db).await?)
 }

@@ -12,6 +12,7 @@ pub mod memory_entry;
 pub mod message;
 pub mod stage;
 pub mod user;
+pub mod webhook_event;
 pub mod worker;
 pub mod workspace;
 pub mod workspace_member;

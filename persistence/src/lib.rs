@@ -10,6 +10,7 @@ pub mod channels;
 pub mod clock;
 mod connection;
 pub mod conversations;
+pub mod deliveries;
 pub mod entities;
 mod error;
 pub mod identities;
@@ -17,6 +18,7 @@ pub mod memory;
 mod page;
 pub mod stages;
 pub mod tenancy;
+pub mod webhook_events;
 pub mod workers;
 pub mod workspaces;
 

@@ -180,6 +180,7 @@ async fn create_channel(
     .await
     .map_err(phone_number_conflict)?;
     tracing::info!(channel_id = %created.id, integration = %created.integration, "channel created");
+    register_webhook(&state, &created).await;
     Ok(Envelope::created(
         "Channel created successfully",
         record(&state, created),
@@ -251,6 +252,7 @@ async fn update_channel(
     problems.finish()?;
 
     let will_be_active = body.active.unwrap_or(current.active);
+    let new_token = access_token.is_some();
     let has_credentials = (access_token.is_some() || current.access_token_encrypted.is_some())
         && (phone_number_id.is_some() || current.phone_number_id.is_some());
     if will_be_active && current.integration != SANDBOX && !has_credentials {
@@ -267,9 +269,16 @@ async fn update_channel(
         access_token_encrypted: access_token.map(|t| state.secrets.seal(&t)),
         worker_id: None,
     };
+    let was_active = current.active;
     let updated = channels::update(&state.db, current, changes, clock::now())
         .await
         .map_err(phone_number_conflict)?;
+    if let Ok(channels) = state.actors.channels() {
+        channels.retire(updated.id);
+    }
+    if updated.active && (!was_active || new_token) {
+        register_webhook(&state, &updated).await;
+    }
     Ok(Envelope::ok(
         "Channel updated successfully",
         record(&state, updated),
@@ -326,6 +335,21 @@ pub(crate) async fn find_channel(
     channels::find(&state.db, caller.workspace_id, id)
         .await?
         .ok_or(ApiError::NotFound("Channel"))
+}
+
+/// Registers Parley's webhook with Meta for a live `cloud_api`/`mm_lite` channel when a public
+/// URL is configured. A refusal is logged, not fatal: the channel exists and the operator can
+/// register the URL shown in its record by hand.
+async fn register_webhook(state: &AppState, channel: &channel::Model) {
+    if !channel.active || channel.integration == SANDBOX || state.settings.public_url.is_none() {
+        return;
+    }
+    let Ok(channels) = state.actors.channels() else {
+        return;
+    };
+    if let Err(error) = channels.register_webhook(channel.id).await {
+        tracing::warn!(channel_id = %channel.id, %error, "webhook registration with Meta failed");
+    }
 }
 
 fn settings_object(problems: &mut Problems, value: Option<Value>) -> Value {

@@ -94,6 +94,7 @@ async fn chat(
                 channel_id: channel.id,
                 text,
                 stream: None,
+                platform_message_id: None,
             },
         )
         .await
@@ -147,6 +148,7 @@ async fn stream(
             channel_id: channel.id,
             text,
             stream: Some(tokens_tx),
+            platform_message_id: None,
         };
         let outcome = conversations.turn(workspace_id, identity, request).await;
         let _ = relay.await;

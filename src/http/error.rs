@@ -69,6 +69,9 @@ pub(crate) enum ApiError {
     /// 401: no key, an unknown key, or a revoked or expired one.
     #[error("User not authenticated")]
     Unauthenticated,
+    /// 401: a webhook whose signature is missing or wrong.
+    #[error("Webhook signature refused: {0}")]
+    WebhookSignature(&'static str),
     /// 403: the key lacks a permission or access to the workspace.
     #[error("{0}")]
     Forbidden(String),
@@ -128,7 +131,7 @@ impl ApiError {
     pub(crate) fn status(&self) -> StatusCode {
         match self {
             Self::BadRequest { .. } => StatusCode::BAD_REQUEST,
-            Self::Unauthenticated => StatusCode::UNAUTHORIZED,
+            Self::Unauthenticated | Self::WebhookSignature(_) => StatusCode::UNAUTHORIZED,
             Self::Forbidden(_) => StatusCode::FORBIDDEN,
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
@@ -145,6 +148,7 @@ impl ApiError {
         match self {
             Self::BadRequest { code, .. } | Self::Unavailable { code, .. } => code,
             Self::Unauthenticated => "unauthenticated",
+            Self::WebhookSignature(_) => "invalid_signature",
             Self::Forbidden(_) => "forbidden",
             Self::NotFound(_) => "not_found",
             Self::MethodNotAllowed => "method_not_allowed",

@@ -4,9 +4,13 @@
 //!
 //! - [`FakeModel`]: an OpenAI-compatible Chat Completions server (streaming and not, tool
 //!   calls, latency, injected failures).
+//! - [`FakeGraph`]: Meta's Graph API for messages, templates and webhook registration, with
+//!   Meta's rate limits, and signed webhook delivery to Parley.
 //!
-//! Fakes of Meta's Graph API and of MCP servers arrive with the clients they stand in for.
+//! A fake of MCP servers arrives with the MCP client.
 
+pub mod graph;
 mod model;
 
+pub use graph::{FakeGraph, SentMessage};
 pub use model::{FakeModel, FakeToolCall, Reply};

@@ -40,6 +40,7 @@ pub async fn seed_conversation(
                 tool_calls: None,
                 tool_call_id: None,
                 error: None,
+                reply_to_message_id: None,
             },
             clock::now(),
         )

@@ -75,6 +75,7 @@ mod tests {
                 .then(|| json!([{"id": "c1", "type": "function", "function": {"name": "remember", "arguments": "{}"}}])),
             tool_call_id: (role == "tool").then(|| "c1".to_owned()),
             created_at: Utc::now(),
+            reply_to_message_id: None,
         }
     }
 

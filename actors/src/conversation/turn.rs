@@ -5,7 +5,9 @@
 use chrono::Utc;
 use parley_persistence::conversations::{self, NewMessage, OPEN};
 use parley_persistence::entities::{assistant, channel, conversation};
-use parley_persistence::{DatabaseConnection, PersistenceError, assistants, channels, clock};
+use parley_persistence::{
+    DatabaseConnection, PersistenceError, assistants, channels, clock, deliveries,
+};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use uuid::Uuid;
@@ -86,18 +88,58 @@ pub(crate) async fn run(
     batch: &[TurnRequest],
 ) -> Result<TurnOutcome, TurnError> {
     let db = &deps.db;
-    let conversation = current_conversation(deps, context, route).await?;
+    // A re-dispatched WhatsApp message resumes where the last attempt stopped.
+    let mut resumed = None;
+    for id in batch
+        .iter()
+        .filter_map(|r| r.platform_message_id.as_deref())
+    {
+        if let Some(stored) = deliveries::find_by_platform_id(db, route.channel.id, id).await? {
+            if let Some(reply) = deliveries::reply_to(db, stored.id).await? {
+                return Ok(TurnOutcome {
+                    conversation_id: reply.conversation_id,
+                    message_id: reply.id,
+                    reply: reply.content,
+                    tool_calls: Vec::new(),
+                    usage: Usage::default(),
+                    fallback: reply.error.is_some(),
+                });
+            }
+            resumed = Some(stored);
+        }
+    }
+    let conversation = match &resumed {
+        Some(stored) => {
+            conversations::find(db, context.identity.workspace_id, stored.conversation_id)
+                .await?
+                .ok_or_else(|| {
+                    TurnError::Storage("the resumed message lost its conversation".to_owned())
+                })?
+        }
+        None => current_conversation(deps, context, route).await?,
+    };
     let mut new_ids = Vec::with_capacity(batch.len());
     for request in batch {
-        let stored = conversations::append_message(
-            db,
-            &conversation,
-            user_message(&request.text),
-            clock::now(),
-        )
-        .await?;
+        if let Some(stored) = resumed
+            .as_ref()
+            .filter(|m| m.platform_message_id == request.platform_message_id)
+        {
+            new_ids.push(stored.id);
+            continue;
+        }
+        let mut message = user_message(&request.text);
+        message.platform_message_id = request.platform_message_id.clone();
+        let stored =
+            conversations::append_message(db, &conversation, message, clock::now()).await?;
         new_ids.push(stored.id);
     }
+    let replying_to = new_ids.last().copied();
+    // A WhatsApp reply waits, stored, for its channel to send it.
+    let reply_status = if batch.iter().any(|r| r.platform_message_id.is_some()) {
+        deliveries::PENDING
+    } else {
+        "sent"
+    };
 
     let earlier: Vec<_> = conversations::recent_messages(db, conversation.id, HISTORY_WINDOW)
         .await?
@@ -152,19 +194,30 @@ pub(crate) async fn run(
         let completion = match call_model(deps, &request, &streams).await {
             Ok(completion) => completion,
             Err(error) => {
-                return fall_back(deps, &conversation, route, &streams, error, usage, records)
-                    .await;
+                let reply = Reply {
+                    to: replying_to,
+                    status: reply_status,
+                };
+                return fall_back(
+                    deps,
+                    &conversation,
+                    route,
+                    &streams,
+                    error,
+                    usage,
+                    records,
+                    reply,
+                )
+                .await;
             }
         };
         usage += completion.usage;
         if completion.tool_calls.is_empty() || !offer_tools {
-            let stored = conversations::append_message(
-                db,
-                &conversation,
-                assistant_message(completion.content.clone(), &completion, None),
-                clock::now(),
-            )
-            .await?;
+            let mut message = assistant_message(completion.content.clone(), &completion, None);
+            message.status = reply_status;
+            message.reply_to_message_id = replying_to;
+            let stored =
+                conversations::append_message(db, &conversation, message, clock::now()).await?;
             return Ok(TurnOutcome {
                 conversation_id: conversation.id,
                 message_id: stored.id,
@@ -203,6 +256,7 @@ pub(crate) async fn run(
                     tool_calls: None,
                     tool_call_id: Some(call.id.clone()),
                     error: None,
+                    reply_to_message_id: None,
                 },
                 clock::now(),
             )
@@ -275,8 +329,17 @@ async fn call_model(
     outcome
 }
 
+/// How a final reply is stored.
+struct Reply {
+    /// The message it answers.
+    to: Option<Uuid>,
+    /// `pending` when a channel will send it, `sent` when the API caller gets it.
+    status: &'static str,
+}
+
 /// The model failed after its retries: answer the assistant's fallback message when it has one
 /// (stored with the error), else the error. Either way the person's message stays stored.
+#[allow(clippy::too_many_arguments)]
 async fn fall_back(
     deps: &Deps,
     conversation: &conversation::Model,
@@ -285,6 +348,7 @@ async fn fall_back(
     error: LlmError,
     usage: Usage,
     records: Vec<ToolCallRecord>,
+    reply: Reply,
 ) -> Result<TurnOutcome, TurnError> {
     tracing::warn!(%error, conversation_id = %conversation.id, "language model failed");
     let Some(fallback) = route
@@ -301,6 +365,8 @@ async fn fall_back(
     };
     let mut message = assistant_message(fallback.clone(), &Completion::default(), None);
     message.error = Some(json!({"code": code, "message": error.to_string(), "at": Utc::now()}));
+    message.status = reply.status;
+    message.reply_to_message_id = reply.to;
     let stored =
         conversations::append_message(&deps.db, conversation, message, clock::now()).await?;
     for listener in streams {
@@ -327,6 +393,7 @@ fn user_message(text: &str) -> NewMessage {
         tool_calls: None,
         tool_call_id: None,
         error: None,
+        reply_to_message_id: None,
     }
 }
 
@@ -345,5 +412,6 @@ fn assistant_message(
         tool_calls,
         tool_call_id: None,
         error: None,
+        reply_to_message_id: None,
     }
 }

@@ -31,6 +31,8 @@ pub struct Model {
     pub worker_id: Option<Uuid>,
     /// Token Meta echoes when verifying the webhook.
     pub verify_token: String,
+    /// Why Meta refused the credentials (error 190), until they are replaced.
+    pub credentials_error: Option<String>,
     /// When it was created.
     pub created_at: DateTimeUtc,
     /// When it last changed.

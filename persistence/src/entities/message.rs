@@ -36,6 +36,8 @@ pub struct Model {
     pub tool_call_id: Option<String>,
     /// When it was stored.
     pub created_at: DateTimeUtc,
+    /// For a reply, the inbound message it answers; a processed webhook event has one.
+    pub reply_to_message_id: Option<Uuid>,
 }
 
 /// Relations are expressed through explicit queries.

@@ -1,4 +1,5 @@
 //! Phone numbers, normalised to E.164 with libphonenumber's metadata (the `phonenumber` crate).
+//! The API and the WhatsApp webhook both read them, so the type lives here.
 
 use std::fmt;
 

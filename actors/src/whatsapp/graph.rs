@@ -1,0 +1,209 @@
+//! Meta's Graph API client: sending messages, template listing and creation, and registering
+//! the webhook override of a WhatsApp Business Account. The base URL includes the version
+//! (`https://graph.facebook.com/v23.0`); tests point it at the testkit fake.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+/// A failed Graph call.
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
+pub enum GraphError {
+    /// Meta answered with an error object.
+    #[error("Meta error {code}: {message}")]
+    Api {
+        /// Meta's error code (`130429`, `131056`, `190`, …).
+        code: i64,
+        /// Meta's message.
+        message: String,
+        /// The HTTP status.
+        status: u16,
+    },
+    /// Meta could not be reached.
+    #[error("Meta could not be reached: {0}")]
+    Connection(String),
+    /// Meta did not answer in time.
+    #[error("Meta did not answer within {0} ms")]
+    Timeout(u64),
+    /// The answer could not be understood.
+    #[error("Meta's answer was malformed: {0}")]
+    Malformed(String),
+}
+
+impl GraphError {
+    /// Meta's error code, when Meta gave one.
+    pub fn code(&self) -> Option<i64> {
+        match self {
+            Self::Api { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+}
+
+/// Graph API client; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct GraphClient {
+    http: reqwest::Client,
+    base_url: String,
+    timeout: Duration,
+}
+
+impl GraphClient {
+    /// A client for `base_url` (version included) with a per-call `timeout`.
+    pub fn new(base_url: &str, timeout: Duration) -> Self {
+        crate::llm::install_crypto_provider();
+        Self {
+            http: reqwest::Client::new(),
+            base_url: base_url.trim_end_matches('/').to_owned(),
+            timeout,
+        }
+    }
+
+    /// Sends a message (`/messages`, or `/marketing_messages` for marketing templates);
+    /// answers the `wamid` Meta accepted it under (accepted, not delivered).
+    ///
+    /// # Errors
+    /// Meta's error, or why Meta could not be asked.
+    pub async fn send(
+        &self,
+        token: &str,
+        phone_number_id: &str,
+        body: &Value,
+        marketing: bool,
+    ) -> Result<String, GraphError> {
+        let edge = if marketing {
+            "marketing_messages"
+        } else {
+            "messages"
+        };
+        let answer = self
+            .call(
+                reqwest::Method::POST,
+                &format!("{phone_number_id}/{edge}"),
+                token,
+                Some(body),
+            )
+            .await?;
+        answer["messages"][0]["id"]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| GraphError::Malformed("no messages[0].id in the answer".to_owned()))
+    }
+
+    /// The templates of a WhatsApp Business Account.
+    ///
+    /// # Errors
+    /// Meta's error, or why Meta could not be asked.
+    pub async fn list_templates(
+        &self,
+        token: &str,
+        waba_id: &str,
+    ) -> Result<Vec<Value>, GraphError> {
+        let answer = self
+            .call(
+                reqwest::Method::GET,
+                &format!("{waba_id}/message_templates?limit=250"),
+                token,
+                None,
+            )
+            .await?;
+        Ok(answer["data"].as_array().cloned().unwrap_or_default())
+    }
+
+    /// Submits a template for approval; answers Meta's `{"id","status","category"}`.
+    ///
+    /// # Errors
+    /// Meta's error, or why Meta could not be asked.
+    pub async fn create_template(
+        &self,
+        token: &str,
+        waba_id: &str,
+        body: &Value,
+    ) -> Result<Value, GraphError> {
+        self.call(
+            reqwest::Method::POST,
+            &format!("{waba_id}/message_templates"),
+            token,
+            Some(body),
+        )
+        .await
+    }
+
+    /// Points the account's webhook at `callback_url` with `verify_token`.
+    ///
+    /// # Errors
+    /// Meta's error, or why Meta could not be asked.
+    pub async fn subscribe_app(
+        &self,
+        token: &str,
+        waba_id: &str,
+        callback_url: &str,
+        verify_token: &str,
+    ) -> Result<(), GraphError> {
+        let body = json!({"override_callback_uri": callback_url, "verify_token": verify_token});
+        self.call(
+            reqwest::Method::POST,
+            &format!("{waba_id}/subscribed_apps"),
+            token,
+            Some(&body),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        token: &str,
+        body: Option<&Value>,
+    ) -> Result<Value, GraphError> {
+        let mut request = self
+            .http
+            .request(method, format!("{}/{path}", self.base_url))
+            .bearer_auth(token);
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        let timeout_ms = u64::try_from(self.timeout.as_millis()).unwrap_or(u64::MAX);
+        let exchange = async {
+            let response = request
+                .send()
+                .await
+                .map_err(|e| GraphError::Connection(e.to_string()))?;
+            let status = response.status().as_u16();
+            let text = response
+                .text()
+                .await
+                .map_err(|e| GraphError::Connection(e.to_string()))?;
+            Ok::<_, GraphError>((status, text))
+        };
+        let (status, text) = tokio::time::timeout(self.timeout, exchange)
+            .await
+            .map_err(|_| GraphError::Timeout(timeout_ms))??;
+        let answer: Value = serde_json::from_str(&text).map_err(|e| {
+            GraphError::Malformed(format!(
+                "{e}: {}",
+                text.chars().take(200).collect::<String>()
+            ))
+        })?;
+        if let Some(error) = answer.get("error") {
+            return Err(GraphError::Api {
+                code: error["code"].as_i64().unwrap_or_default(),
+                message: error["message"]
+                    .as_str()
+                    .unwrap_or("unknown error")
+                    .to_owned(),
+                status,
+            });
+        }
+        if !(200..300).contains(&status) {
+            return Err(GraphError::Api {
+                code: 0,
+                message: text,
+                status,
+            });
+        }
+        Ok(answer)
+    }
+}

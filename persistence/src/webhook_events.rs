@@ -1,0 +1,110 @@
+//! Inbound webhook events: stored (idempotently, by WhatsApp message id) before the webhook
+//! answers 200, marked processed once answered; pending ones are dispatched again at start-up.
+
+use chrono::{DateTime, Utc};
+use sea_orm::sea_query::OnConflict;
+use sea_orm::{
+    ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
+};
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::Result;
+use crate::entities::webhook_event;
+
+/// Event status before it has been answered.
+pub const PENDING: &str = "pending";
+/// Event status once answered.
+pub const PROCESSED: &str = "processed";
+/// Event status when it cannot be answered (kept for operators).
+pub const FAILED: &str = "failed";
+
+/// Stores the event unless the channel already has one with this message id; answers the new
+/// row, or `None` for a re-delivery.
+///
+/// # Errors
+/// Fails on a database error.
+pub async fn insert_if_new(
+    db: &impl ConnectionTrait,
+    workspace_id: i64,
+    channel_id: Uuid,
+    platform_message_id: &str,
+    payload: Value,
+    now: DateTime<Utc>,
+) -> Result<Option<webhook_event::Model>> {
+    let id = Uuid::now_v7();
+    let inserted = webhook_event::Entity::insert(webhook_event::ActiveModel {
+        id: Set(id),
+        workspace_id: Set(workspace_id),
+        channel_id: Set(channel_id),
+        platform_message_id: Set(platform_message_id.to_owned()),
+        payload: Set(payload),
+        status: Set(PENDING.to_owned()),
+        error: Set(None),
+        received_at: Set(now),
+        processed_at: Set(None),
+    })
+    .on_conflict(
+        OnConflict::columns([
+            webhook_event::Column::ChannelId,
+            webhook_event::Column::PlatformMessageId,
+        ])
+        .do_nothing()
+        .to_owned(),
+    )
+    .exec_without_returning(db)
+    .await?;
+    if inserted == 0 {
+        return Ok(None);
+    }
+    Ok(webhook_event::Entity::find_by_id(id).one(db).await?)
+}
+
+/// Events not yet answered, oldest first.
+///
+/// # Errors
+/// Fails on a database error.
+pub async fn pending(db: &impl ConnectionTrait, limit: u64) -> Result<Vec<webhook_event::Model>> {
+    Ok(webhook_event::Entity::find()
+        .filter(webhook_event::Column::Status.eq(PENDING))
+        .order_by_asc(webhook_event::Column::Id)
+        .limit(limit)
+        .all(db)
+        .await?)
+}
+
+/// Marks the event answered (or failed, with why).
+///
+/// # Errors
+/// Fails on a database error.
+pub async fn finish(
+    db: &impl ConnectionTrait,
+    id: Uuid,
+    error: Option<String>,
+    now: DateTime<Utc>,
+) -> Result<()> {
+    let status = if error.is_some() { FAILED } else { PROCESSED };
+    webhook_event::Entity::update_many()
+        .col_expr(webhook_event::Column::Status, status.into())
+        .col_expr(webhook_event::Column::Error, error.into())
+        .col_expr(webhook_event::Column::ProcessedAt, Some(now).into())
+        .filter(webhook_event::Column::Id.eq(id))
+        .exec(db)
+        .await?;
+    Ok(())
+}
+
+/// The channel's events, newest first (for operators and tests).
+///
+/// # Errors
+/// Fails on a database error.
+pub async fn of_channel(
+    db: &impl ConnectionTrait,
+    channel_id: Uuid,
+) -> Result<Vec<webhook_event::Model>> {
+    Ok(webhook_event::Entity::find()
+        .filter(webhook_event::Column::ChannelId.eq(channel_id))
+        .order_by_desc(webhook_event::Column::Id)
+        .all(db)
+        .await?)
+}

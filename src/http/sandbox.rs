@@ -1,0 +1,131 @@
+//! The `sandbox` integration: the WhatsApp pipeline with no Meta. `POST
+//! /channels/{id}/sandbox/inbound {"from","name","text"}` injects a message as if the webhook had
+//! delivered it; `GET /channels/{id}/sandbox/outbox` lists what the channel sent (recorded and
+//! marked delivered).
+
+use axum::Router;
+use axum::extract::State;
+use axum::routing::{get, post};
+use chrono::{DateTime, Utc};
+use parley_persistence::entities::message;
+use parley_persistence::{clock, deliveries, webhook_events};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::domain::{Permission, Phone};
+use crate::http::AppState;
+use crate::http::auth::Caller;
+use crate::http::channels::find_channel;
+use crate::http::envelope::Envelope;
+use crate::http::error::{ApiError, Result};
+use crate::http::extract::{Json, Path, Query};
+use crate::http::pagination::{ListQuery, PageResponse};
+use crate::http::validation::{Problems, optional_text};
+
+pub(crate) fn router() -> Router<AppState> {
+    Router::new()
+        .route(
+            "/channels/{channel_id}/sandbox/inbound",
+            post(inject_inbound),
+        )
+        .route("/channels/{channel_id}/sandbox/outbox", get(list_outbox))
+}
+
+#[derive(Debug, Deserialize)]
+struct InboundBody {
+    from: String,
+    name: Option<String>,
+    text: String,
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+async fn inject_inbound(
+    caller: Caller,
+    State(state): State<AppState>,
+    Path(channel_id): Path<String>,
+    Json(body): Json<InboundBody>,
+) -> Result<Envelope<Value>> {
+    caller.require(Permission::Write)?;
+    let channel = find_channel(&state, &caller, &channel_id).await?;
+    if channel.integration != "sandbox" {
+        return Err(ApiError::Conflict(
+            "Messages can be injected only into sandbox channels".to_owned(),
+        ));
+    }
+    let mut problems = Problems::default();
+    let phone = problems.parse(["from"], Phone::try_from(body.from.as_str()));
+    let name = optional_text(&mut problems, "name", body.name, 200);
+    if body.text.trim().is_empty() {
+        problems.add(["text"], "must not be empty");
+    } else if body.text.chars().count() > 4096 {
+        problems.add(["text"], "must be at most 4096 characters");
+    }
+    problems.finish()?;
+    let phone = phone.ok_or_else(|| ApiError::invalid_field(["from"], "is required"))?;
+    let wamid = format!("sandbox.in.{}", Uuid::now_v7());
+    let message = json!({"from": phone.digits(), "id": wamid, "timestamp": Utc::now().timestamp().to_string(),
+                         "type": "text", "text": {"body": body.text}});
+    let payload = json!({"message": message, "profile_name": name.unwrap_or_default()});
+    let event = webhook_events::insert_if_new(
+        &state.db,
+        channel.workspace_id,
+        channel.id,
+        &wamid,
+        payload,
+        clock::now(),
+    )
+    .await?
+    .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("a fresh sandbox message id collided")))?;
+    let event_id = event.id;
+    state.actors.dispatch(event);
+    Ok(Envelope::created(
+        "Message accepted; the assistant's reply will appear in the outbox",
+        json!({"event_id": event_id, "platform_message_id": wamid}),
+    ))
+}
+
+/// A message the sandbox channel sent.
+#[derive(Debug, Serialize)]
+struct OutboxRecord {
+    id: Uuid,
+    conversation_id: Uuid,
+    content: String,
+    status: String,
+    platform_message_id: Option<String>,
+    reply_to_message_id: Option<Uuid>,
+    created_at: DateTime<Utc>,
+}
+
+impl From<message::Model> for OutboxRecord {
+    fn from(m: message::Model) -> Self {
+        Self {
+            id: m.id,
+            conversation_id: m.conversation_id,
+            content: m.content,
+            status: m.status,
+            platform_message_id: m.platform_message_id,
+            reply_to_message_id: m.reply_to_message_id,
+            created_at: m.created_at,
+        }
+    }
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+async fn list_outbox(
+    caller: Caller,
+    State(state): State<AppState>,
+    Path(channel_id): Path<String>,
+    Query(query): Query<ListQuery>,
+) -> Result<PageResponse<OutboxRecord>> {
+    caller.require(Permission::Read)?;
+    let page = query.page()?;
+    let channel = find_channel(&state, &caller, &channel_id).await?;
+    let paged = deliveries::outbound_of_channel(&state.db, channel.id, page).await?;
+    Ok(PageResponse::new(
+        "Outbox retrieved successfully",
+        page,
+        paged,
+        OutboxRecord::from,
+    ))
+}

@@ -1,0 +1,428 @@
+//! A fake of the Graph API endpoints Parley uses: `/{number}/messages` and
+//! `/{number}/marketing_messages` (with a per-number rate that answers 130429 and a per-recipient
+//! spacing that answers 131056), `/{waba}/message_templates` (list and create) and
+//! `/{waba}/subscribed_apps`. It records what it received, can inject errors and latency, and
+//! can post signed webhooks (messages and statuses) to Parley.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use hmac::{Hmac, KeyInit, Mac};
+use serde_json::{Value, json};
+use sha2::Sha256;
+use tokio::sync::oneshot;
+
+/// A message the fake accepted.
+#[derive(Clone, Debug)]
+pub struct SentMessage {
+    /// The number it was sent from.
+    pub phone_number_id: String,
+    /// `messages` or `marketing_messages`.
+    pub edge: String,
+    /// The request body.
+    pub body: Value,
+    /// The `wamid` it answered.
+    pub wamid: String,
+    /// The bearer token used.
+    pub token: String,
+}
+
+impl SentMessage {
+    /// The recipient (`to`).
+    pub fn to(&self) -> &str {
+        self.body["to"].as_str().unwrap_or_default()
+    }
+
+    /// The text body of a text message.
+    pub fn text(&self) -> Option<&str> {
+        self.body["text"]["body"].as_str()
+    }
+}
+
+#[derive(Debug, Default)]
+struct GraphState {
+    sent: Vec<SentMessage>,
+    rejected: Vec<(Value, i64)>,
+    errors: VecDeque<i64>,
+    templates: HashMap<String, Vec<Value>>,
+    template_errors: VecDeque<i64>,
+    subscriptions: Vec<(String, Value)>,
+    window: HashMap<String, (Instant, u32)>,
+    last_to: HashMap<(String, String), Instant>,
+    per_second: Option<u32>,
+    pair_spacing: Option<Duration>,
+    latency: Duration,
+    invalid_tokens: Vec<String>,
+    counter: u64,
+}
+
+#[derive(Debug, Default)]
+struct Shared(Mutex<GraphState>);
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, GraphState> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// A running fake Graph API; stops when dropped.
+#[derive(Debug)]
+pub struct FakeGraph {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    http: reqwest::Client,
+    _shutdown: oneshot::Sender<()>,
+}
+
+impl FakeGraph {
+    /// Starts the fake on a free loopback port.
+    ///
+    /// # Panics
+    /// When no loopback port can be bound.
+    pub async fn start() -> Self {
+        let shared = Arc::new(Shared::default());
+        let app = Router::new()
+            .route("/v23.0/{node}/messages", post(send_message))
+            .route("/v23.0/{node}/marketing_messages", post(send_marketing))
+            .route(
+                "/v23.0/{node}/message_templates",
+                get(list_templates).post(create_template),
+            )
+            .route("/v23.0/{node}/subscribed_apps", post(subscribe))
+            .with_state(shared.clone());
+        #[allow(clippy::expect_used)]
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind a loopback port");
+        #[allow(clippy::expect_used)]
+        let addr = listener.local_addr().expect("bound address");
+        let (tx, rx) = oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async {
+                    let _ = rx.await;
+                })
+                .await;
+        });
+        Self {
+            addr,
+            shared,
+            http: reqwest::Client::new(),
+            _shutdown: tx,
+        }
+    }
+
+    /// The base URL to configure, version included.
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v23.0", self.addr)
+    }
+
+    /// Every message accepted, in order.
+    pub fn sent(&self) -> Vec<SentMessage> {
+        self.shared.lock().sent.clone()
+    }
+
+    /// Every send refused, with the error code answered.
+    pub fn rejected(&self) -> Vec<(Value, i64)> {
+        self.shared.lock().rejected.clone()
+    }
+
+    /// Answers the next sends with these Meta error codes, one per send.
+    pub fn fail_next_sends(&self, codes: impl IntoIterator<Item = i64>) {
+        self.shared.lock().errors.extend(codes);
+    }
+
+    /// Answers the next template calls with these Meta error codes.
+    pub fn fail_next_template_calls(&self, codes: impl IntoIterator<Item = i64>) {
+        self.shared.lock().template_errors.extend(codes);
+    }
+
+    /// Refuses sends beyond `per_second` per number in any one-second window (130429).
+    pub fn limit_per_second(&self, per_second: u32) {
+        self.shared.lock().per_second = Some(per_second);
+    }
+
+    /// Refuses a send to a recipient sooner than `spacing` after the previous one (131056).
+    pub fn limit_pair_spacing(&self, spacing: Duration) {
+        self.shared.lock().pair_spacing = Some(spacing);
+    }
+
+    /// Delay before every answer.
+    pub fn set_latency(&self, latency: Duration) {
+        self.shared.lock().latency = latency;
+    }
+
+    /// Treats `token` as expired (error 190).
+    pub fn invalidate_token(&self, token: &str) {
+        self.shared.lock().invalid_tokens.push(token.to_owned());
+    }
+
+    /// Adds an approved template to a business account.
+    pub fn add_template(&self, waba_id: &str, template: Value) {
+        self.shared
+            .lock()
+            .templates
+            .entry(waba_id.to_owned())
+            .or_default()
+            .push(template);
+    }
+
+    /// Every `subscribed_apps` registration: `(waba id, body)`.
+    pub fn subscriptions(&self) -> Vec<(String, Value)> {
+        self.shared.lock().subscriptions.clone()
+    }
+
+    /// Posts `payload` to `url` signed with `app_secret`, as Meta does; answers the status.
+    ///
+    /// # Panics
+    /// When the request cannot be sent.
+    pub async fn post_webhook(&self, url: &str, app_secret: &str, payload: &Value) -> u16 {
+        let body = payload.to_string();
+        #[allow(clippy::expect_used)]
+        let response = self
+            .http
+            .post(url)
+            .header("content-type", "application/json")
+            .header(
+                "x-hub-signature-256",
+                sign(app_secret.as_bytes(), body.as_bytes()),
+            )
+            .body(body)
+            .send()
+            .await
+            .expect("webhook delivery");
+        response.status().as_u16()
+    }
+}
+
+/// `X-Hub-Signature-256` of `body` with `secret`.
+pub fn sign(secret: &[u8], body: &[u8]) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret).unwrap_or_else(|_| unreachable!());
+    mac.update(body);
+    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
+}
+
+/// A webhook payload with one text message `text` from `from` (digits) named `name`.
+pub fn text_message(
+    phone_number_id: &str,
+    from: &str,
+    name: &str,
+    wamid: &str,
+    text: &str,
+) -> Value {
+    messages_payload(
+        phone_number_id,
+        from,
+        name,
+        json!({"from": from, "id": wamid, "timestamp": "1749416383", "type": "text", "text": {"body": text}}),
+    )
+}
+
+/// A webhook payload with one message object of any type.
+pub fn messages_payload(phone_number_id: &str, from: &str, name: &str, message: Value) -> Value {
+    json!({"object": "whatsapp_business_account", "entry": [{"id": "waba", "changes": [{"field": "messages", "value": {
+        "messaging_product": "whatsapp",
+        "metadata": {"display_phone_number": "15550000000", "phone_number_id": phone_number_id},
+        "contacts": [{"profile": {"name": name}, "wa_id": from}],
+        "messages": [message]}}]}]})
+}
+
+/// A webhook payload reporting `status` of `wamid` (with `error_code` for `failed`).
+pub fn status_payload(
+    phone_number_id: &str,
+    wamid: &str,
+    status: &str,
+    error_code: Option<i64>,
+) -> Value {
+    let mut report =
+        json!({"id": wamid, "status": status, "timestamp": "1749416400", "recipient_id": "1"});
+    if let Some(code) = error_code {
+        report["errors"] = json!([{"code": code, "title": "Message undeliverable", "message": "Message undeliverable"}]);
+    }
+    json!({"object": "whatsapp_business_account", "entry": [{"id": "waba", "changes": [{"field": "messages", "value": {
+        "messaging_product": "whatsapp",
+        "metadata": {"display_phone_number": "15550000000", "phone_number_id": phone_number_id},
+        "statuses": [report]}}]}]})
+}
+
+fn bearer(headers: &HeaderMap) -> String {
+    headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn meta_error(code: i64) -> Response {
+    let (status, message) = match code {
+        190 => (
+            StatusCode::UNAUTHORIZED,
+            "Error validating access token: Session has expired",
+        ),
+        130429 => (StatusCode::BAD_REQUEST, "(#130429) Rate limit hit"),
+        131056 => (
+            StatusCode::BAD_REQUEST,
+            "(#131056) (Business Account, Consumer Account) pair rate limit hit",
+        ),
+        131047 => (StatusCode::BAD_REQUEST, "Re-engagement message"),
+        131026 => (StatusCode::BAD_REQUEST, "Message undeliverable"),
+        100 => (StatusCode::BAD_REQUEST, "(#100) Invalid parameter"),
+        _ => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "An unknown error occurred",
+        ),
+    };
+    let body = json!({"error": {"message": message, "type": "OAuthException", "code": code,
+                                "error_data": {"messaging_product": "whatsapp", "details": message}, "fbtrace_id": "fake"}});
+    (status, axum::Json(body)).into_response()
+}
+
+async fn send_message(
+    state: State<Arc<Shared>>,
+    node: Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    accept_send(state, node, headers, body, "messages").await
+}
+
+async fn send_marketing(
+    state: State<Arc<Shared>>,
+    node: Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    accept_send(state, node, headers, body, "marketing_messages").await
+}
+
+async fn accept_send(
+    State(shared): State<Arc<Shared>>,
+    Path(number): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+    edge: &str,
+) -> Response {
+    let latency = shared.lock().latency;
+    tokio::time::sleep(latency).await;
+    let Ok(body) = serde_json::from_slice::<Value>(&body) else {
+        return meta_error(100);
+    };
+    let token = bearer(&headers);
+    let mut state = shared.lock();
+    let refuse = |state: &mut GraphState, code: i64| {
+        state.rejected.push((body.clone(), code));
+        meta_error(code)
+    };
+    if token.is_empty() || state.invalid_tokens.contains(&token) {
+        return refuse(&mut state, 190);
+    }
+    if let Some(code) = state.errors.pop_front() {
+        return refuse(&mut state, code);
+    }
+    if body["messaging_product"] != "whatsapp" || body["to"].as_str().is_none_or(str::is_empty) {
+        return refuse(&mut state, 100);
+    }
+    if edge == "marketing_messages" && body["type"] != "template" {
+        return refuse(&mut state, 100);
+    }
+    let now = Instant::now();
+    if let Some(limit) = state.per_second {
+        let window = state.window.entry(number.clone()).or_insert((now, 0));
+        if now.duration_since(window.0) >= Duration::from_secs(1) {
+            *window = (now, 0);
+        }
+        if window.1 >= limit {
+            return refuse(&mut state, 130429);
+        }
+        window.1 += 1;
+    }
+    let to = body["to"].as_str().unwrap_or_default().to_owned();
+    if let Some(spacing) = state.pair_spacing {
+        let key = (number.clone(), to.clone());
+        if state
+            .last_to
+            .get(&key)
+            .is_some_and(|at| now.duration_since(*at) < spacing)
+        {
+            return refuse(&mut state, 131056);
+        }
+        state.last_to.insert(key, now);
+    }
+    state.counter += 1;
+    let wamid = format!("wamid.fake{:08}", state.counter);
+    state.sent.push(SentMessage {
+        phone_number_id: number,
+        edge: edge.to_owned(),
+        body,
+        wamid: wamid.clone(),
+        token,
+    });
+    axum::Json(json!({"messaging_product": "whatsapp", "contacts": [{"input": to, "wa_id": to}], "messages": [{"id": wamid}]}))
+        .into_response()
+}
+
+async fn list_templates(
+    State(shared): State<Arc<Shared>>,
+    Path(waba): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let mut state = shared.lock();
+    if bearer(&headers).is_empty() {
+        return meta_error(190);
+    }
+    if let Some(code) = state.template_errors.pop_front() {
+        return meta_error(code);
+    }
+    let data = state.templates.get(&waba).cloned().unwrap_or_default();
+    axum::Json(json!({"data": data, "paging": {"cursors": {"before": "a", "after": "b"}}}))
+        .into_response()
+}
+
+async fn create_template(
+    State(shared): State<Arc<Shared>>,
+    Path(waba): Path<String>,
+    body: Bytes,
+) -> Response {
+    let mut state = shared.lock();
+    if let Some(code) = state.template_errors.pop_front() {
+        return meta_error(code);
+    }
+    let Ok(body) = serde_json::from_slice::<Value>(&body) else {
+        return meta_error(100);
+    };
+    let valid = ["name", "language", "category"]
+        .iter()
+        .all(|f| body[f].as_str().is_some_and(|v| !v.is_empty()))
+        && body["components"].as_array().is_some_and(|c| !c.is_empty());
+    if !valid {
+        return meta_error(100);
+    }
+    state.counter += 1;
+    let id = format!("{}", 900_000 + state.counter);
+    let mut stored = body.clone();
+    stored["id"] = json!(id);
+    stored["status"] = json!("PENDING");
+    state.templates.entry(waba).or_default().push(stored);
+    axum::Json(json!({"id": id, "status": "PENDING", "category": body["category"]})).into_response()
+}
+
+async fn subscribe(
+    State(shared): State<Arc<Shared>>,
+    Path(waba): Path<String>,
+    body: Bytes,
+) -> Response {
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    shared.lock().subscriptions.push((waba, body));
+    axum::Json(json!({"success": true})).into_response()
+}
