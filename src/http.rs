@@ -20,6 +20,7 @@ mod middleware;
 mod pagination;
 mod sandbox;
 mod stages;
+mod templates;
 mod validation;
 mod webhooks;
 mod workers;
@@ -74,6 +75,7 @@ pub fn router(state: AppState) -> Router {
         .merge(admin::router())
         .merge(webhooks::router())
         .merge(sandbox::router())
+        .merge(templates::router())
         .fallback(unknown_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(

@@ -59,6 +59,8 @@ pub(crate) struct ChannelRecord {
     business_id: Option<String>,
     worker_id: Option<Uuid>,
     has_access_token: bool,
+    /// Why Meta refused the access token (error 190), until a new one is given.
+    credentials_error: Option<String>,
     webhook: Webhook,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
@@ -87,6 +89,7 @@ impl ChannelRecord {
             business_id: c.business_account_id,
             worker_id: c.worker_id,
             has_access_token: c.access_token_encrypted.is_some(),
+            credentials_error: c.credentials_error,
             webhook: Webhook {
                 url,
                 verify_token: c.verify_token,

@@ -38,6 +38,9 @@ pub(crate) struct FieldError {
     pub(crate) path: Vec<PathSegment>,
     /// What is wrong, as a sentence.
     pub(crate) message: String,
+    /// An upstream's own error code (Meta's), when the problem comes from there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) code: Option<i64>,
 }
 
 impl FieldError {
@@ -49,6 +52,7 @@ impl FieldError {
         Self {
             path: path.into_iter().map(Into::into).collect(),
             message: message.into(),
+            code: None,
         }
     }
 }
@@ -90,6 +94,14 @@ pub(crate) enum ApiError {
     /// 502: an upstream (the model, Meta, an MCP server) failed.
     #[error("{0}")]
     UpstreamFailed(String),
+    /// 502: Meta refused the request; its code and message go in `details`.
+    #[error("Meta refused the request: {message}")]
+    MetaRefused {
+        /// Meta's error code.
+        code: i64,
+        /// Meta's message.
+        message: String,
+    },
     /// 504: an upstream did not answer in time.
     #[error("{0}")]
     UpstreamTimeout(String),
@@ -137,7 +149,7 @@ impl ApiError {
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::Conflict(_) => StatusCode::CONFLICT,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            Self::UpstreamFailed(_) => StatusCode::BAD_GATEWAY,
+            Self::UpstreamFailed(_) | Self::MetaRefused { .. } => StatusCode::BAD_GATEWAY,
             Self::UpstreamTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
             Self::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -154,7 +166,7 @@ impl ApiError {
             Self::MethodNotAllowed => "method_not_allowed",
             Self::Conflict(_) => "conflict",
             Self::PayloadTooLarge(_) => "payload_too_large",
-            Self::UpstreamFailed(_) => "upstream_failed",
+            Self::UpstreamFailed(_) | Self::MetaRefused { .. } => "upstream_failed",
             Self::UpstreamTimeout(_) => "upstream_timeout",
             Self::Internal(_) => "internal_error",
         }
@@ -193,7 +205,16 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
         let code = self.code();
+        let meta_details;
         let (message, details, report) = match &self {
+            Self::MetaRefused { code, message } => {
+                meta_details = [FieldError {
+                    path: Vec::new(),
+                    message: message.clone(),
+                    code: Some(*code),
+                }];
+                (self.to_string(), &meta_details[..], None)
+            }
             Self::Internal(cause) => (
                 "Internal server error".to_owned(),
                 &[][..],

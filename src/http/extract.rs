@@ -101,7 +101,11 @@ pub(crate) fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiErro
             }
             None => text,
         };
-        ApiError::invalid(vec![FieldError { path, message }])
+        ApiError::invalid(vec![FieldError {
+            path,
+            message,
+            code: None,
+        }])
     })
 }
 
