@@ -360,11 +360,12 @@ impl SendJob {
                 Err(error) => error,
             };
             let retry_after = match error.code() {
-                // Throughput exceeded: back off the number.
+                // Throughput exceeded: Meta counts per second, so wait at least that long.
                 Some(130429) => Some(
                     settings
                         .retry_backoff
-                        .saturating_mul(2u32.saturating_pow(attempt)),
+                        .saturating_mul(2u32.saturating_pow(attempt))
+                        .max(Duration::from_secs(1)),
                 ),
                 // Pair limit: wait out the recipient's spacing; others are unaffected.
                 Some(131056) => Some(settings.pair_period),

@@ -5,7 +5,12 @@ use std::sync::OnceLock;
 use parley::config::Settings;
 use parley::startup::Application;
 use parley::tenancy::{BootstrapRequest, Bootstrapped, bootstrap};
-use parley_testkit::FakeModel;
+use parley_testkit::{FakeGraph, FakeModel};
+
+/// The app secret the test server verifies webhooks with.
+pub const APP_SECRET: &str = "test-app-secret";
+/// The access token of live test channels.
+pub const TOKEN: &str = "EAAB-test-token";
 use reqwest::{Method, RequestBuilder, Response};
 use sea_orm::{ConnectionTrait, Database};
 use serde_json::Value;
@@ -21,6 +26,8 @@ pub struct TestApp {
     pub owner: Bootstrapped,
     /// The fake language model the server talks to.
     pub model: FakeModel,
+    /// The fake Graph API the server talks to.
+    pub graph: FakeGraph,
     client: reqwest::Client,
     shutdown: Option<oneshot::Sender<()>>,
     _data_dir: tempfile::TempDir,
@@ -39,7 +46,12 @@ pub async fn spawn_app_with(configure: impl FnOnce(&mut Settings)) -> TestApp {
     let data_dir = tempfile::tempdir().expect("temporary data directory");
     let database = TestDatabase::create(data_dir.path()).await;
     let model = FakeModel::start().await;
+    let graph = FakeGraph::start().await;
     let mut settings = Settings {
+        whatsapp_graph_url: graph.base_url(),
+        whatsapp_app_secret: Some(APP_SECRET.to_owned()),
+        whatsapp_retry_backoff_ms: 10,
+        whatsapp_pair_burst: 1000,
         bind: "127.0.0.1:0".parse().expect("address"),
         database_url: Some(database.url.clone()),
         data_dir: data_dir.path().to_path_buf(),
@@ -80,6 +92,7 @@ pub async fn spawn_app_with(configure: impl FnOnce(&mut Settings)) -> TestApp {
         database_url: database.url.clone(),
         owner,
         model,
+        graph,
         client: reqwest::Client::new(),
         shutdown: Some(tx),
         _data_dir: data_dir,
@@ -189,6 +202,11 @@ impl TestApp {
 
 /// Fixtures: resources created through the API, answering their ids.
 impl TestApp {
+    /// The server's data directory (its secret key lives there).
+    pub fn data_dir(&self) -> &std::path::Path {
+        self._data_dir.path()
+    }
+
     /// A connection to the server's database, for fixtures the API cannot make yet and for
     /// asserting what is stored.
     pub async fn db(&self) -> sea_orm::DatabaseConnection {
@@ -330,6 +348,61 @@ impl TestApp {
             }
         }
         all
+    }
+}
+
+/// Fixtures of WhatsApp channels.
+impl TestApp {
+    /// A live `cloud_api` channel of `phone_number_id` whose worker's assistant echoes;
+    /// answers its id.
+    pub async fn live_channel(&self, phone_number_id: &str) -> String {
+        let channel = self
+            .created(
+                "/channels/waba",
+                serde_json::json!({"name": "Main line", "accessToken": TOKEN, "phoneNumberId": phone_number_id,
+                                   "businessId": "waba-1"}),
+            )
+            .await["id"]
+            .as_str()
+            .expect("id")
+            .to_owned();
+        let worker = self.worker("Support").await;
+        self.assistant(&worker, "Ana").await;
+        let synced = self
+            .send_json(
+                Method::POST,
+                &format!("/channels/{channel}/worker/{worker}"),
+                &serde_json::json!({}),
+            )
+            .await;
+        expect_status(synced, 200).await;
+        channel
+    }
+
+    /// Posts a signed webhook to `/webhooks/waba/{channel}` (or `/webhooks/waba` for `None`).
+    pub async fn webhook(&self, channel: Option<&str>, payload: &Value) -> u16 {
+        let url = match channel {
+            Some(id) => format!("{}/webhooks/waba/{id}", self.address),
+            None => format!("{}/webhooks/waba", self.address),
+        };
+        self.graph.post_webhook(&url, APP_SECRET, payload).await
+    }
+
+    /// Waits until the fake Graph API has accepted `count` messages; answers them.
+    pub async fn wait_for_sends(&self, count: usize) -> Vec<parley_testkit::SentMessage> {
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(15);
+        loop {
+            let sent = self.graph.sent();
+            if sent.len() >= count {
+                return sent;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "only {} of {count} messages sent",
+                sent.len()
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
     }
 }
 

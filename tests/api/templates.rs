@@ -1,0 +1,194 @@
+use reqwest::Method;
+use serde_json::json;
+
+use crate::helpers::{TOKEN, expect_error, expect_status, spawn_app};
+
+const NUMBER: &str = "106540352242922";
+
+fn order_update() -> serde_json::Value {
+    json!({"name": "order_update", "language": "en_US", "status": "APPROVED", "category": "UTILITY", "id": "7001",
+           "components": [{"type": "BODY", "text": "Hi {{1}}, your order {{2}} has shipped."}]})
+}
+
+#[tokio::test]
+async fn templates_are_listed_from_meta() {
+    let app = spawn_app().await;
+    let channel = app.live_channel(NUMBER).await;
+    app.graph.add_template("waba-1", order_update());
+
+    let listed = expect_status(
+        app.get(&format!("/channels/{channel}/waba/templates"))
+            .await,
+        200,
+    )
+    .await;
+
+    assert_eq!(listed["data"][0]["name"], "order_update");
+    assert_eq!(listed["data"][0]["status"], "APPROVED");
+}
+
+#[tokio::test]
+async fn a_template_is_validated_then_submitted_to_meta() {
+    let app = spawn_app().await;
+    let channel = app.live_channel(NUMBER).await;
+    let path = format!("/channels/{channel}/waba/templates");
+
+    let created = app
+        .send_json(Method::POST, &path, &json!({"name": "welcome_back", "type": "MARKETING", "language": "pt_BR", "content": "Olá {{1}}!", "isCarousel": false}))
+        .await;
+    let created = expect_status(created, 201).await;
+    assert_eq!(created["data"]["status"], "PENDING");
+    let listed = expect_status(app.get(&path).await, 200).await;
+    assert_eq!(
+        listed["data"][0]["components"],
+        json!([{"type": "BODY", "text": "Olá {{1}}!"}])
+    );
+
+    let invalid = app
+        .send_json(Method::POST, &path, &json!({"name": "Bad Name", "type": "PROMO", "language": "pt-BR", "components": [{"type": "body", "text": "x"}], "isCarousel": true}))
+        .await;
+    let body = expect_error(invalid, 400, "validation_failed").await;
+    let paths: Vec<_> = body["details"]
+        .as_array()
+        .expect("details")
+        .iter()
+        .map(|d| d["path"].clone())
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            json!(["name"]),
+            json!(["type"]),
+            json!(["language"]),
+            json!(["components", 0, "type"]),
+            json!(["components"]),
+            json!(["isCarousel"])
+        ]
+    );
+    assert_eq!(app.graph.subscriptions().len(), 0);
+}
+
+#[tokio::test]
+async fn metas_refusal_of_a_template_is_a_502_with_its_code() {
+    let app = spawn_app().await;
+    let channel = app.live_channel(NUMBER).await;
+    app.graph.fail_next_template_calls([100]);
+
+    let response = app
+        .send_json(Method::POST, &format!("/channels/{channel}/waba/templates"), &json!({"name": "x_1", "type": "UTILITY", "language": "en_US", "components": [{"type": "BODY", "text": "Hi"}]}))
+        .await;
+
+    let body = expect_error(response, 502, "upstream_failed").await;
+    assert_eq!(body["details"][0]["code"], 100);
+    assert!(
+        body["details"][0]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Invalid parameter")
+    );
+}
+
+#[tokio::test]
+async fn a_template_send_upserts_the_identity_sends_and_records_the_rendered_text() {
+    let app = spawn_app().await;
+    let channel = app.live_channel(NUMBER).await;
+    app.graph.add_template("waba-1", order_update());
+
+    let response = app
+        .send_json(
+            Method::POST,
+            &format!("/channels/{channel}/waba/send"),
+            &json!({"identity": {"name": "Ana", "phone": "5511987654321"}, "templateId": "order_update", "templateType": "text",
+                    "templateLanguage": "en_US", "templateComponents": {"body": [{"type": "text", "text": "Ana"}, {"type": "text", "text": "#42"}]}}),
+        )
+        .await;
+
+    let body = expect_status(response, 200).await;
+    assert_eq!(body["data"]["status"], "sent");
+    assert_eq!(
+        body["data"]["content"],
+        "Hi Ana, your order #42 has shipped."
+    );
+    let sent = app.graph.sent();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].to(), "5511987654321");
+    assert_eq!(sent[0].body["type"], "template");
+    assert_eq!(sent[0].body["template"]["name"], "order_update");
+    assert_eq!(sent[0].body["template"]["language"]["code"], "en_US");
+    assert_eq!(
+        sent[0].body["template"]["components"][0]["parameters"][1]["text"],
+        "#42"
+    );
+    assert_eq!(sent[0].token, TOKEN);
+    let identity = expect_status(app.get("/identity/+5511987654321").await, 200).await;
+    assert_eq!(identity["data"]["name"], "Ana");
+    let stored = app.stored_messages("+5511987654321").await;
+    assert_eq!(
+        stored,
+        [(
+            "assistant".to_owned(),
+            "Hi Ana, your order #42 has shipped.".to_owned()
+        )]
+    );
+}
+
+#[tokio::test]
+async fn bad_sends_are_refused_before_meta_and_meta_refusals_are_502() {
+    let app = spawn_app().await;
+    let channel = app.live_channel(NUMBER).await;
+    app.graph.add_template("waba-1", order_update());
+    let path = format!("/channels/{channel}/waba/send");
+
+    let invalid = app
+        .send_json(Method::POST, &path, &json!({"identity": {"phone": "12"}, "templateId": "", "templateType": "video", "templateLanguage": "english", "templateComponents": {"body": "x"}}))
+        .await;
+    let body = expect_error(invalid, 400, "validation_failed").await;
+    let paths: Vec<_> = body["details"]
+        .as_array()
+        .expect("details")
+        .iter()
+        .map(|d| d["path"].clone())
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            json!(["identity", "phone"]),
+            json!(["templateId"]),
+            json!(["templateType"]),
+            json!(["templateLanguage"]),
+            json!(["templateComponents", "body"])
+        ]
+    );
+
+    let unknown = app
+        .send_json(Method::POST, &path, &json!({"identity": {"phone": "5511987654321"}, "templateId": "nope", "templateType": "text", "templateLanguage": "en_US"}))
+        .await;
+    expect_error(unknown, 404, "not_found").await;
+    assert!(app.graph.sent().is_empty());
+
+    app.graph.fail_next_sends([131026]);
+    let refused = app
+        .send_json(Method::POST, &path, &json!({"identity": {"phone": "5511987654321"}, "templateId": "order_update", "templateType": "text", "templateLanguage": "en_US"}))
+        .await;
+    let body = expect_error(refused, 502, "upstream_failed").await;
+    assert_eq!(body["details"][0]["code"], 131026);
+}
+
+#[tokio::test]
+async fn marketing_lite_channels_send_templates_to_marketing_messages() {
+    let app = spawn_app().await;
+    let channel = app
+        .created("/channels/waba", json!({"name": "Promos", "integration": "mm_lite", "accessToken": TOKEN, "phoneNumberId": "555", "businessId": "waba-1"}))
+        .await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    app.graph.add_template("waba-1", order_update());
+
+    let response = app
+        .send_json(Method::POST, &format!("/channels/{channel}/waba/send"), &json!({"identity": {"phone": "5511987654321"}, "templateId": "7001", "templateType": "text", "templateLanguage": "en_US"}))
+        .await;
+
+    expect_status(response, 200).await;
+    assert_eq!(app.graph.sent()[0].edge, "marketing_messages");
+}
