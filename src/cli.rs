@@ -47,6 +47,9 @@ enum Command {
         /// Address to listen on.
         #[arg(long)]
         bind: Option<SocketAddr>,
+        /// Fully offline demo: a sandbox channel, a demo assistant and a built-in model.
+        #[arg(long)]
+        demo: bool,
     },
     /// Apply pending database migrations and exit.
     Migrate,
@@ -99,7 +102,7 @@ impl Cli {
     /// Fails when a configuration layer is invalid.
     pub fn settings(&self) -> anyhow::Result<Settings> {
         let bind = match &self.command {
-            Command::Serve { bind } => *bind,
+            Command::Serve { bind, .. } => *bind,
             _ => None,
         };
         let overrides = Overrides {
@@ -117,7 +120,10 @@ impl Cli {
     /// Fails when the command fails; the message says what was being done.
     pub async fn run(self, settings: Settings) -> anyhow::Result<()> {
         match self.command {
-            Command::Serve { .. } => {
+            Command::Serve { demo: true, .. } => {
+                crate::demo::serve(settings, shutdown_signal()).await
+            }
+            Command::Serve { demo: false, .. } => {
                 let shutdown = shutdown_signal();
                 let app = Application::build(settings).await?;
                 app.run_until(shutdown).await

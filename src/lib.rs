@@ -7,6 +7,7 @@
 
 pub mod cli;
 pub mod config;
+pub mod demo;
 pub mod domain;
 pub mod http;
 pub mod startup;

@@ -173,6 +173,8 @@ pub async fn outbound_of_channel(
         .filter(message::Column::ChannelId.eq(channel_id))
         .filter(message::Column::Direction.eq("outbound"))
         .filter(message::Column::Role.eq("assistant"))
+        // The assistant's requests for tools stay inside Parley.
+        .filter(message::Column::ToolCalls.is_null())
         .order_by_asc(message::Column::Id);
     fetch_page(db, query, page).await
 }

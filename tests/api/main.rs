@@ -11,6 +11,7 @@ mod channels;
 mod chat;
 mod cli;
 mod conversations;
+mod demo;
 mod durability;
 mod errors;
 mod health;

@@ -1,0 +1,94 @@
+//! The README's first command: `parley serve --demo`, offline, answering the sandbox.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+#[tokio::test]
+async fn the_offline_demo_answers_the_sandbox_and_remembers_the_name() {
+    parley_actors::llm::install_crypto_provider();
+    let dir = tempfile::tempdir().expect("dir");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_parley"))
+        .args(["serve", "--demo", "--bind", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path())
+        .env("PARLEY_LOG", "warn")
+        .env_remove("PARLEY_DATABASE_URL")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn the demo");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let (mut base, mut key, mut channel) = (String::new(), String::new(), String::new());
+    while channel.is_empty() {
+        let line = lines
+            .next()
+            .expect("the demo prints its walkthrough")
+            .expect("line");
+        if let Some(rest) = line.strip_prefix("Parley demo is running offline at ") {
+            base = rest.trim().to_owned();
+        } else if let Some(rest) = line.strip_prefix("API key (all permissions): ") {
+            key = rest.trim().to_owned();
+        } else if let Some(at) = line.find("/channels/") {
+            channel = line[at + 10..]
+                .split('/')
+                .next()
+                .unwrap_or_default()
+                .to_owned();
+        }
+    }
+    let http = reqwest::Client::new();
+
+    let injected = http
+        .post(format!("{base}/channels/{channel}/sandbox/inbound"))
+        .bearer_auth(&key)
+        .json(&json!({"from": "+351912345678", "name": "Maria", "text": "Hi! My name is Maria"}))
+        .send()
+        .await
+        .expect("inject");
+    assert_eq!(injected.status().as_u16(), 201);
+
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let outbox = loop {
+        let outbox: Value = http
+            .get(format!("{base}/channels/{channel}/sandbox/outbox"))
+            .bearer_auth(&key)
+            .send()
+            .await
+            .expect("outbox")
+            .json()
+            .await
+            .expect("json");
+        if outbox["pagination"]["total"] == 1 {
+            break outbox;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no reply in the outbox: {outbox}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(outbox["data"][0]["status"], "delivered");
+    assert!(
+        outbox["data"][0]["content"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Nice to meet you")
+    );
+
+    let answer: Value = http
+        .post(format!("{base}/conversation/+351912345678/chat/{channel}"))
+        .bearer_auth(&key)
+        .json(&json!({"message": "What is my name?"}))
+        .send()
+        .await
+        .expect("chat")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(answer["message"], "Your name is Maria.");
+
+    child.kill().expect("stop the demo");
+    child.wait().expect("reaped");
+}
