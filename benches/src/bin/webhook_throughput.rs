@@ -1,0 +1,363 @@
+//! Webhook-to-reply throughput with instant fakes, next to a baseline in the same run.
+//!
+//! - Parley: signed webhooks from distinct senders are posted to `/webhooks/waba/{channel}`
+//!   (16 at a time); the clock stops when the fake Graph API has received every reply.
+//! - Baseline: a bare axum handler on a fresh database of the same kind that verifies the
+//!   signature, makes the same database writes as Parley's pipeline (event, identity and
+//!   contact, conversation, message in, reply, send claim and result, event done) and posts
+//!   the reply to the same fake Graph API, inline.
+//!
+//! Run: `cargo run --release -p parley-benches --bin webhook_throughput -- [messages]`
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use futures_util::StreamExt;
+use parley::config::Settings;
+use parley::startup::Application;
+use parley::tenancy::{BootstrapRequest, bootstrap};
+use parley_actors::whatsapp::signature;
+use parley_persistence::conversations::{self, NewMessage};
+use parley_persistence::identities::{self, NewIdentity};
+use parley_persistence::{DatabaseConnection, clock, deliveries, webhook_events};
+use parley_testkit::graph::text_message;
+use parley_testkit::{FakeGraph, FakeModel};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+const SECRET: &str = "bench-secret";
+const NUMBER: &str = "106540352242922";
+const CONCURRENCY: usize = 16;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let messages: usize = std::env::args()
+        .nth(1)
+        .map_or(Ok(1000), |a| a.parse())
+        .context("messages")?;
+    parley_actors::llm::install_crypto_provider();
+
+    let baseline = run_baseline(messages).await?;
+    let parley = run_parley(messages).await?;
+
+    println!(
+        "webhook_throughput: {messages} messages from distinct senders, {CONCURRENCY} webhooks in flight, SQLite, instant fakes"
+    );
+    println!(
+        "{:<44} {:>14}",
+        "bare axum handler, same writes + reply",
+        format!("{baseline:.0} msg/s")
+    );
+    println!(
+        "{:<44} {:>14}",
+        "Parley webhook -> assistant -> reply",
+        format!("{parley:.0} msg/s")
+    );
+    println!("ratio Parley/baseline: {:.2}", parley / baseline);
+    Ok(())
+}
+
+fn payloads(messages: usize) -> Vec<String> {
+    (0..messages)
+        .map(|n| {
+            let from = format!("1415555{:04}", n % 10_000);
+            text_message(NUMBER, &from, "Bench", &format!("wamid.bench{n}"), "hello").to_string()
+        })
+        .collect()
+}
+
+async fn post_all(url: &str, bodies: Vec<String>) -> anyhow::Result<()> {
+    let http = reqwest::Client::new();
+    let results: Vec<anyhow::Result<()>> = futures_util::stream::iter(bodies)
+        .map(|body| {
+            let request = http
+                .post(url)
+                .header("content-type", "application/json")
+                .header(
+                    "x-hub-signature-256",
+                    signature::sign(SECRET.as_bytes(), body.as_bytes()),
+                )
+                .body(body);
+            async move {
+                let status = request.send().await?.status();
+                anyhow::ensure!(status.is_success(), "webhook answered {status}");
+                Ok(())
+            }
+        })
+        .buffer_unordered(CONCURRENCY)
+        .collect()
+        .await;
+    results.into_iter().collect()
+}
+
+async fn wait_for(graph: &FakeGraph, count: usize) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while graph.sent().len() < count {
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "only {} of {count} replies",
+            graph.sent().len()
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    Ok(())
+}
+
+async fn run_parley(messages: usize) -> anyhow::Result<f64> {
+    let dir = tempfile::tempdir()?;
+    let model = FakeModel::start().await;
+    let graph = FakeGraph::start().await;
+    let settings = Settings {
+        bind: "127.0.0.1:0".parse()?,
+        data_dir: dir.path().to_path_buf(),
+        llm_base_url: Some(model.base_url()),
+        whatsapp_graph_url: graph.base_url(),
+        whatsapp_app_secret: Some(SECRET.to_owned()),
+        whatsapp_pair_burst: 1000,
+        whatsapp_rate_per_sec: 100_000,
+        ..Settings::default()
+    };
+    let db_url = settings.effective_database_url();
+    let app = Application::build(settings).await?;
+    let base = format!("http://{}", app.local_addr()?);
+    let db = parley_persistence::connect(&db_url).await?;
+    let owner = bootstrap(
+        &db,
+        &BootstrapRequest {
+            workspace: "Bench".into(),
+            business: "Bench".into(),
+            email: None,
+        },
+    )
+    .await?;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(app.run_until(async {
+        let _ = stopped.await;
+    }));
+    let http = reqwest::Client::new();
+    let post = |path: &str, body: Value| {
+        http.post(format!("{base}{path}"))
+            .bearer_auth(&owner.api_key)
+            .json(&body)
+            .send()
+    };
+    let channel: Value = post("/channels/waba", json!({"name": "Bench line", "accessToken": "t", "phoneNumberId": NUMBER, "businessId": "w"}))
+        .await?
+        .json()
+        .await?;
+    let channel = channel["data"]["id"]
+        .as_str()
+        .context("channel")?
+        .to_owned();
+    let worker: Value = post("/workers", json!({"name": "Bench"}))
+        .await?
+        .json()
+        .await?;
+    let worker = worker["data"]["id"].as_str().context("worker")?.to_owned();
+    post(
+        &format!("/workers/{worker}/assistants"),
+        json!({"name": "Echo", "instructions": "Echo."}),
+    )
+    .await?;
+    post(&format!("/channels/{channel}/worker/{worker}"), json!({})).await?;
+
+    let bodies = payloads(messages);
+    let started = Instant::now();
+    post_all(&format!("{base}/webhooks/waba/{channel}"), bodies).await?;
+    wait_for(&graph, messages).await?;
+    let elapsed = started.elapsed();
+    let _ = stop.send(());
+    server.await??;
+    Ok(messages as f64 / elapsed.as_secs_f64())
+}
+
+#[derive(Clone)]
+struct Baseline {
+    db: DatabaseConnection,
+    http: reqwest::Client,
+    graph_url: String,
+    workspace_id: i64,
+    channel_id: Uuid,
+}
+
+async fn run_baseline(messages: usize) -> anyhow::Result<f64> {
+    let dir = tempfile::tempdir()?;
+    let graph = FakeGraph::start().await;
+    let db = parley_persistence::connect(&parley_persistence::sqlite_url_in(dir.path())).await?;
+    parley_persistence::migrate(&db).await?;
+    let owner = bootstrap(
+        &db,
+        &BootstrapRequest {
+            workspace: "Base".into(),
+            business: "Base".into(),
+            email: None,
+        },
+    )
+    .await?;
+    let channel = parley_persistence::channels::create(
+        &db,
+        owner.workspace_id,
+        parley_persistence::channels::NewChannel {
+            name: "Base line".into(),
+            integration: "cloud_api".into(),
+            active: true,
+            settings: json!({}),
+            phone_number_id: Some(NUMBER.into()),
+            business_account_id: Some("w".into()),
+            access_token_encrypted: None,
+            verify_token: "v".into(),
+        },
+        clock::now(),
+    )
+    .await?;
+    let state = Arc::new(Baseline {
+        db,
+        http: reqwest::Client::new(),
+        graph_url: format!("{}/{NUMBER}/messages", graph.base_url()),
+        workspace_id: owner.workspace_id,
+        channel_id: channel.id,
+    });
+    let app = axum::Router::new()
+        .route("/hook", axum::routing::post(baseline_hook))
+        .with_state(state);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let started = Instant::now();
+    post_all(&format!("http://{addr}/hook"), payloads(messages)).await?;
+    wait_for(&graph, messages).await?;
+    let elapsed = started.elapsed();
+    server.abort();
+    Ok(messages as f64 / elapsed.as_secs_f64())
+}
+
+async fn baseline_hook(
+    State(state): State<Arc<Baseline>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> StatusCode {
+    let signed = headers
+        .get("x-hub-signature-256")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    if !signature::verify(SECRET.as_bytes(), &body, signed) {
+        return StatusCode::UNAUTHORIZED;
+    }
+    match baseline_writes(&state, &body).await {
+        Ok(()) => StatusCode::OK,
+        Err(error) => {
+            eprintln!("baseline: {error:#}");
+            StatusCode::INTERNAL_SERVER_ERROR
+        }
+    }
+}
+
+fn message(
+    direction: &'static str,
+    role: &'static str,
+    content: &str,
+    status: &'static str,
+    wamid: Option<String>,
+) -> NewMessage {
+    NewMessage {
+        direction,
+        role,
+        content: content.to_owned(),
+        status,
+        platform_message_id: wamid,
+        usage: None,
+        tool_calls: None,
+        tool_call_id: None,
+        error: None,
+        reply_to_message_id: None,
+    }
+}
+
+async fn baseline_writes(state: &Baseline, body: &[u8]) -> anyhow::Result<()> {
+    let payload: Value = serde_json::from_slice(body)?;
+    let value = &payload["entry"][0]["changes"][0]["value"];
+    let msg = &value["messages"][0];
+    let wamid = msg["id"].as_str().context("id")?.to_owned();
+    let from = msg["from"].as_str().context("from")?.to_owned();
+    let db = &state.db;
+    let now = clock::now();
+    let event = webhook_events::insert_if_new(
+        db,
+        state.workspace_id,
+        state.channel_id,
+        &wamid,
+        json!({"message": msg}),
+        now,
+    )
+    .await?
+    .context("new event")?;
+    let phone = format!("+{from}");
+    let person =
+        match identities::find_by_contact(db, state.workspace_id, identities::PHONE, &phone).await?
+        {
+            Some(found) => found,
+            None => {
+                let new = NewIdentity {
+                    id: Uuid::now_v7(),
+                    name: Some("Bench".into()),
+                    external_id: None,
+                    metadata: json!({}),
+                };
+                let created = identities::create(db, state.workspace_id, new, now).await?;
+                identities::attach_contact(
+                    db,
+                    state.workspace_id,
+                    created.id,
+                    identities::PHONE,
+                    &phone,
+                    now,
+                )
+                .await?;
+                created
+            }
+        };
+    let conversation = conversations::start(
+        db,
+        state.workspace_id,
+        person.id,
+        state.channel_id,
+        None,
+        now,
+    )
+    .await?;
+    let text = msg["text"]["body"].as_str().unwrap_or_default();
+    conversations::append_message(
+        db,
+        &conversation,
+        message("inbound", "user", text, "received", Some(wamid)),
+        now,
+    )
+    .await?;
+    let reply = format!("You said: {text}");
+    let stored = conversations::append_message(
+        db,
+        &conversation,
+        message("outbound", "assistant", &reply, deliveries::PENDING, None),
+        now,
+    )
+    .await?;
+    deliveries::claim(db, stored.id).await?;
+    let sent: Value = state
+        .http
+        .post(&state.graph_url)
+        .bearer_auth("t")
+        .json(&json!({"messaging_product": "whatsapp", "to": from, "type": "text", "text": {"body": reply}}))
+        .send()
+        .await?
+        .json()
+        .await?;
+    let platform_id = sent["messages"][0]["id"].as_str().map(str::to_owned);
+    deliveries::record_send(db, stored.id, "sent", platform_id.as_deref(), None).await?;
+    webhook_events::finish(db, event.id, None, clock::now()).await?;
+    Ok(())
+}
