@@ -431,3 +431,114 @@ fn wire_body(outbound: &OutboundMessage) -> Value {
         }),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use parley_persistence::conversations::{self, NewMessage};
+
+    use super::*;
+    use crate::test_support::{channel_deps, deps, world};
+
+    fn text(identity_id: Uuid) -> OutboundMessage {
+        OutboundMessage {
+            to: "351912345678".to_owned(),
+            identity_id: Some(identity_id),
+            content: Outbound::Text {
+                body: "Hello again".to_owned(),
+                context: None,
+            },
+        }
+    }
+
+    async fn wrote(
+        db: &DatabaseConnection,
+        ws: i64,
+        channel_id: Uuid,
+        identity_id: Uuid,
+        hours_ago: i64,
+    ) {
+        let at = clock::now() - chrono::Duration::hours(hours_ago);
+        let conversation = conversations::start(db, ws, identity_id, channel_id, None, at)
+            .await
+            .expect("conversation");
+        let message = NewMessage {
+            direction: "inbound",
+            role: "user",
+            content: "hi".to_owned(),
+            status: "received",
+            platform_message_id: None,
+            usage: None,
+            tool_calls: None,
+            tool_call_id: None,
+            error: None,
+            reply_to_message_id: None,
+        };
+        conversations::append_message(db, &conversation, message, at)
+            .await
+            .expect("message");
+    }
+
+    async fn send(
+        actor: &ActorRef<ChannelMsg>,
+        message: OutboundMessage,
+    ) -> Result<Accepted, SendError> {
+        ractor::call_t!(actor, ChannelMsg::Send, 5_000, message).expect("answer")
+    }
+
+    #[tokio::test]
+    async fn free_form_text_needs_the_24_hour_window_and_templates_do_not() {
+        let (deps, _dir, _model) = deps().await;
+        let (ws, channel_id, quiet, recent) = world(&deps.db).await;
+        wrote(&deps.db, ws, channel_id, quiet, 30).await;
+        wrote(&deps.db, ws, channel_id, recent, 1).await;
+        let channel = channels::find(&deps.db, ws, channel_id)
+            .await
+            .expect("query")
+            .expect("channel");
+        let (actor, _) = Actor::spawn(None, ChannelActor, (channel, Arc::new(channel_deps(&deps))))
+            .await
+            .expect("spawn");
+
+        assert_eq!(
+            send(&actor, text(quiet)).await,
+            Err(SendError::WindowClosed)
+        );
+        let never = Uuid::now_v7();
+        assert_eq!(
+            send(&actor, text(never)).await,
+            Err(SendError::WindowClosed)
+        );
+        assert_eq!(
+            send(&actor, text(recent)).await.map(|a| a.status),
+            Ok("delivered")
+        );
+        let template = OutboundMessage {
+            content: Outbound::Template {
+                name: "order_update".to_owned(),
+                language: "en_US".to_owned(),
+                components: json!([]),
+            },
+            ..text(quiet)
+        };
+        assert_eq!(
+            send(&actor, template).await.map(|a| a.status),
+            Ok("delivered")
+        );
+        actor.stop(None);
+    }
+
+    #[test]
+    fn a_text_reply_quotes_the_message_it_answers() {
+        let wire = wire_body(&OutboundMessage {
+            to: "16505551234".to_owned(),
+            identity_id: None,
+            content: Outbound::Text {
+                body: "Yes".to_owned(),
+                context: Some("wamid.1".to_owned()),
+            },
+        });
+        assert_eq!(wire["context"]["message_id"], "wamid.1");
+        assert_eq!(wire["text"]["preview_url"], false);
+        assert_eq!(wire["recipient_type"], "individual");
+    }
+}

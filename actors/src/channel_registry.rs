@@ -285,6 +285,13 @@ impl Channels {
             .map_err(|e| GraphError::Connection(e.to_string()))?
     }
 
+    /// Starts the channel's actor now rather than at its first send.
+    pub async fn start(&self, channel_id: Uuid) {
+        if let Err(error) = self.actor(channel_id).await {
+            tracing::warn!(%channel_id, %error, "channel actor did not start");
+        }
+    }
+
     /// The channel changed or went away: its actor finishes what it is doing and stops; the next
     /// use starts one with the new data.
     pub fn retire(&self, channel_id: Uuid) {

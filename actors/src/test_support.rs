@@ -2,7 +2,14 @@
 
 use std::time::Duration;
 
+use parley_persistence::assistants::AssistantFields;
+use parley_persistence::channels::{ChannelChanges, NewChannel};
+use parley_persistence::identities::NewIdentity;
+use parley_persistence::workers::NewWorker;
+use parley_persistence::{assistants, channels, clock, identities, tenancy, workers, workspaces};
 use parley_testkit::FakeModel;
+use serde_json::json;
+use uuid::Uuid;
 
 use crate::conversation::{ConversationSettings, Deps};
 use crate::llm::{LlmClient, LlmConfig};
@@ -59,4 +66,82 @@ pub(crate) fn channel_deps(deps: &Deps) -> crate::channel::ChannelDeps {
             public_url: None,
         },
     }
+}
+
+/// A workspace with a sandbox channel whose worker has one assistant, and two identities.
+pub(crate) async fn world(db: &parley_persistence::DatabaseConnection) -> (i64, Uuid, Uuid, Uuid) {
+    let now = clock::now();
+    let business = tenancy::find_or_create_business(db, "B", now)
+        .await
+        .expect("business");
+    let user = tenancy::find_or_create_user(db, business.id, None, now)
+        .await
+        .expect("user");
+    let ws = workspaces::create_with_owner(db, business.id, user.id, "W", None, now)
+        .await
+        .expect("workspace")
+        .id;
+    let worker = workers::create(
+        db,
+        ws,
+        NewWorker {
+            name: "w".into(),
+            description: None,
+            timezone: None,
+        },
+        now,
+    )
+    .await
+    .expect("worker");
+    let fields = AssistantFields {
+        name: "a".into(),
+        instructions: "Echo.".into(),
+        languages: json!([]),
+        provider: "PROVIDER_ONE".into(),
+        model: None,
+        settings: json!({"history_turns": 20, "memory_enabled": true, "debounce_ms": 0}),
+    };
+    assistants::create(db, ws, worker.id, fields, now)
+        .await
+        .expect("assistant");
+    let new_channel = NewChannel {
+        name: "sandbox".into(),
+        integration: "sandbox".into(),
+        active: true,
+        settings: json!({}),
+        phone_number_id: None,
+        business_account_id: None,
+        access_token_encrypted: None,
+        verify_token: "t".into(),
+    };
+    let channel = channels::create(db, ws, new_channel, now)
+        .await
+        .expect("channel");
+    let changes = ChannelChanges {
+        worker_id: Some(Some(worker.id)),
+        ..ChannelChanges::default()
+    };
+    channels::update(db, channel, changes, now)
+        .await
+        .expect("sync");
+    let channel_id = channels::list(db, ws, parley_persistence::Page { page: 1, limit: 1 })
+        .await
+        .expect("channels")
+        .items[0]
+        .id;
+    let person = |name: &str| NewIdentity {
+        id: Uuid::now_v7(),
+        name: Some(name.into()),
+        external_id: None,
+        metadata: json!({}),
+    };
+    let a = identities::create(db, ws, person("A"), now)
+        .await
+        .expect("identity")
+        .id;
+    let b = identities::create(db, ws, person("B"), now)
+        .await
+        .expect("identity")
+        .id;
+    (ws, channel_id, a, b)
 }

@@ -281,6 +281,10 @@ async fn update_channel(
     }
     if updated.active && (!was_active || new_token) {
         register_webhook(&state, &updated).await;
+    } else if updated.active
+        && let Ok(channels) = state.actors.channels()
+    {
+        channels.start(updated.id).await;
     }
     Ok(Envelope::ok(
         "Channel updated successfully",
@@ -340,16 +344,19 @@ pub(crate) async fn find_channel(
         .ok_or(ApiError::NotFound("Channel"))
 }
 
-/// Registers Parley's webhook with Meta for a live `cloud_api`/`mm_lite` channel when a public
-/// URL is configured. A refusal is logged, not fatal: the channel exists and the operator can
+/// Starts a live channel's actor and registers Parley's webhook with Meta for a live
+/// `cloud_api`/`mm_lite` channel when a public URL is configured. A refusal is logged, not fatal: the channel exists and the operator can
 /// register the URL shown in its record by hand.
 async fn register_webhook(state: &AppState, channel: &channel::Model) {
-    if !channel.active || channel.integration == SANDBOX || state.settings.public_url.is_none() {
-        return;
-    }
     let Ok(channels) = state.actors.channels() else {
         return;
     };
+    if channel.active {
+        channels.start(channel.id).await;
+    }
+    if !channel.active || channel.integration == SANDBOX || state.settings.public_url.is_none() {
+        return;
+    }
     if let Err(error) = channels.register_webhook(channel.id).await {
         tracing::warn!(channel_id = %channel.id, %error, "webhook registration with Meta failed");
     }

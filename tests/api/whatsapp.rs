@@ -449,3 +449,25 @@ async fn creating_a_live_channel_registers_the_webhook_with_meta() {
         record["data"]["webhook"]["verifyToken"]
     );
 }
+
+#[tokio::test]
+async fn metas_pair_limit_delays_only_that_recipient() {
+    let app = spawn_app_with(|s| s.whatsapp_pair_period_ms = 300).await;
+    let channel = app.live_channel(NUMBER).await;
+    app.graph.limit_pair_spacing(Duration::from_millis(250));
+
+    for (n, text) in ["first", "second"].iter().enumerate() {
+        let payload = text_message(NUMBER, SHEENA, "Sheena", &format!("wamid.P{n}"), text);
+        assert_eq!(app.webhook(Some(&channel), &payload).await, 200);
+        // The second message arrives once the first has been answered.
+        app.wait_for_sends(n + 1).await;
+    }
+
+    let sent = app.graph.sent();
+    assert_eq!(sent.len(), 2);
+    assert_eq!(sent[1].text(), Some("You said: second"));
+    assert!(
+        app.graph.rejected().iter().any(|(_, code)| *code == 131056),
+        "the pair limit was hit and waited out"
+    );
+}
