@@ -479,7 +479,7 @@ async fn a_new_conversation_starts_after_the_idle_time() {
 async fn a_burst_within_the_debounce_window_is_one_turn() {
     let app = spawn_app().await;
     let (_, channel) = app
-        .chat_channel("Echo.", json!({"settings": {"debounce_ms": 400}}))
+        .chat_channel("Echo.", json!({"settings": {"debounce_ms": 1000}}))
         .await;
     app.put_identity("crm-1", json!({"name": "Ana"})).await;
 
