@@ -39,8 +39,6 @@ pub(crate) enum ChannelRegistryMsg {
     /// The channel changed or was deleted: stop its actor after what it is doing; the next use
     /// starts one with fresh data.
     Retire(Uuid),
-    /// How many channel actors are live.
-    Count(RpcReplyPort<usize>),
 }
 
 fn path(id: &Uuid) -> String {
@@ -114,9 +112,6 @@ impl Actor for ChannelRegistry {
                 if let Some(actor) = state.live.remove(&id) {
                     let _ = actor.drain();
                 }
-            }
-            ChannelRegistryMsg::Count(reply) => {
-                let _ = reply.send(state.live.len());
             }
         }
         Ok(())
@@ -298,13 +293,5 @@ impl Channels {
         let _ = self
             .registry
             .send_message(ChannelRegistryMsg::Retire(channel_id));
-    }
-
-    /// How many channel actors are live.
-    ///
-    /// # Errors
-    /// Fails when the registry does not answer.
-    pub async fn live(&self) -> Result<usize, String> {
-        call_t!(self.registry, ChannelRegistryMsg::Count, 5_000).map_err(|e| e.to_string())
     }
 }

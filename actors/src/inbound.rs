@@ -8,8 +8,8 @@ use std::sync::Arc;
 use parley_persistence::entities::{identity, message, webhook_event};
 use parley_persistence::identities::{NewIdentity, PHONE};
 use parley_persistence::{
-    DatabaseConnection, PersistenceError, TransactionTrait, channels, clock, conversations,
-    deliveries, identities, webhook_events,
+    DatabaseConnection, PersistenceError, TransactionTrait, clock, conversations, deliveries,
+    identities, webhook_events,
 };
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -250,15 +250,4 @@ async fn find_or_create_identity(
     Err(PersistenceError::Conflict(format!(
         "could not settle the identity of {phone}"
     )))
-}
-
-/// The channel an event arrived on, if it still exists.
-///
-/// # Errors
-/// Fails on a database error.
-pub async fn channel_of(
-    db: &DatabaseConnection,
-    channel_id: Uuid,
-) -> Result<Option<parley_persistence::entities::channel::Model>, PersistenceError> {
-    channels::find_any(db, channel_id).await
 }

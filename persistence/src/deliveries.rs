@@ -173,8 +173,10 @@ pub async fn outbound_of_channel(
         .filter(message::Column::ChannelId.eq(channel_id))
         .filter(message::Column::Direction.eq("outbound"))
         .filter(message::Column::Role.eq("assistant"))
-        // The assistant's requests for tools stay inside Parley.
+        // What went through the channel: the assistant's tool requests and replies given to
+        // API callers never did.
         .filter(message::Column::ToolCalls.is_null())
+        .filter(message::Column::PlatformMessageId.is_not_null())
         .order_by_asc(message::Column::Id);
     fetch_page(db, query, page).await
 }

@@ -93,18 +93,3 @@ pub async fn finish(
         .await?;
     Ok(())
 }
-
-/// The channel's events, newest first (for operators and tests).
-///
-/// # Errors
-/// Fails on a database error.
-pub async fn of_channel(
-    db: &impl ConnectionTrait,
-    channel_id: Uuid,
-) -> Result<Vec<webhook_event::Model>> {
-    Ok(webhook_event::Entity::find()
-        .filter(webhook_event::Column::ChannelId.eq(channel_id))
-        .order_by_desc(webhook_event::Column::Id)
-        .all(db)
-        .await?)
-}
