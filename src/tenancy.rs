@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use parley_persistence::api_keys::{self, NewApiKey};
 use parley_persistence::clock;
 use parley_persistence::entities::api_key;
-use parley_persistence::{ConnectionTrait, DatabaseConnection, PersistenceError, TransactionTrait};
+use parley_persistence::{ConnectionTrait, DatabaseConnection, PersistenceError};
 use parley_persistence::{tenancy, workspaces};
 use serde::Serialize;
 use uuid::Uuid;
@@ -83,8 +83,7 @@ pub async fn bootstrap(
     let email = request.email.as_deref().map(normalise_email).transpose()?;
 
     let now = clock::now();
-    let txn = db
-        .begin()
+    let txn = parley_persistence::begin_write(db)
         .await
         .context("starting the bootstrap transaction")?;
     let business = tenancy::find_or_create_business(&txn, business_name.as_str(), now).await?;

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use parley_persistence::entities::{identity, message, webhook_event};
 use parley_persistence::identities::{NewIdentity, PHONE};
 use parley_persistence::{
-    DatabaseConnection, PersistenceError, TransactionTrait, clock, conversations, deliveries,
-    identities, webhook_events,
+    DatabaseConnection, PersistenceError, clock, conversations, deliveries, identities,
+    webhook_events,
 };
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -225,7 +225,7 @@ async fn find_or_create_identity(
             }
             return Ok(found);
         }
-        let txn = db.begin().await?;
+        let txn = parley_persistence::begin_write(db).await?;
         let now = clock::now();
         let new = NewIdentity {
             id: Uuid::now_v7(),

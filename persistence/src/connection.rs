@@ -5,7 +5,10 @@ use std::time::Duration;
 
 use parley_migrations::{Migrator, MigratorTrait};
 use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
-use sea_orm::{ConnectOptions, Database, DatabaseConnection};
+use sea_orm::{
+    ConnectOptions, Database, DatabaseConnection, DatabaseTransaction, SqliteTransactionMode,
+    TransactionOptions, TransactionTrait,
+};
 
 use crate::Result;
 
@@ -49,4 +52,20 @@ pub async fn connect(url: &str) -> Result<DatabaseConnection> {
 pub async fn migrate(db: &DatabaseConnection) -> Result<()> {
     Migrator::up(db, None).await?;
     Ok(())
+}
+
+/// Starts a transaction that will write. On SQLite it begins `IMMEDIATE`, taking the writer
+/// lock up front (waiting up to the busy timeout): a deferred transaction that reads first and
+/// writes later fails at once with "database is locked" when another writer got in between.
+/// On PostgreSQL it is an ordinary transaction.
+///
+/// # Errors
+/// Fails when the database cannot start a transaction (on SQLite: the writer lock stayed busy
+/// past the busy timeout).
+pub async fn begin_write(db: &DatabaseConnection) -> Result<DatabaseTransaction> {
+    let options = TransactionOptions {
+        sqlite_transaction_mode: Some(SqliteTransactionMode::Immediate),
+        ..TransactionOptions::default()
+    };
+    Ok(db.begin_with_options(options).await?)
 }

@@ -10,7 +10,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{DateTime, Utc};
 use parley_persistence::channels::{self, ChannelChanges, NewChannel};
 use parley_persistence::entities::channel;
-use parley_persistence::{PersistenceError, TransactionTrait, clock};
+use parley_persistence::{PersistenceError, clock};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -300,7 +300,7 @@ async fn delete_channel(
 ) -> Result<Envelope<Value>> {
     caller.require(Permission::Write)?;
     let id = parse_uuid(&channel_id, "channel_id")?;
-    let txn = state.db.begin().await.map_err(PersistenceError::from)?;
+    let txn = parley_persistence::begin_write(&state.db).await?;
     if !channels::delete(&txn, caller.workspace_id, id).await? {
         return Err(ApiError::NotFound("Channel"));
     }

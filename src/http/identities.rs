@@ -10,7 +10,7 @@ use axum::routing::get;
 use chrono::{DateTime, Utc};
 use parley_persistence::entities::{contact_point, identity};
 use parley_persistence::identities::{self, EMAIL, IdentityChanges, NewIdentity, PHONE};
-use parley_persistence::{ConnectionTrait, PersistenceError, TransactionTrait, clock};
+use parley_persistence::{ConnectionTrait, PersistenceError, clock};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -231,7 +231,7 @@ async fn put_identity(
 
     let ws = caller.workspace_id;
     let now = clock::now();
-    let txn = state.db.begin().await.map_err(PersistenceError::from)?;
+    let txn = parley_persistence::begin_write(&state.db).await?;
     let phone_owner = match &phone {
         Some(p) => identities::find_by_contact(&txn, ws, PHONE, p.as_str()).await?,
         None => None,
@@ -321,7 +321,7 @@ async fn delete_identity(
     Path(identity_id): Path<String>,
 ) -> Result<Envelope<Value>> {
     caller.require(Permission::Write)?;
-    let txn = state.db.begin().await.map_err(PersistenceError::from)?;
+    let txn = parley_persistence::begin_write(&state.db).await?;
     let found = require(&txn, caller.workspace_id, &identity_id).await?;
     identities::delete(&txn, caller.workspace_id, found.id).await?;
     txn.commit().await.map_err(PersistenceError::from)?;

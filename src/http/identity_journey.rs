@@ -6,7 +6,7 @@ use axum::extract::State;
 use axum::routing::{get, post};
 use chrono::{DateTime, Utc};
 use parley_persistence::entities::identity_stage;
-use parley_persistence::{PersistenceError, TransactionTrait, clock, identities, stages};
+use parley_persistence::{PersistenceError, clock, identities, stages};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
@@ -50,7 +50,7 @@ async fn set_identity_stage(
     }
     problems.finish()?;
     let ws = caller.workspace_id;
-    let txn = state.db.begin().await.map_err(PersistenceError::from)?;
+    let txn = parley_persistence::begin_write(&state.db).await?;
     let found = require(&txn, ws, &identity_id).await?;
     let stage = match Uuid::parse_str(body.stage_id.trim()) {
         Ok(id) => stages::find(&txn, ws, id).await?,
@@ -122,7 +122,7 @@ async fn merge_identity(
 ) -> Result<Envelope<IdentityRecord>> {
     caller.require(Permission::Write)?;
     let ws = caller.workspace_id;
-    let txn = state.db.begin().await.map_err(PersistenceError::from)?;
+    let txn = parley_persistence::begin_write(&state.db).await?;
     let target = require(&txn, ws, &identity_id).await?;
     let source = require(&txn, ws, &body.source_id).await?;
     if source.id == target.id {

@@ -7,7 +7,7 @@ use axum::routing::get;
 use chrono::{DateTime, Utc};
 use parley_persistence::entities::stage;
 use parley_persistence::stages::{self, StageChanges};
-use parley_persistence::{PersistenceError, TransactionTrait, clock};
+use parley_persistence::{PersistenceError, clock};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -168,7 +168,7 @@ async fn delete_stage(
 ) -> Result<Envelope<Value>> {
     caller.require(Permission::Write)?;
     let id = parse_uuid(&stage_id, "stage_id")?;
-    let txn = state.db.begin().await.map_err(PersistenceError::from)?;
+    let txn = parley_persistence::begin_write(&state.db).await?;
     if !stages::delete(&txn, caller.workspace_id, id).await? {
         return Err(ApiError::NotFound("Stage"));
     }

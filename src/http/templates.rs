@@ -13,7 +13,7 @@ use parley_actors::whatsapp::GraphError;
 use parley_persistence::conversations::{self, NewMessage, OPEN};
 use parley_persistence::entities::{channel, identity};
 use parley_persistence::identities::{self, NewIdentity, PHONE};
-use parley_persistence::{PersistenceError, TransactionTrait, clock, deliveries};
+use parley_persistence::{PersistenceError, clock, deliveries};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
@@ -414,7 +414,7 @@ async fn upsert_identity(
     if let Some(found) = identities::find_by_contact(&state.db, ws, PHONE, phone.as_str()).await? {
         return Ok(found);
     }
-    let txn = state.db.begin().await.map_err(PersistenceError::from)?;
+    let txn = parley_persistence::begin_write(&state.db).await?;
     let now = clock::now();
     let new = NewIdentity {
         id: Uuid::now_v7(),

@@ -6,7 +6,7 @@ use axum::routing::get;
 use chrono::{DateTime, Utc};
 use parley_persistence::entities::worker;
 use parley_persistence::workers::{self, NewWorker};
-use parley_persistence::{PersistenceError, TransactionTrait, clock};
+use parley_persistence::{PersistenceError, clock};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use uuid::Uuid;
@@ -141,7 +141,7 @@ async fn delete_worker(
 ) -> Result<Envelope<serde_json::Value>> {
     caller.require(Permission::Write)?;
     let id = parse_uuid(&worker_id, "worker_id")?;
-    let txn = state.db.begin().await.map_err(PersistenceError::from)?;
+    let txn = parley_persistence::begin_write(&state.db).await?;
     if !workers::delete(&txn, caller.workspace_id, id).await? {
         return Err(ApiError::NotFound("Worker"));
     }

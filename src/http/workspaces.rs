@@ -5,10 +5,10 @@ use axum::Router;
 use axum::extract::State;
 use axum::routing::get;
 use chrono::{DateTime, Utc};
+use parley_persistence::PersistenceError;
 use parley_persistence::clock;
 use parley_persistence::entities::workspace;
 use parley_persistence::workspaces::{self, WorkspaceChanges};
-use parley_persistence::{PersistenceError, TransactionTrait};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -76,7 +76,7 @@ async fn create_workspace(
         return Err(ApiError::invalid(problems));
     };
 
-    let txn = state.db.begin().await.map_err(PersistenceError::from)?;
+    let txn = parley_persistence::begin_write(&state.db).await?;
     let created = workspaces::create_with_owner(
         &txn,
         caller.business_id,

@@ -444,3 +444,27 @@ async fn deleting_an_identity_removes_contacts_memory_history_and_conversations(
     let history = expect_status(app.get("/identity/crm-9/stages").await, 200).await;
     assert_eq!(history["pagination"]["total"], 0);
 }
+
+#[tokio::test]
+async fn concurrent_identity_writes_all_succeed() {
+    let app = spawn_app().await;
+
+    let puts = (0..30).map(|n| {
+        let app = &app;
+        async move {
+            app.send_json(
+                Method::PUT,
+                &format!("/identity/crm-{n}"),
+                &json!({"name": format!("P{n}"), "email": format!("p{n}@example.com")}),
+            )
+            .await
+            .status()
+            .as_u16()
+        }
+    });
+    let statuses = futures_util::future::join_all(puts).await;
+
+    assert!(statuses.iter().all(|s| *s == 201), "{statuses:?}");
+    let listed = expect_status(app.get("/identity").await, 200).await;
+    assert_eq!(listed["pagination"]["total"], 30);
+}
