@@ -3,18 +3,16 @@
 //! changes, stopped when it is deleted; and the [`Channels`] handle the rest of Parley sends
 //! through.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use parley_persistence::channels;
-use ractor::{
-    Actor, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent, call_t,
-};
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent, call_t};
 use serde_json::Value;
 use uuid::Uuid;
 
 use crate::channel::{Accepted, ChannelActor, ChannelDeps, ChannelMsg, OutboundMessage, SendError};
+use crate::live::{Ending, LiveActors, ending};
 use crate::whatsapp::GraphError;
 
 /// Behaviour of the `root/channels` supervisor.
@@ -24,9 +22,7 @@ pub(crate) struct ChannelRegistry;
 pub(crate) struct ChannelRegistryState {
     deps: Arc<ChannelDeps>,
     /// The live actor of each channel.
-    live: HashMap<Uuid, ActorRef<ChannelMsg>>,
-    /// The channel of each live actor, to forget it when it stops.
-    ids: HashMap<ActorId, Uuid>,
+    live: LiveActors<Uuid, ChannelMsg>,
 }
 
 /// Messages of the registry.
@@ -57,8 +53,7 @@ impl Actor for ChannelRegistry {
     ) -> Result<Self::State, ActorProcessingErr> {
         Ok(ChannelRegistryState {
             deps,
-            live: HashMap::new(),
-            ids: HashMap::new(),
+            live: LiveActors::new(),
         })
     }
 
@@ -108,11 +103,7 @@ impl Actor for ChannelRegistry {
                 };
                 let _ = reply.send(answer);
             }
-            ChannelRegistryMsg::Retire(id) => {
-                if let Some(actor) = state.live.remove(&id) {
-                    let _ = actor.drain();
-                }
-            }
+            ChannelRegistryMsg::Retire(id) => state.live.retire(&id, None),
         }
         Ok(())
     }
@@ -123,30 +114,21 @@ impl Actor for ChannelRegistry {
         event: SupervisionEvent,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        let (cell, failure) = match event {
-            SupervisionEvent::ActorTerminated(cell, _, reason) => (cell, reason),
-            SupervisionEvent::ActorFailed(cell, error) => (cell, Some(format!("failed: {error}"))),
-            SupervisionEvent::ActorStarted(_) | SupervisionEvent::ProcessGroupChanged(_) => {
-                return Ok(());
-            }
-        };
-        let Some(id) = state.ids.remove(&cell.get_id()) else {
+        let Some((cell, ending)) = ending(event) else {
             return Ok(());
         };
-        if state
-            .live
-            .get(&id)
-            .is_some_and(|a| a.get_id() == cell.get_id())
-        {
-            state.live.remove(&id);
-        }
-        match failure {
-            Some(reason) if reason.starts_with("failed") => {
-                tracing::error!(actor = %path(&id), %reason, "actor failed; the next use restarts it");
+        let Some(id) = state.live.forget(&cell) else {
+            return Ok(());
+        };
+        match ending {
+            Ending::Failed(error) => {
+                tracing::error!(actor = %path(&id), %error, "actor failed; the next use restarts it");
             }
-            reason => {
-                tracing::info!(actor = %path(&id), reason = reason.as_deref().unwrap_or("retired"), "actor stopped")
-            }
+            Ending::Stopped(reason) => tracing::info!(
+                actor = %path(&id),
+                reason = reason.as_deref().unwrap_or("retired"),
+                "actor stopped"
+            ),
         }
         Ok(())
     }
@@ -168,7 +150,6 @@ async fn spawn(
     {
         Ok((actor, _)) => {
             tracing::info!(actor = %path(&id), "actor spawned");
-            state.ids.insert(actor.get_id(), id);
             state.live.insert(id, actor.clone());
             Some(actor)
         }

@@ -10,6 +10,7 @@ pub mod channel;
 mod channel_registry;
 pub mod conversation;
 pub mod inbound;
+mod live;
 pub mod llm;
 pub mod memory_key;
 pub mod phone;

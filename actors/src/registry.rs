@@ -2,7 +2,6 @@
 //! identity, spawned on demand (virtual-actor style), forgotten when it stops or fails, and the
 //! [`Conversations`] handle the HTTP layer talks through.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,6 +15,7 @@ use crate::conversation::{
     ConversationActor, ConversationArgs, ConversationKey, ConversationMsg, Deps, TurnError,
     TurnOutcome, TurnRequest,
 };
+use crate::live::{Ending, LiveActors, ending};
 
 /// Behaviour of the `root/conversations` supervisor.
 pub(crate) struct ConversationRegistry;
@@ -25,9 +25,7 @@ pub(crate) struct RegistryState {
     /// Shared with every conversation actor.
     deps: Arc<Deps>,
     /// The live actor of each identity.
-    live: HashMap<ConversationKey, ActorRef<ConversationMsg>>,
-    /// The key of each live actor, to forget it when it stops.
-    keys: HashMap<ActorId, ConversationKey>,
+    live: LiveActors<ConversationKey, ConversationMsg>,
 }
 
 /// Messages of the registry.
@@ -65,8 +63,7 @@ impl Actor for ConversationRegistry {
     ) -> Result<Self::State, ActorProcessingErr> {
         Ok(RegistryState {
             deps,
-            live: HashMap::new(),
-            keys: HashMap::new(),
+            live: LiveActors::new(),
         })
     }
 
@@ -106,7 +103,6 @@ impl Actor for ConversationRegistry {
                 match Actor::spawn_linked(None, ConversationActor, args, myself.get_cell()).await {
                     Ok((actor, _)) => {
                         tracing::info!(actor = %path(&key), "actor spawned");
-                        state.keys.insert(actor.get_id(), key);
                         state.live.insert(key, actor.clone());
                         let _ = reply.send(Ok(actor));
                     }
@@ -119,13 +115,7 @@ impl Actor for ConversationRegistry {
             RegistryMsg::Lookup(key, reply) => {
                 let _ = reply.send(state.live.get(&key).cloned());
             }
-            RegistryMsg::Passivate(key, id) => {
-                if let Some(actor) = state.live.get(&key).filter(|a| a.get_id() == id) {
-                    let actor = actor.clone();
-                    state.live.remove(&key);
-                    let _ = actor.drain();
-                }
-            }
+            RegistryMsg::Passivate(key, id) => state.live.retire(&key, Some(id)),
             RegistryMsg::Count(reply) => {
                 let _ = reply.send(state.live.len());
             }
@@ -139,31 +129,23 @@ impl Actor for ConversationRegistry {
         event: SupervisionEvent,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        let (cell, failure) = match event {
-            SupervisionEvent::ActorTerminated(cell, _, reason) => (cell, reason.map(Ok)),
-            SupervisionEvent::ActorFailed(cell, error) => (cell, Some(Err(error.to_string()))),
-            SupervisionEvent::ActorStarted(_) | SupervisionEvent::ProcessGroupChanged(_) => {
-                return Ok(());
-            }
-        };
-        let Some(key) = state.keys.remove(&cell.get_id()) else {
+        let Some((cell, ending)) = ending(event) else {
             return Ok(());
         };
-        if state
-            .live
-            .get(&key)
-            .is_some_and(|a| a.get_id() == cell.get_id())
-        {
-            state.live.remove(&key);
-        }
-        match failure {
-            Some(Err(error)) => tracing::error!(
+        let Some(key) = state.live.forget(&cell) else {
+            return Ok(());
+        };
+        match ending {
+            Ending::Failed(error) => tracing::error!(
                 actor = %path(&key),
                 %error,
                 "actor failed; the next message for this identity restarts it"
             ),
-            Some(Ok(reason)) => tracing::info!(actor = %path(&key), %reason, "actor stopped"),
-            None => tracing::info!(actor = %path(&key), reason = "passivated", "actor stopped"),
+            Ending::Stopped(reason) => tracing::info!(
+                actor = %path(&key),
+                reason = reason.as_deref().unwrap_or("passivated"),
+                "actor stopped"
+            ),
         }
         Ok(())
     }

@@ -11,6 +11,7 @@ use tokio::task::JoinHandle;
 use crate::channel::ChannelDeps;
 use crate::channel_registry::{ChannelRegistry, ChannelRegistryMsg, Channels};
 use crate::conversation::Deps;
+use crate::live::{Ending, ending};
 use crate::registry::{ConversationRegistry, Conversations, RegistryMsg};
 use crate::supervisor::{Supervisor, SupervisorSnapshot};
 
@@ -307,12 +308,12 @@ impl Actor for Root {
         event: SupervisionEvent,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        let (cell, failure) = match event {
-            SupervisionEvent::ActorTerminated(cell, _, reason) => (cell, reason),
-            SupervisionEvent::ActorFailed(cell, error) => (cell, Some(error.to_string())),
-            SupervisionEvent::ActorStarted(_) | SupervisionEvent::ProcessGroupChanged(_) => {
-                return Ok(());
-            }
+        let Some((cell, ending)) = ending(event) else {
+            return Ok(());
+        };
+        let failure = match ending {
+            Ending::Stopped(reason) => reason,
+            Ending::Failed(error) => Some(error),
         };
         let Some(index) = state
             .children

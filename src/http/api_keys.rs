@@ -16,9 +16,10 @@ use crate::domain::{Name, Permission, Permissions};
 use crate::http::AppState;
 use crate::http::auth::Caller;
 use crate::http::envelope::Envelope;
-use crate::http::error::{ApiError, FieldError, PathSegment, Result};
+use crate::http::error::{ApiError, PathSegment, Result};
 use crate::http::extract::{Json, Path, Query};
 use crate::http::pagination::{PageResponse, page_from};
+use crate::http::validation::Problems;
 use crate::http::workspaces::accessible_workspace;
 use crate::tenancy::issue_api_key;
 
@@ -78,10 +79,8 @@ async fn create_api_key(
     Json(body): Json<CreateApiKeyBody>,
 ) -> Result<Envelope<ApiKeyRecord>> {
     caller.require(Permission::Admin)?;
-    let mut problems = Vec::new();
-    let name = Name::try_from(body.name.as_str())
-        .map_err(|e| problems.push(FieldError::new(["name"], e.to_string())))
-        .ok();
+    let mut problems = Problems::default();
+    let name = problems.parse(["name"], Name::try_from(body.name.as_str()));
     let permissions = parse_permissions(&body.permissions, &mut problems);
     let target = match &body.workspace_id {
         Value::Number(n) => n.as_i64().map(|id| id.to_string()),
@@ -89,16 +88,14 @@ async fn create_api_key(
         _ => None,
     };
     if target.is_none() {
-        problems.push(FieldError::new(
-            ["workspace_id"],
-            "must be a number or a numeric string",
-        ));
+        problems.add(["workspace_id"], "must be a number or a numeric string");
     }
     if body.expires_at.is_some_and(|at| at <= clock::now()) {
-        problems.push(FieldError::new(["expires_at"], "must be in the future"));
+        problems.add(["expires_at"], "must be in the future");
     }
-    let (Some(name), Some(target), true) = (name, target, problems.is_empty()) else {
-        return Err(ApiError::invalid(problems));
+    problems.finish()?;
+    let (Some(name), Some(target)) = (name, target) else {
+        return Err(ApiError::invalid_field(["name"], "is required"));
     };
 
     let workspace = accessible_workspace(&state, &caller, &target).await?;
@@ -117,24 +114,18 @@ async fn create_api_key(
     Ok(Envelope::created("API key created successfully", record))
 }
 
-fn parse_permissions(raw: &[String], problems: &mut Vec<FieldError>) -> Permissions {
+fn parse_permissions(raw: &[String], problems: &mut Problems) -> Permissions {
     if raw.is_empty() {
-        problems.push(FieldError::new(
+        problems.add(
             ["permissions"],
             "must list at least one of read, write, admin",
-        ));
+        );
     }
     raw.iter()
         .enumerate()
         .filter_map(|(index, name)| {
-            name.parse::<Permission>()
-                .map_err(|e| {
-                    problems.push(FieldError::new(
-                        [PathSegment::from("permissions"), PathSegment::from(index)],
-                        e.to_string(),
-                    ));
-                })
-                .ok()
+            let path = [PathSegment::from("permissions"), PathSegment::from(index)];
+            problems.parse(path, name.parse::<Permission>())
         })
         .collect()
 }

@@ -16,9 +16,10 @@ use crate::domain::{Name, Permission};
 use crate::http::AppState;
 use crate::http::auth::Caller;
 use crate::http::envelope::Envelope;
-use crate::http::error::{ApiError, FieldError, Result};
+use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Json, Path, Query};
 use crate::http::pagination::{PageResponse, page_from};
+use crate::http::validation::{Problems, present};
 
 /// Longest accepted description, in characters.
 const MAX_DESCRIPTION_CHARS: usize = 2000;
@@ -69,12 +70,11 @@ async fn create_workspace(
     Json(body): Json<CreateWorkspaceBody>,
 ) -> Result<Envelope<WorkspaceRecord>> {
     caller.require(Permission::Admin)?;
-    let mut problems = Vec::new();
-    let name = parse_name(&body.name, &mut problems);
+    let mut problems = Problems::default();
+    let name = problems.parse(["name"], Name::try_from(body.name.as_str()));
     let description = parse_description(body.description, &mut problems);
-    let Some(name) = name.filter(|_| problems.is_empty()) else {
-        return Err(ApiError::invalid(problems));
-    };
+    problems.finish()?;
+    let name = name.ok_or_else(|| ApiError::invalid_field(["name"], "is required"))?;
 
     let txn = parley_persistence::begin_write(&state.db).await?;
     let created = workspaces::create_with_owner(
@@ -140,15 +140,6 @@ struct UpdateWorkspaceBody {
     description: Option<Option<String>>,
 }
 
-/// Distinguishes an explicit `null` (clear the field) from an absent field (leave it).
-fn present<'de, D, T>(deserializer: D) -> std::result::Result<Option<Option<T>>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: Deserialize<'de>,
-{
-    Option::<T>::deserialize(deserializer).map(Some)
-}
-
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn update_workspace(
     caller: Caller,
@@ -158,17 +149,15 @@ async fn update_workspace(
 ) -> Result<Envelope<WorkspaceRecord>> {
     caller.require(Permission::Admin)?;
     let current = accessible_workspace(&state, &caller, &workspace_id).await?;
-    let mut problems = Vec::new();
+    let mut problems = Problems::default();
     let name = body
         .name
         .as_deref()
-        .and_then(|n| parse_name(n, &mut problems));
+        .and_then(|n| problems.parse(["name"], Name::try_from(n)));
     let description = body
         .description
         .map(|d| parse_description(d, &mut problems));
-    if !problems.is_empty() {
-        return Err(ApiError::invalid(problems));
-    }
+    problems.finish()?;
     let changes = WorkspaceChanges {
         name: name.clone().map(Name::into_inner),
         description,
@@ -215,19 +204,14 @@ pub(crate) async fn accessible_workspace(
     }
 }
 
-fn parse_name(raw: &str, problems: &mut Vec<FieldError>) -> Option<Name> {
-    Name::try_from(raw)
-        .map_err(|e| problems.push(FieldError::new(["name"], e.to_string())))
-        .ok()
-}
-
-fn parse_description(raw: Option<String>, problems: &mut Vec<FieldError>) -> Option<String> {
+/// A description kept as written, bounded in length.
+fn parse_description(raw: Option<String>, problems: &mut Problems) -> Option<String> {
     let text = raw?;
     if text.chars().count() > MAX_DESCRIPTION_CHARS {
-        problems.push(FieldError::new(
+        problems.add(
             ["description"],
             format!("must be at most {MAX_DESCRIPTION_CHARS} characters"),
-        ));
+        );
     }
     Some(text)
 }
