@@ -75,6 +75,13 @@ enum AdminCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Show the whole installation's live actor tree, from the running server (needs
+    /// `server.operator_token`, e.g. `PARLEY_OPERATOR_TOKEN`).
+    Actors {
+        /// The server's base URL (default: `http://` and the configured bind address).
+        #[arg(long)]
+        url: Option<String>,
+    },
     /// Issue another API key for a workspace, acting as its owner.
     CreateKey {
         /// Workspace id.
@@ -114,6 +121,18 @@ impl Cli {
         Settings::load(self.config.as_deref(), &overrides).context("loading configuration")
     }
 
+    /// Warnings about how Parley was started, to log once logging is set up.
+    pub fn warnings(&self) -> Vec<&'static str> {
+        let mut warnings = Vec::new();
+        if self.database.database_url.is_some() {
+            warnings.push(
+                "--database-url shows in the process list (and any password in it); prefer \
+                 PARLEY_DATABASE_URL",
+            );
+        }
+        warnings
+    }
+
     /// Runs the command.
     ///
     /// # Errors
@@ -138,36 +157,8 @@ impl Cli {
                 business,
                 email,
                 json,
-            }) => {
-                let db = open_database(&settings).await?;
-                let done = bootstrap(
-                    &db,
-                    &BootstrapRequest {
-                        workspace: workspace.clone(),
-                        business,
-                        email,
-                    },
-                )
-                .await?;
-                if json {
-                    println!("{}", serde_json::to_string(&done)?);
-                } else {
-                    println!(
-                        "Created workspace '{workspace}' (id {}).",
-                        done.workspace_id
-                    );
-                    println!(
-                        "API key with read, write and admin permissions (shown once, store it now):"
-                    );
-                    println!("  {}", done.api_key);
-                    println!("Try it against `parley serve`:");
-                    println!(
-                        "  curl -H 'Authorization: Bearer {}' http://{}/workspace",
-                        done.api_key, settings.bind
-                    );
-                }
-                Ok(())
-            }
+            }) => admin_bootstrap(&settings, workspace, business, email, json).await,
+            Command::Admin(AdminCommand::Actors { url }) => admin_actors(&settings, url).await,
             Command::Admin(AdminCommand::CreateKey {
                 workspace,
                 name,
@@ -175,37 +166,118 @@ impl Cli {
                 expires_at,
                 json,
             }) => {
-                let permissions: Permissions = permissions.parse()?;
-                anyhow::ensure!(!permissions.is_empty(), "give at least one permission");
-                let name =
-                    Name::try_from(name.as_str()).map_err(|e| anyhow::anyhow!("name {e}"))?;
-                let db = open_database(&settings).await?;
-                let owner = parley_persistence::tenancy::workspace_owner(&db, workspace)
-                    .await?
-                    .with_context(|| {
-                        format!("workspace {workspace} does not exist or has no members")
-                    })?;
-                let (stored, secret) =
-                    issue_api_key(&db, workspace, owner.id, &name, &permissions, expires_at)
-                        .await?;
-                if json {
-                    let out = serde_json::json!({
-                        "id": stored.id,
-                        "workspace_id": stored.workspace_id,
-                        "permissions": permissions.names(),
-                        "api_key": secret.expose(),
-                    });
-                    println!("{out}");
-                } else {
-                    println!(
-                        "API key '{}' for workspace {workspace} with {} (shown once, store it now):",
-                        name.as_str(),
-                        permissions.names().join(", ")
-                    );
-                    println!("  {}", secret.expose());
-                }
-                Ok(())
+                admin_create_key(&settings, workspace, &name, &permissions, expires_at, json).await
             }
         }
     }
+}
+
+/// `parley admin bootstrap`: the first workspace and key.
+async fn admin_bootstrap(
+    settings: &Settings,
+    workspace: String,
+    business: String,
+    email: Option<String>,
+    json: bool,
+) -> anyhow::Result<()> {
+    let db = open_database(settings).await?;
+    let done = bootstrap(
+        &db,
+        &BootstrapRequest {
+            workspace: workspace.clone(),
+            business,
+            email,
+        },
+    )
+    .await?;
+    if json {
+        println!("{}", serde_json::to_string(&done)?);
+    } else {
+        println!(
+            "Created workspace '{workspace}' (id {}).",
+            done.workspace_id
+        );
+        println!("API key with read, write and admin permissions (shown once, store it now):");
+        println!("  {}", done.api_key);
+        println!("Try it against `parley serve`:");
+        println!(
+            "  curl -H 'Authorization: Bearer {}' http://{}/workspace",
+            done.api_key, settings.server.bind
+        );
+    }
+    Ok(())
+}
+
+/// `parley admin create-key`: another key for a workspace, acting as its owner.
+async fn admin_create_key(
+    settings: &Settings,
+    workspace: i64,
+    name: &str,
+    permissions: &str,
+    expires_at: Option<DateTime<Utc>>,
+    json: bool,
+) -> anyhow::Result<()> {
+    let permissions: Permissions = permissions.parse()?;
+    anyhow::ensure!(!permissions.is_empty(), "give at least one permission");
+    let name = Name::try_from(name).map_err(|e| anyhow::anyhow!("name {e}"))?;
+    let db = open_database(settings).await?;
+    let owner = parley_persistence::tenancy::workspace_owner(&db, workspace)
+        .await?
+        .with_context(|| format!("workspace {workspace} does not exist or has no members"))?;
+    let (stored, secret) =
+        issue_api_key(&db, workspace, owner.id, &name, &permissions, expires_at).await?;
+    if json {
+        let out = serde_json::json!({
+            "id": stored.id,
+            "workspace_id": stored.workspace_id,
+            "permissions": permissions.names(),
+            "api_key": secret.expose(),
+        });
+        println!("{out}");
+    } else {
+        println!(
+            "API key '{}' for workspace {workspace} with {} (shown once, store it now):",
+            name.as_str(),
+            permissions.names().join(", ")
+        );
+        println!("  {}", secret.expose());
+    }
+    Ok(())
+}
+
+/// `parley admin actors`: the installation-wide tree, asked of the running server with the
+/// operator token.
+async fn admin_actors(settings: &Settings, url: Option<String>) -> anyhow::Result<()> {
+    let token = settings
+        .server
+        .operator_token
+        .as_ref()
+        .filter(|t| !t.expose().is_empty())
+        .context("set server.operator_token (PARLEY_OPERATOR_TOKEN) to read the whole tree")?;
+    let base = url.unwrap_or_else(|| format!("http://{}", settings.server.bind));
+    parley_actors::llm::install_crypto_provider();
+    let answer: serde_json::Value = reqwest::Client::new()
+        .get(format!("{}/admin/actors", base.trim_end_matches('/')))
+        .bearer_auth(token.expose())
+        .send()
+        .await
+        .with_context(|| format!("asking {base} for its actor tree"))?
+        .error_for_status()
+        .context("the server refused the operator token")?
+        .json()
+        .await
+        .context("reading the actor tree")?;
+    println!("root");
+    for supervisor in answer["data"]["supervisors"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        println!(
+            "├── {:<20} {} live",
+            supervisor["path"].as_str().unwrap_or_default(),
+            supervisor["live"]
+        );
+    }
+    Ok(())
 }

@@ -1,17 +1,26 @@
 //! `parley serve --demo`: fully offline. Embedded SQLite, a bootstrapped workspace whose key is
-//! printed, a `sandbox` channel synced to a demo worker and assistant, and a built-in
-//! deterministic model served over the same OpenAI-compatible protocol (testkit's demo model),
-//! plus the curl lines to try it.
+//! printed, a `sandbox` channel synced to a demo worker and assistant, a built-in
+//! deterministic model served over the same OpenAI-compatible protocol ([`model`]), a built-in
+//! MCP server with one tool ([`mcp_clock`]) registered and attached like any other, plus the curl
+//! lines to try it.
+
+mod mcp_clock;
+mod model;
 
 use anyhow::Context;
 use parley_persistence::assistants::{self, AssistantFields};
 use parley_persistence::channels::{self, ChannelChanges, NewChannel};
+use parley_persistence::entities::channel;
+use parley_persistence::mcp_servers::{self, McpServerFields};
 use parley_persistence::workers::{self, NewWorker};
-use parley_persistence::{DatabaseConnection, Page, clock, tenancy, workspaces};
-use parley_testkit::FakeModel;
+use parley_persistence::{
+    DatabaseConnection, Integration, McpTransport, Page, clock, tenancy, workspaces,
+};
 use serde_json::json;
 use uuid::Uuid;
 
+use self::mcp_clock::DemoClock;
+use self::model::DemoModel;
 use crate::config::Settings;
 use crate::domain::{AssistantSettings, Name, Permissions};
 use crate::startup::{Application, open_database};
@@ -19,8 +28,14 @@ use crate::tenancy::{BootstrapRequest, bootstrap, issue_api_key};
 
 const WORKSPACE: &str = "Demo";
 const CHANNEL: &str = "Demo sandbox";
+const CLOCK: &str = "demo_clock";
+const FIRST_PAGE: Page = Page {
+    page: 1,
+    limit: 100,
+};
 const INSTRUCTIONS: &str = "You are Parley's demo assistant. \
-    {{#if memory.profile.name}}The person's name is {{memory.profile.name}}.{{/if}}";
+    {{#if memory.profile.name}}The person's name is {{memory.profile.name}}. {{/if}}\
+    {{#if memory.profile.timezone}}Their timezone is {{memory.profile.timezone}}.{{/if}}";
 
 /// What the demo prepared.
 struct Demo {
@@ -36,122 +51,155 @@ pub async fn serve(
     mut settings: Settings,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let model = FakeModel::start_demo().await;
-    settings.llm_base_url = Some(model.base_url());
-    settings.llm_model = Some("parley-demo".to_owned());
-    settings.llm_api_key = None;
+    let model = DemoModel::start()
+        .await
+        .context("starting the demo's built-in model")?;
+    settings.llm.base_url = Some(model.base_url());
+    settings.llm.model = Some("parley-demo".to_owned());
+    settings.llm.api_key = None;
+    let clock = DemoClock::start()
+        .await
+        .context("starting the demo's built-in MCP server")?;
     let db = open_database(&settings).await?;
-    let demo = prepare(&db).await.context("preparing the demo workspace")?;
+    let demo = prepare(&db, &clock.url())
+        .await
+        .context("preparing the demo workspace")?;
     let app = Application::build(settings).await?;
     let base = format!("http://{}", app.local_addr()?);
     print_walkthrough(&base, &demo);
     let served = app.run_until(shutdown).await;
-    drop(model);
+    drop((model, clock));
     served
 }
 
-/// Creates (or finds) the demo workspace, worker, assistant and sandbox channel, and issues a
-/// fresh key for this run.
-async fn prepare(db: &DatabaseConnection) -> anyhow::Result<Demo> {
-    let now = clock::now();
-    let business = tenancy::find_or_create_business(db, WORKSPACE, now).await?;
-    let owner =
-        tenancy::find_or_create_user(db, business.id, Some("demo@parley.local"), now).await?;
-    let existing = workspaces::list_for_member(
-        db,
-        business.id,
-        owner.id,
-        Page {
-            page: 1,
-            limit: 100,
-        },
-    )
-    .await?
-    .items
-    .into_iter()
-    .find(|w| w.name == WORKSPACE);
-    let (workspace_id, api_key) = match existing {
-        Some(workspace) => {
-            let name = Name::try_from("demo").map_err(|e| anyhow::anyhow!("{e}"))?;
-            let (_, secret) =
-                issue_api_key(db, workspace.id, owner.id, &name, &Permissions::all(), None).await?;
-            (workspace.id, secret.expose().to_owned())
-        }
-        None => {
-            let done = bootstrap(
-                db,
-                &BootstrapRequest {
-                    workspace: WORKSPACE.to_owned(),
-                    business: WORKSPACE.to_owned(),
-                    email: Some("demo@parley.local".to_owned()),
-                },
-            )
-            .await?;
-            (done.workspace_id, done.api_key)
-        }
-    };
-    let found = channels::list(
-        db,
-        workspace_id,
-        Page {
-            page: 1,
-            limit: 100,
-        },
-    )
-    .await?
-    .items
-    .into_iter()
-    .find(|c| c.name == CHANNEL && c.integration == "sandbox");
-    let channel = match found {
-        Some(channel) if channel.worker_id.is_some() => channel,
-        other => {
-            let channel = match other {
-                Some(channel) => channel,
-                None => {
-                    let new = NewChannel {
-                        name: CHANNEL.to_owned(),
-                        integration: "sandbox".to_owned(),
-                        active: true,
-                        settings: json!({}),
-                        phone_number_id: None,
-                        business_account_id: None,
-                        access_token_encrypted: None,
-                        verify_token: Uuid::now_v7().simple().to_string(),
-                    };
-                    channels::create(db, workspace_id, new, now).await?
-                }
-            };
-            let worker = workers::create(
-                db,
-                workspace_id,
-                NewWorker {
-                    name: "Demo worker".to_owned(),
-                    description: Some("Answers the demo sandbox".to_owned()),
-                    timezone: None,
-                },
-                now,
-            )
-            .await?;
-            let fields = AssistantFields {
-                name: "Demo assistant".to_owned(),
-                instructions: INSTRUCTIONS.to_owned(),
-                languages: json!(["en"]),
-                provider: "PROVIDER_ONE".to_owned(),
-                model: None,
-                settings: serde_json::to_value(AssistantSettings::default())?,
-            };
-            assistants::create(db, workspace_id, worker.id, fields, now).await?;
-            let sync = ChannelChanges {
-                worker_id: Some(Some(worker.id)),
-                ..ChannelChanges::default()
-            };
-            channels::update(db, channel, sync, now).await?
-        }
-    };
+/// Creates (or finds) the demo workspace, worker, assistant and sandbox channel, attaches the
+/// clock at `clock_url` to the assistant, and issues a fresh key for this run.
+async fn prepare(db: &DatabaseConnection, clock_url: &str) -> anyhow::Result<Demo> {
+    let (workspace_id, api_key) = demo_workspace(db).await?;
+    let channel = demo_channel(db, workspace_id).await?;
+    demo_clock(db, workspace_id, &channel, clock_url).await?;
     Ok(Demo {
         api_key,
         channel_id: channel.id,
     })
+}
+
+/// The demo workspace (bootstrapped on the first run) and a fresh key with every permission.
+async fn demo_workspace(db: &DatabaseConnection) -> anyhow::Result<(i64, String)> {
+    let now = clock::now();
+    let business = tenancy::find_or_create_business(db, WORKSPACE, now).await?;
+    let owner =
+        tenancy::find_or_create_user(db, business.id, Some("demo@parley.local"), now).await?;
+    let existing = workspaces::list_for_member(db, business.id, owner.id, FIRST_PAGE)
+        .await?
+        .items
+        .into_iter()
+        .find(|w| w.name == WORKSPACE);
+    if let Some(workspace) = existing {
+        let name = Name::try_from("demo").map_err(|e| anyhow::anyhow!("{e}"))?;
+        let (_, secret) =
+            issue_api_key(db, workspace.id, owner.id, &name, &Permissions::all(), None).await?;
+        return Ok((workspace.id, secret.expose().to_owned()));
+    }
+    let done = bootstrap(
+        db,
+        &BootstrapRequest {
+            workspace: WORKSPACE.to_owned(),
+            business: WORKSPACE.to_owned(),
+            email: Some("demo@parley.local".to_owned()),
+        },
+    )
+    .await?;
+    Ok((done.workspace_id, done.api_key))
+}
+
+/// The demo's sandbox channel, synced to a worker with the demo assistant.
+async fn demo_channel(
+    db: &DatabaseConnection,
+    workspace_id: i64,
+) -> anyhow::Result<channel::Model> {
+    let now = clock::now();
+    let found = channels::list(db, workspace_id, FIRST_PAGE)
+        .await?
+        .items
+        .into_iter()
+        .find(|c| c.name == CHANNEL && c.integration == Integration::Sandbox);
+    let channel = match found {
+        Some(channel) if channel.worker_id.is_some() => return Ok(channel),
+        Some(channel) => channel,
+        None => {
+            let new = NewChannel {
+                name: CHANNEL.to_owned(),
+                integration: Integration::Sandbox,
+                active: true,
+                settings: json!({}),
+                phone_number_id: None,
+                business_account_id: None,
+                access_token_encrypted: None,
+                verify_token: Uuid::now_v7().simple().to_string(),
+                verified: None,
+            };
+            channels::create(db, workspace_id, new, now).await?
+        }
+    };
+    let worker = workers::create(
+        db,
+        workspace_id,
+        NewWorker {
+            name: "Demo worker".to_owned(),
+            description: Some("Answers the demo sandbox".to_owned()),
+            timezone: None,
+        },
+        now,
+    )
+    .await?;
+    let fields = AssistantFields {
+        name: "Demo assistant".to_owned(),
+        instructions: INSTRUCTIONS.to_owned(),
+        languages: json!(["en"]),
+        provider: "PROVIDER_ONE".to_owned(),
+        model: None,
+        settings: serde_json::to_value(AssistantSettings::default())?,
+    };
+    assistants::create(db, workspace_id, worker.id, fields, now).await?;
+    let sync = ChannelChanges {
+        worker_id: Some(Some(worker.id)),
+        ..ChannelChanges::default()
+    };
+    Ok(channels::update(db, channel, sync, now).await?)
+}
+
+/// The clock's MCP server record (its port changes every run, so its URL is updated) attached
+/// to the assistants of the channel's worker.
+async fn demo_clock(
+    db: &DatabaseConnection,
+    workspace_id: i64,
+    channel: &channel::Model,
+    url: &str,
+) -> anyhow::Result<()> {
+    let now = clock::now();
+    let fields = McpServerFields {
+        name: CLOCK.to_owned(),
+        transport: McpTransport::Http,
+        url: url.to_owned(),
+        headers: json!([]),
+    };
+    let found = mcp_servers::list(db, workspace_id, FIRST_PAGE)
+        .await?
+        .items
+        .into_iter()
+        .find(|s| s.name == CLOCK);
+    let server = match found {
+        Some(server) => mcp_servers::update(db, server, fields, now).await?,
+        None => mcp_servers::create(db, workspace_id, fields, now).await?,
+    };
+    let Some(worker_id) = channel.worker_id else {
+        return Ok(());
+    };
+    for assistant in assistants::list_for_worker(db, workspace_id, worker_id).await? {
+        mcp_servers::attach(db, workspace_id, assistant.id, server.id, now).await?;
+    }
+    Ok(())
 }
 
 fn print_walkthrough(base: &str, demo: &Demo) {
@@ -174,6 +222,13 @@ API key (all permissions): {key}
    curl -s -H 'Authorization: Bearer {key}' {base}/memory/from/+351912345678
    curl -s -H 'Authorization: Bearer {key}' -H 'Content-Type: application/json' \
         -d '{{"message": "What is my name?"}}' {base}/conversation/+351912345678/chat/{channel}
+
+4. A tool from an MCP server: the demo's clock is registered and attached to the assistant.
+   curl -s -H 'Authorization: Bearer {key}' {base}/workspace/mcps
+   curl -s -H 'Authorization: Bearer {key}' -H 'Content-Type: application/json' \
+        -d '{{"message": "My timezone is Asia/Tokyo"}}' {base}/conversation/+351912345678/chat/{channel}
+   curl -s -H 'Authorization: Bearer {key}' -H 'Content-Type: application/json' \
+        -d '{{"message": "What time is it?"}}' {base}/conversation/+351912345678/chat/{channel}
 
 Stop with ctrl-c.
 "#

@@ -6,6 +6,7 @@ mod admin;
 mod api_keys;
 mod assistants;
 mod auth;
+pub(crate) use auth::AuthFailures;
 mod channels;
 mod chat;
 mod conversations;
@@ -13,12 +14,15 @@ mod envelope;
 mod error;
 mod extract;
 mod health;
+mod idempotency;
 mod identities;
 mod identity_journey;
+mod mcps;
 mod memory;
 mod middleware;
 mod pagination;
 mod sandbox;
+mod send;
 mod stages;
 mod templates;
 mod validation;
@@ -31,7 +35,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use parley_actors::ActorRuntime;
+use parley_actors::{ActorRuntime, Change};
 use parley_persistence::DatabaseConnection;
 use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
@@ -40,7 +44,7 @@ use tower_http::trace::TraceLayer;
 
 use crate::config::Settings;
 use crate::http::error::ApiError;
-use parley_actors::secrets::SecretBox;
+use parley_actors::domain::SecretBox;
 
 /// What every handler can reach; cheap to clone.
 #[derive(Clone)]
@@ -53,13 +57,18 @@ pub struct AppState {
     pub actors: Arc<ActorRuntime>,
     /// Seals and opens secrets kept in the database.
     pub secrets: Arc<SecretBox>,
+    /// Failed authentications per client address.
+    pub(crate) auth_failures: auth::AuthFailures,
 }
 
 /// Builds the application's router with its middleware.
 pub fn router(state: AppState) -> Router {
-    let body_limit = state.settings.body_limit_bytes;
-    let timeout = Duration::from_secs(state.settings.request_timeout_secs);
-    Router::new()
+    let body_limit = state.settings.server.body_limit_bytes;
+    let timeout = Duration::from_secs(state.settings.server.request_timeout_secs);
+    // Plain requests answer within the general limit (503 `timeout` after it). Conversation and
+    // send routes wait on upstreams under their own limits (504) and finish claimed work
+    // whatever happens to the client, so the general limit does not cut them.
+    let plain = Router::new()
         .merge(health::router())
         .merge(workspaces::router())
         .merge(api_keys::router())
@@ -71,40 +80,63 @@ pub fn router(state: AppState) -> Router {
         .merge(identity_journey::router())
         .merge(memory::router())
         .merge(conversations::router())
-        .merge(chat::router())
         .merge(admin::router())
         .merge(webhooks::router())
         .merge(sandbox::router())
         .merge(templates::router())
+        .merge(mcps::router())
+        .route_layer(axum::middleware::from_fn(move |req, next| {
+            middleware::limit_duration(timeout, req, next)
+        }));
+    let acting = axum::middleware::from_fn_with_state(state.clone(), idempotency::idempotent);
+    let upstream_bound = Router::new()
+        .merge(chat::router())
+        .merge(send::router())
+        .route_layer(acting);
+    with_middleware(plain.merge(upstream_bound), body_limit).with_state(state)
+}
+
+/// The middleware every request passes through, outermost first: a request id, the request
+/// span, the log of server errors (panics included: the catcher sits inside it, so a panic is
+/// logged like any 500, with the request id), the panic catcher, and the body limit.
+fn with_middleware<S: Clone + Send + Sync + 'static>(
+    routes: Router<S>,
+    body_limit: usize,
+) -> Router<S> {
+    routes
         .fallback(unknown_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(
             ServiceBuilder::new()
+                .layer(axum::middleware::from_fn(
+                    middleware::drop_unplain_request_id,
+                ))
                 .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
                 .layer(PropagateRequestIdLayer::x_request_id())
                 .layer(TraceLayer::new_for_http().make_span_with(middleware::request_span))
-                .layer(CatchPanicLayer::custom(middleware::panic_response))
                 .layer(axum::middleware::from_fn(middleware::log_server_errors))
-                .layer(axum::middleware::from_fn(move |req, next| {
-                    middleware::limit_duration(timeout, req, next)
-                }))
+                .layer(CatchPanicLayer::custom(middleware::panic_response))
                 .layer(axum::middleware::from_fn(move |req, next| {
                     middleware::announce_body_limit(body_limit, req, next)
                 }))
                 .layer(DefaultBodyLimit::max(body_limit)),
         )
-        .with_state(state)
 }
 
-/// Tells the identity's live conversation actor, if any, that its identity, stage or memory
-/// changed through the API, so that its next turn sees the change.
-pub(crate) async fn invalidate_identity(
-    state: &AppState,
-    workspace_id: i64,
-    identity_id: uuid::Uuid,
-) {
-    if let Ok(conversations) = state.actors.conversations() {
-        conversations.invalidate(workspace_id, identity_id).await;
+impl AppState {
+    /// Tells the live actors that something they may cache changed; call it after the write
+    /// is committed.
+    pub(crate) fn changed(&self, change: Change) {
+        self.actors.changed(change);
+    }
+
+    /// Tells the identity's live conversation actor, if any, that its identity, stage or
+    /// memory changed.
+    pub(crate) fn identity_changed(&self, workspace_id: i64, identity_id: uuid::Uuid) {
+        self.changed(Change::Identity {
+            workspace_id,
+            identity_id,
+        });
     }
 }
 
@@ -114,4 +146,65 @@ async fn unknown_route() -> ApiError {
 
 async fn method_not_allowed() -> ApiError {
     ApiError::MethodNotAllowed
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+
+    use axum::body::Body;
+    use axum::routing::get;
+    use tower::ServiceExt;
+
+    use super::*;
+
+    #[derive(Clone, Default)]
+    struct Lines(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Lines {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if let Ok(mut lines) = self.0.lock() {
+                lines.extend_from_slice(buf);
+            }
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[allow(clippy::panic)]
+    async fn boom() -> &'static str {
+        panic!("boom in a handler")
+    }
+
+    #[tokio::test]
+    async fn a_panic_is_a_500_logged_as_a_failed_request_with_its_request_id() {
+        let lines = Lines::default();
+        let writer = lines.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .json()
+            .with_span_list(true)
+            .with_writer(move || writer.clone())
+            .finish();
+        let _guard = tracing::subscriber::set_default(subscriber);
+        let app = with_middleware(Router::new().route("/boom", get(boom)), 1024);
+
+        let request = axum::http::Request::get("/boom")
+            .header("x-request-id", "panic-42")
+            .body(Body::empty())
+            .expect("request");
+        let response = app.oneshot(request).await.expect("answered");
+
+        assert_eq!(response.status(), 500);
+        let logged = String::from_utf8(lines.0.lock().expect("lines").clone()).expect("utf-8");
+        let failed = logged
+            .lines()
+            .find(|l| l.contains("request failed"))
+            .unwrap_or_else(|| panic!("no request-failed line: {logged}"));
+        assert!(failed.contains("panic-42"), "{failed}");
+        assert!(failed.contains("boom in a handler"), "{failed}");
+    }
 }

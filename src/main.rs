@@ -7,6 +7,9 @@ use parley::cli::Cli;
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let settings = cli.settings()?;
-    parley::telemetry::init(&settings.log, settings.log_format)?;
+    parley::telemetry::init(&settings.log.filter, settings.log.format)?;
+    for warning in cli.warnings() {
+        tracing::warn!("{warning}");
+    }
     cli.run(settings).await
 }

@@ -12,7 +12,8 @@ use tokio::net::TcpListener;
 
 use crate::config::Settings;
 use crate::http::{AppState, router};
-use parley_actors::secrets::SecretBox;
+use crate::serve::{ConnectionLimits, serve};
+use parley_actors::domain::SecretBox;
 
 /// A built, bound, not yet serving application.
 pub struct Application {
@@ -29,32 +30,35 @@ impl Application {
     pub async fn build(settings: Settings) -> anyhow::Result<Self> {
         let db = open_database(&settings).await?;
         log_bootstrap_hint(&db).await?;
-        let secrets = SecretBox::load(settings.secret_key.as_deref(), &settings.data_dir)
+        let configured_key = settings.secret_key.as_ref().map(|k| k.expose());
+        let secrets = SecretBox::load(configured_key, &settings.data_dir)
             .context("loading the key for secrets at rest")?;
         parley_actors::llm::install_crypto_provider();
-        if settings.llm_base_url.is_none() {
+        if settings.llm.base_url.is_none() {
             tracing::warn!(
                 "no language model configured (PARLEY_LLM_BASE_URL): conversations will answer 503"
             );
         }
         let secrets = Arc::new(secrets);
-        let actors = ActorRuntime::start(
-            settings.conversation_deps(db.clone()),
-            settings.channel_deps(db.clone(), secrets.clone()),
-        )
-        .await
-        .context("starting the actor runtime")?;
+        warn_about_webhook_secret(&settings, &db).await?;
+        let actors = ActorRuntime::start(settings.runtime_deps(db.clone(), secrets.clone()))
+            .await
+            .context("starting the actor runtime")?;
         let actors = Arc::new(actors);
         actors
             .resume()
             .await
-            .context("resuming unanswered WhatsApp messages")?;
-        let listener = TcpListener::bind(settings.bind)
+            .context("resuming outbound messages left at the last stop")?;
+        let bind = settings.server.bind;
+        let listener = TcpListener::bind(bind)
             .await
-            .with_context(|| format!("binding {}", settings.bind))?;
+            .with_context(|| format!("binding {bind}"))?;
         Ok(Self {
             listener,
             state: AppState {
+                auth_failures: crate::http::AuthFailures::new(
+                    settings.server.auth_failures_per_minute,
+                ),
                 settings: Arc::new(settings),
                 db,
                 actors,
@@ -81,30 +85,16 @@ impl Application {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
         let Self { listener, state } = self;
-        let grace = Duration::from_secs(state.settings.shutdown_timeout_secs);
+        let server = &state.settings.server;
+        let grace = Duration::from_secs(server.shutdown_timeout_secs);
+        let limits = ConnectionLimits {
+            header_read_timeout: Duration::from_secs(server.header_read_timeout_secs.max(1)),
+            idle_timeout: Duration::from_secs(server.idle_timeout_secs.max(1)),
+            max_connections: server.max_connections,
+        };
         let addr = listener.local_addr()?;
         tracing::info!(%addr, "listening");
-
-        let (stopping_tx, mut stopping_rx) = tokio::sync::watch::channel(false);
-        let serve =
-            axum::serve(listener, router(state.clone())).with_graceful_shutdown(async move {
-                shutdown.await;
-                tracing::info!("shutting down: finishing in-flight requests");
-                let _ = stopping_tx.send(true);
-            });
-        let deadline = async move {
-            // Never resolves before the signal; a closed channel means the server is gone.
-            if stopping_rx.wait_for(|stopping| *stopping).await.is_ok() {
-                tokio::time::sleep(grace).await;
-            } else {
-                std::future::pending::<()>().await;
-            }
-        };
-        tokio::select! {
-            served = serve => served.context("serving HTTP")?,
-            () = deadline => tracing::warn!(?grace, "in-flight requests cut off at the shutdown deadline"),
-        }
-
+        serve(listener, router(state.clone()), limits, shutdown, grace).await;
         state.actors.shutdown(grace).await;
         if let Err(error) = state.db.close_by_ref().await {
             tracing::warn!(%error, "closing the database");
@@ -120,13 +110,8 @@ impl Application {
 /// # Errors
 /// Fails when the database cannot be reached or a migration fails.
 pub async fn open_database(settings: &Settings) -> anyhow::Result<DatabaseConnection> {
-    if settings.database_url.is_none() {
-        std::fs::create_dir_all(&settings.data_dir).with_context(|| {
-            format!(
-                "creating the data directory {}",
-                settings.data_dir.display()
-            )
-        })?;
+    if settings.database.url.is_none() {
+        create_owner_only(&settings.data_dir)?;
     }
     let url = settings.effective_database_url();
     let db = parley_persistence::connect(&url)
@@ -136,6 +121,63 @@ pub async fn open_database(settings: &Settings) -> anyhow::Result<DatabaseConnec
         .await
         .context("applying database migrations")?;
     Ok(db)
+}
+
+/// Without an app secret every webhook is refused: say so loudly, and louder when live
+/// channels are waiting for Meta's webhooks.
+async fn warn_about_webhook_secret(
+    settings: &Settings,
+    db: &DatabaseConnection,
+) -> anyhow::Result<()> {
+    let whatsapp = &settings.whatsapp;
+    if whatsapp.webhook_secret().is_some() {
+        return Ok(());
+    }
+    if whatsapp.allow_unsigned {
+        tracing::warn!(
+            "PARLEY_WHATSAPP_ALLOW_UNSIGNED is on: unsigned webhooks are accepted (development only)"
+        );
+        return Ok(());
+    }
+    tracing::error!(
+        "no WhatsApp app secret is configured (PARLEY_WHATSAPP_APP_SECRET): every webhook is refused"
+    );
+    let live = parley_persistence::channels::all_active(db)
+        .await?
+        .into_iter()
+        .filter(|c| c.integration.is_live())
+        .count();
+    if live > 0 {
+        tracing::warn!(
+            live_channels = live,
+            "live channels exist, and Meta's webhooks for them are refused until an app secret is set"
+        );
+    }
+    Ok(())
+}
+
+/// The data directory (0700) and the embedded database file (0600), created readable by the
+/// owner only, like the key file beside them. Existing ones are left as they are.
+fn create_owner_only(data_dir: &std::path::Path) -> anyhow::Result<()> {
+    if !data_dir.exists() {
+        let mut builder = std::fs::DirBuilder::new();
+        builder.recursive(true);
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        builder
+            .create(data_dir)
+            .with_context(|| format!("creating the data directory {}", data_dir.display()))?;
+    }
+    let database = data_dir.join("parley.db");
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    match options.open(&database) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("creating {}", database.display())),
+    }
 }
 
 async fn log_bootstrap_hint(db: &DatabaseConnection) -> anyhow::Result<()> {

@@ -21,5 +21,25 @@ pub fn init(filter: &str, format: LogFormat) -> anyhow::Result<()> {
         LogFormat::Pretty => builder.try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
     }
-    .map_err(|e| anyhow::anyhow!("installing the log subscriber: {e}"))
+    .map_err(|e| anyhow::anyhow!("installing the log subscriber: {e}"))?;
+    log_panics();
+    Ok(())
+}
+
+/// Panics go to the log as structured lines (inside the span of the request or actor that
+/// panicked), not as a raw backtrace on stderr.
+fn log_panics() {
+    std::panic::set_hook(Box::new(|info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("unknown panic");
+        let location = info
+            .location()
+            .map(|l| format!("{}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        tracing::error!(panic = message, %location, "panicked");
+    }));
 }

@@ -1,27 +1,38 @@
 //! ConversationActor: one per live identity. It serialises that identity's turns across
-//! channels, caches its identity, stage and memory, merges a burst of messages into one turn
-//! when the assistant asks for it (`debounce_ms`), and passivates after an idle timeout; the
-//! registry spawns it again on the next message.
+//! channels, caches what a turn reads (the identity and its memory, the workspace's stages,
+//! each channel's route to its assistants) until a [`Change`] says otherwise, merges a burst
+//! of messages into one turn when the assistant asks for it (`debounce_ms`), and passivates
+//! after an idle timeout; the registry spawns it again on the next message.
 
 mod context;
 mod history;
+pub mod registry;
+mod request;
+mod route;
+pub mod thread;
 mod tools;
 mod turn;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parley_persistence::DatabaseConnection;
+use parley_persistence::entities::stage;
+use parley_persistence::{DatabaseConnection, Page, stages};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
-use serde::Serialize;
-use serde_json::Value;
-use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use self::context::Context;
-use self::turn::Route;
-use crate::llm::{LlmClient, LlmError, Usage};
-use crate::registry::RegistryMsg;
+use self::registry::RegistryMsg;
+pub use self::request::{
+    ToolCallRecord, TurnError, TurnEvent, TurnOrigin, TurnOutcome, TurnRequest,
+};
+use self::route::{Route, Routed};
+pub use self::tools::BUILTIN_TOOLS;
+use crate::changes::Change;
+use crate::llm::LlmClient;
+use crate::mcp::McpHub;
+use crate::runtime::ActorPath;
 
 /// How conversations behave; from configuration.
 #[derive(Clone, Debug)]
@@ -38,85 +49,15 @@ pub struct ConversationSettings {
 
 /// What the conversation actors need.
 #[derive(Clone, Debug)]
-pub struct Deps {
+pub struct ConversationDeps {
     /// Connection pool.
     pub db: DatabaseConnection,
     /// The language model.
     pub llm: LlmClient,
+    /// The MCP servers' client.
+    pub mcp: Arc<McpHub>,
     /// Behaviour settings.
     pub settings: ConversationSettings,
-}
-
-/// One message of an identity to answer.
-#[derive(Clone, Debug)]
-pub struct TurnRequest {
-    /// The channel it arrived on (or is addressed to).
-    pub channel_id: Uuid,
-    /// Its text.
-    pub text: String,
-    /// Where to send reply tokens as they are generated, for streaming callers.
-    pub stream: Option<mpsc::Sender<String>>,
-    /// WhatsApp's id of the inbound message. The reply is then stored `pending` for the channel
-    /// to send, and a turn for an id already answered answers the stored reply instead of
-    /// asking the model again.
-    pub platform_message_id: Option<String>,
-}
-
-/// A tool the assistant used during a turn.
-#[derive(Clone, Debug, Serialize)]
-pub struct ToolCallRecord {
-    /// Tool name.
-    pub name: String,
-    /// Arguments as the model gave them (parsed when they were JSON).
-    pub arguments: Value,
-    /// What the tool answered.
-    pub result: Value,
-}
-
-/// The answer of a turn.
-#[derive(Clone, Debug)]
-pub struct TurnOutcome {
-    /// The conversation the turn belongs to.
-    pub conversation_id: Uuid,
-    /// The stored reply.
-    pub message_id: Uuid,
-    /// The reply's text.
-    pub reply: String,
-    /// Tools used on the way.
-    pub tool_calls: Vec<ToolCallRecord>,
-    /// Tokens used by every model call of the turn.
-    pub usage: Usage,
-    /// Whether the reply is the assistant's fallback message because the model failed.
-    pub fallback: bool,
-}
-
-/// Why a turn produced no reply.
-#[derive(Clone, Debug, thiserror::Error)]
-pub enum TurnError {
-    /// The identity does not exist (any more).
-    #[error("identity not found")]
-    IdentityNotFound,
-    /// The channel does not exist in the identity's workspace.
-    #[error("channel not found")]
-    ChannelNotFound,
-    /// The channel has no synced worker, or the worker no assistant.
-    #[error("the channel has no synced worker with an assistant")]
-    NoAssistant,
-    /// The model failed and the assistant has no fallback message.
-    #[error(transparent)]
-    Llm(LlmError),
-    /// The instructions could not be rendered.
-    #[error("the assistant's instructions could not be rendered: {0}")]
-    Template(String),
-    /// The database failed.
-    #[error("storage failed: {0}")]
-    Storage(String),
-    /// The turn did not finish within the caller's patience; it goes on and is stored.
-    #[error("the turn did not finish in time")]
-    Timeout,
-    /// The conversation actor could not be reached or failed during the turn.
-    #[error("the conversation actor is unavailable: {0}")]
-    Unavailable(String),
 }
 
 /// Identifies a conversation actor: workspace and identity.
@@ -128,14 +69,14 @@ pub(crate) struct ConversationActor;
 /// What it starts with.
 pub(crate) struct ConversationArgs {
     pub(crate) key: ConversationKey,
-    pub(crate) deps: Arc<Deps>,
+    pub(crate) deps: Arc<ConversationDeps>,
     pub(crate) registry: ActorRef<RegistryMsg>,
 }
 
 /// A turn waiting for its debounce window to close.
 struct Pending {
     request: TurnRequest,
-    route: Route,
+    routed: Routed,
     reply: RpcReplyPort<Result<TurnOutcome, TurnError>>,
 }
 
@@ -143,12 +84,18 @@ struct Pending {
 pub(crate) struct ConversationState {
     /// Workspace and identity.
     key: ConversationKey,
+    /// Where it sits in the tree, for its log lines.
+    path: ActorPath,
     /// Database, model, settings.
-    deps: Arc<Deps>,
+    deps: Arc<ConversationDeps>,
     /// Asked to passivate this actor, so that no new turn is routed here while it drains.
     registry: ActorRef<RegistryMsg>,
-    /// Cached identity, stage and memory; `None` until the first turn or after a reload.
+    /// The identity and its memory; `None` until the first turn or after a change.
     context: Option<Context>,
+    /// The workspace's stages (their names render in instructions and the tool text).
+    stages: Option<Vec<stage::Model>>,
+    /// Each channel's route to its assistants, loaded on the first turn on that channel.
+    routes: HashMap<Uuid, Route>,
     /// Turns collected in the current debounce window.
     pending: Vec<Pending>,
     /// Bumped by every debounced turn; a flush for an older generation is stale.
@@ -163,8 +110,8 @@ pub(crate) enum ConversationMsg {
     Turn(TurnRequest, RpcReplyPort<Result<TurnOutcome, TurnError>>),
     /// The debounce window of this generation closed.
     Flush(u64),
-    /// The identity, its stage or its memory changed elsewhere: reload before the next turn.
-    Reload,
+    /// Something this actor may cache changed.
+    Changed(Change),
     /// Time to see whether the actor has been idle long enough to stop.
     IdleCheck,
     /// Fail on purpose, so that tests can watch a crash stay contained.
@@ -184,10 +131,13 @@ impl Actor for ConversationActor {
     ) -> Result<Self::State, ActorProcessingErr> {
         myself.send_after(args.deps.settings.actor_idle, || ConversationMsg::IdleCheck);
         Ok(ConversationState {
+            path: ActorPath::conversation(args.key.1),
             key: args.key,
             deps: args.deps,
             registry: args.registry,
             context: None,
+            stages: None,
+            routes: HashMap::new(),
             pending: Vec::new(),
             generation: 0,
             last_activity: Instant::now(),
@@ -204,6 +154,7 @@ impl Actor for ConversationActor {
         Ok(())
     }
 
+    #[tracing::instrument(name = "conversation", skip_all, fields(actor = %state.path, workspace_id = state.key.0, identity_id = %state.key.1))]
     async fn handle(
         &self,
         myself: ActorRef<Self::Msg>,
@@ -212,53 +163,16 @@ impl Actor for ConversationActor {
     ) -> Result<(), ActorProcessingErr> {
         match message {
             ConversationMsg::Turn(request, reply) => {
-                state.last_activity = Instant::now();
-                let route = match prepare(state, &request).await {
-                    Ok(route) => route,
-                    Err(error) => {
-                        let gone = matches!(error, TurnError::IdentityNotFound);
-                        let _ = reply.send(Err(error));
-                        if gone {
-                            myself.stop(Some("identity deleted".to_owned()));
-                        }
-                        return Ok(());
-                    }
-                };
-                let debounce = route.debounce_ms();
-                if debounce == 0 && state.pending.is_empty() {
-                    let outcome = answer(state, &route, &[request]).await;
-                    let _ = reply.send(outcome);
-                } else {
-                    state.pending.push(Pending {
-                        request,
-                        route,
-                        reply,
-                    });
-                    state.generation += 1;
-                    let generation = state.generation;
-                    myself.send_after(Duration::from_millis(debounce), move || {
-                        ConversationMsg::Flush(generation)
-                    });
-                }
+                tracing::debug!(channel_id = %request.channel_id, "turn received");
+                turn_arrived(state, &myself, request, reply).await;
             }
             ConversationMsg::Flush(generation) => {
                 if generation == state.generation {
                     flush(state).await;
                 }
             }
-            ConversationMsg::Reload => state.context = None,
-            ConversationMsg::IdleCheck => {
-                let idle = state.deps.settings.actor_idle;
-                let quiet = state.last_activity.elapsed();
-                if quiet >= idle && state.pending.is_empty() {
-                    let _ = state
-                        .registry
-                        .send_message(RegistryMsg::Passivate(state.key, myself.get_id()));
-                } else {
-                    let wait = idle.saturating_sub(quiet).max(Duration::from_millis(10));
-                    myself.send_after(wait, || ConversationMsg::IdleCheck);
-                }
-            }
+            ConversationMsg::Changed(change) => forget(state, &change),
+            ConversationMsg::IdleCheck => idle_check(state, &myself),
             #[cfg(test)]
             ConversationMsg::Crash => return Err("crash requested".into()),
         }
@@ -266,31 +180,92 @@ impl Actor for ConversationActor {
     }
 }
 
-/// Loads the context if needed and routes the request.
-async fn prepare(state: &mut ConversationState, request: &TurnRequest) -> Result<Route, TurnError> {
+/// Routes a new message and answers it now, or holds it for the debounce window.
+async fn turn_arrived(
+    state: &mut ConversationState,
+    myself: &ActorRef<ConversationMsg>,
+    request: TurnRequest,
+    reply: RpcReplyPort<Result<TurnOutcome, TurnError>>,
+) {
+    state.last_activity = Instant::now();
+    let routed = match prepare(state, &request).await {
+        Ok(routed) => routed,
+        Err(error) => {
+            let gone = matches!(error, TurnError::IdentityNotFound);
+            let _ = reply.send(Err(error));
+            if gone {
+                myself.stop(Some("identity deleted".to_owned()));
+            }
+            return;
+        }
+    };
+    if let Some(events) = request.events() {
+        // A caller that went away does not stop the turn.
+        let _ = events.send(TurnEvent::Accepted).await;
+    }
+    let debounce = routed.settings.debounce_ms;
+    if debounce == 0 && state.pending.is_empty() {
+        let outcome = answer(state, &routed, &[request]).await;
+        let _ = reply.send(outcome);
+        return;
+    }
+    state.pending.push(Pending {
+        request,
+        routed,
+        reply,
+    });
+    state.generation += 1;
+    let generation = state.generation;
+    myself.send_after(Duration::from_millis(debounce), move || {
+        ConversationMsg::Flush(generation)
+    });
+}
+
+/// Loads what is not cached yet and picks the assistant for the request's channel.
+async fn prepare(
+    state: &mut ConversationState,
+    request: &TurnRequest,
+) -> Result<Routed, TurnError> {
     let (workspace_id, identity_id) = state.key;
+    let db = &state.deps.db;
     if state.context.is_none() {
         state.context = Some(
-            Context::load(&state.deps.db, workspace_id, identity_id)
+            Context::load(db, workspace_id, identity_id)
                 .await?
                 .ok_or(TurnError::IdentityNotFound)?,
         );
     }
+    if state.stages.is_none() {
+        // Stages are a short list by nature; a thousand is far beyond any journey.
+        let page = Page {
+            page: 1,
+            limit: 1_000,
+        };
+        state.stages = Some(stages::list(db, workspace_id, page).await?.items);
+    }
+    if let std::collections::hash_map::Entry::Vacant(slot) = state.routes.entry(request.channel_id)
+    {
+        slot.insert(Route::load(db, workspace_id, request.channel_id).await?);
+    }
     let context = state.context.as_ref().ok_or(TurnError::IdentityNotFound)?;
-    turn::route(&state.deps.db, workspace_id, request.channel_id, context).await
+    state
+        .routes
+        .get(&request.channel_id)
+        .ok_or(TurnError::ChannelNotFound)?
+        .choose(context.language().as_deref())
 }
 
 async fn answer(
     state: &mut ConversationState,
-    route: &Route,
+    routed: &Routed,
     batch: &[TurnRequest],
 ) -> Result<TurnOutcome, TurnError> {
-    let Some(context) = state.context.as_mut() else {
+    let (Some(context), Some(stages)) = (state.context.as_mut(), state.stages.as_deref()) else {
         return Err(TurnError::IdentityNotFound);
     };
-    let outcome = turn::run(&state.deps, context, route, batch).await;
+    let outcome = turn::run(&state.deps, context, stages, routed, batch).await;
     if let Err(error) = &outcome {
-        tracing::warn!(identity_id = %state.key.1, %error, "turn failed");
+        tracing::warn!(%error, "turn failed");
         if matches!(error, TurnError::Storage(_)) {
             // The cache may be ahead of or behind the database now.
             state.context = None;
@@ -309,11 +284,36 @@ async fn flush(state: &mut ConversationState) {
             .into_iter()
             .partition(|p| p.request.channel_id == channel_id);
         pending = rest;
-        let route = group[0].route.clone();
+        let routed = group[0].routed.clone();
         let batch: Vec<TurnRequest> = group.iter().map(|p| p.request.clone()).collect();
-        let outcome = answer(state, &route, &batch).await;
+        let outcome = answer(state, &routed, &batch).await;
         for waiting in group {
             let _ = waiting.reply.send(outcome.clone());
         }
+    }
+}
+
+/// Drops what `change` made stale; the next turn reloads it.
+fn forget(state: &mut ConversationState, change: &Change) {
+    match change {
+        Change::Identity { .. } => state.context = None,
+        Change::Stages { .. } => state.stages = None,
+        Change::Channel { channel_id, .. } | Change::ChannelDeleted { channel_id, .. } => {
+            state.routes.remove(channel_id);
+        }
+        Change::Assistants { .. } => state.routes.clear(),
+    }
+}
+
+fn idle_check(state: &ConversationState, myself: &ActorRef<ConversationMsg>) {
+    let idle = state.deps.settings.actor_idle;
+    let quiet = state.last_activity.elapsed();
+    if quiet >= idle && state.pending.is_empty() {
+        let _ = state
+            .registry
+            .send_message(RegistryMsg::Passivate(state.key, myself.get_id()));
+    } else {
+        let wait = idle.saturating_sub(quiet).max(Duration::from_millis(10));
+        myself.send_after(wait, || ConversationMsg::IdleCheck);
     }
 }

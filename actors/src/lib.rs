@@ -1,32 +1,43 @@
-//! Parley's actor runtime and everything that talks to the outside world: a root supervisor
-//! with one child supervisor per kind of live work (channels, conversations, flows, scheduled
-//! tasks), started by `parley serve` and stopped on shutdown; the language-model client; the
-//! instruction templates.
+//! Parley's actor runtime and everything that talks to the outside world.
+//!
+//! - [`runtime`]: the supervised tree (root → channels, conversations, inbound, flows,
+//!   scheduler) and [`ActorRuntime`], the one handle the server holds.
+//! - [`conversation`]: one actor per live identity, running the assistant's turns.
+//! - [`channel`]: one actor per WhatsApp number, owning its limits and the Graph API.
+//! - [`inbound`]: the bounded worker answering stored webhook events.
+//! - [`outbound`]: the one way to send a message to a person.
+//! - [`people`]: the identity behind a phone number.
+//! - [`changes`]: how writes tell live actors that what they cache changed.
+//! - [`llm`], [`whatsapp`], [`mcp`]: protocol clients, no actors.
+//! - [`domain`]: values parsed once (phones, memory keys, assistant settings) and the
+//!   primitives around them.
 //!
 //! Every spawn, failure, restart and stop is logged with the actor's path
-//! (`root/conversations/identity:<uuid>`).
+//! (`root/conversations/identity:<uuid>`), and actors handle messages inside the span of the
+//! request that sent them, so a request id shows on its actors' log lines.
 
+pub mod changes;
 pub mod channel;
-mod channel_registry;
 pub mod conversation;
+pub mod domain;
 pub mod inbound;
-mod live;
 pub mod llm;
-pub mod memory_key;
-pub mod phone;
-mod registry;
-mod runtime;
-pub mod secrets;
-mod supervisor;
-pub mod templating;
+pub mod mcp;
+pub mod outbound;
+pub mod people;
+pub mod runtime;
 #[cfg(test)]
 mod test_support;
 pub mod whatsapp;
 
-pub use channel_registry::Channels;
+pub use changes::Change;
+pub use channel::registry::Channels;
+pub use conversation::registry::Conversations;
 pub use conversation::{
-    ConversationSettings, Deps, ToolCallRecord, TurnError, TurnOutcome, TurnRequest,
+    ConversationDeps, ConversationSettings, ToolCallRecord, TurnError, TurnEvent, TurnOrigin,
+    TurnOutcome, TurnRequest,
 };
-pub use registry::Conversations;
-pub use runtime::{ActorRuntime, RuntimeError, SupervisorKind};
-pub use supervisor::SupervisorSnapshot;
+pub use outbound::Outbox;
+pub use runtime::{
+    ActorPath, ActorRuntime, RuntimeDeps, RuntimeError, SupervisorKind, SupervisorSnapshot,
+};

@@ -1,38 +1,64 @@
-//! The root of the actor tree and the handle the server holds on to.
+//! The actor tree and the one handle the server holds on to, [`ActorRuntime`]. Everything the
+//! rest of Parley asks of live actors goes through its methods: conversations, channels, the
+//! outbox, inbound events, cache changes and the operator's view of the tree.
+//!
+//! ```text
+//! root
+//! ├── channels        one ChannelActor per active channel
+//! ├── conversations   one ConversationActor per live identity
+//! ├── inbound         the bounded worker answering stored webhook events
+//! ├── flows           one FlowActor per queued/running/paused flow
+//! └── scheduler       one ScheduledTaskActor per task due soon
+//! ```
+
+mod live;
+mod path;
+mod root;
+mod supervisor;
 
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use ractor::{
-    Actor, ActorCell, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent, call_t,
-};
-use tokio::task::JoinHandle;
+use parley_persistence::entities::webhook_event;
+use parley_persistence::{DatabaseConnection, PersistenceError, deliveries};
+use ractor::{ActorRef, call_t};
 
+pub(crate) use self::live::{Ending, LiveActors, ending};
+pub use self::path::ActorPath;
+use self::root::{Root, RootArgs, RootMsg};
+pub use self::supervisor::SupervisorSnapshot;
+use crate::changes::Change;
 use crate::channel::ChannelDeps;
-use crate::channel_registry::{ChannelRegistry, ChannelRegistryMsg, Channels};
-use crate::conversation::Deps;
-use crate::live::{Ending, ending};
-use crate::registry::{ConversationRegistry, Conversations, RegistryMsg};
-use crate::supervisor::{Supervisor, SupervisorSnapshot};
+use crate::channel::registry::{ChannelRegistryMsg, Channels};
+use crate::conversation::ConversationDeps;
+use crate::conversation::registry::{Conversations, RegistryMsg};
+use crate::inbound::worker::{InboundSettings, InboundWorkerMsg};
+use crate::mcp::McpHub;
+use crate::outbound::Outbox;
+use crate::whatsapp::{GraphClient, GraphError};
+use parley_persistence::channels::VerifiedNumber;
 
-/// The four kinds of live work, each under its own supervisor.
+/// The kinds of live work, each under its own supervisor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SupervisorKind {
     /// One ChannelActor per active channel.
     Channels,
     /// One ConversationActor per live identity.
     Conversations,
+    /// The worker that answers stored webhook events, a bounded number at a time.
+    Inbound,
     /// One FlowActor per queued, running or paused flow.
     Flows,
-    /// One ScheduledTaskActor per pending task.
+    /// One ScheduledTaskActor per task due soon.
     Scheduler,
 }
 
 impl SupervisorKind {
-    /// Every kind, in start order.
-    pub const ALL: [Self; 4] = [
+    /// Every kind, in start order: the inbound worker talks to conversations and channels.
+    pub const ALL: [Self; 5] = [
         Self::Channels,
         Self::Conversations,
+        Self::Inbound,
         Self::Flows,
         Self::Scheduler,
     ];
@@ -42,68 +68,145 @@ impl SupervisorKind {
         match self {
             Self::Channels => "channels",
             Self::Conversations => "conversations",
+            Self::Inbound => "inbound",
             Self::Flows => "flows",
             Self::Scheduler => "scheduler",
         }
     }
-
-    fn path(self) -> String {
-        format!("root/{}", self.name())
-    }
 }
 
 /// Why the runtime could not start or answer.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum RuntimeError {
-    /// An actor failed in `pre_start`.
+    /// An actor failed to start.
     #[error("actor failed to start: {0}")]
-    Spawn(#[from] ractor::SpawnErr),
-    /// The root did not answer in time or is gone.
+    Spawn(String),
+    /// The supervisor is being restarted after a failure.
+    #[error("the {} supervisor is restarting", .0.name())]
+    Restarting(SupervisorKind),
+    /// An actor did not answer in time or is gone.
     #[error("actor runtime did not answer: {0}")]
     Unavailable(String),
 }
 
-/// The current registries, replaced when their supervisor restarts.
-#[derive(Debug, Default)]
-struct Registries {
-    conversations: RwLock<Option<ActorRef<RegistryMsg>>>,
-    channels: RwLock<Option<ActorRef<ChannelRegistryMsg>>>,
+impl From<ractor::SpawnErr> for RuntimeError {
+    fn from(error: ractor::SpawnErr) -> Self {
+        Self::Spawn(error.to_string())
+    }
 }
 
-type RegistrySlot = Arc<Registries>;
+/// Everything the actors need, built once from configuration.
+#[derive(Clone, Debug)]
+pub struct RuntimeDeps {
+    /// What conversation actors need.
+    pub conversations: ConversationDeps,
+    /// What channel actors need.
+    pub channels: ChannelDeps,
+    /// How the inbound worker paces itself.
+    pub inbound: InboundSettings,
+}
+
+/// The live supervisors' handles, replaced when a supervisor restarts, and what is needed to
+/// reach them. Shared by the runtime, the outbox and the inbound worker.
+#[derive(Debug)]
+pub(crate) struct Handles {
+    pub(crate) db: DatabaseConnection,
+    /// Meta's Graph API, for calls that come before any channel actor exists.
+    graph: GraphClient,
+    /// The MCP servers' client.
+    mcp: Arc<McpHub>,
+    pub(crate) turn_timeout: Duration,
+    pub(crate) idle_after: chrono::Duration,
+    conversations: RwLock<Option<ActorRef<RegistryMsg>>>,
+    channels: RwLock<Option<ActorRef<ChannelRegistryMsg>>>,
+    inbound: RwLock<Option<ActorRef<InboundWorkerMsg>>>,
+}
+
+impl Handles {
+    fn new(deps: &RuntimeDeps) -> Self {
+        Self {
+            db: deps.conversations.db.clone(),
+            graph: deps.channels.graph.clone(),
+            mcp: deps.conversations.mcp.clone(),
+            turn_timeout: deps.conversations.settings.turn_timeout,
+            idle_after: deps.conversations.settings.idle_after,
+            conversations: RwLock::new(None),
+            channels: RwLock::new(None),
+            inbound: RwLock::new(None),
+        }
+    }
+
+    fn read<T: Clone>(slot: &RwLock<Option<T>>, kind: SupervisorKind) -> Result<T, RuntimeError> {
+        let guard = slot
+            .read()
+            .map_err(|_| RuntimeError::Unavailable("a handle lock is poisoned".to_owned()))?;
+        guard.clone().ok_or(RuntimeError::Restarting(kind))
+    }
+
+    fn publish<T>(slot: &RwLock<Option<T>>, value: Option<T>) {
+        match slot.write() {
+            Ok(mut guard) => *guard = value,
+            Err(poisoned) => *poisoned.into_inner() = value,
+        }
+    }
+
+    /// The handle on the conversation actors.
+    pub(crate) fn conversations(&self) -> Result<Conversations, RuntimeError> {
+        Self::read(&self.conversations, SupervisorKind::Conversations)
+            .map(|registry| Conversations::new(registry, self.turn_timeout))
+    }
+
+    /// The handle on the channel actors.
+    pub(crate) fn channels(&self) -> Result<Channels, RuntimeError> {
+        Self::read(&self.channels, SupervisorKind::Channels).map(Channels::new)
+    }
+
+    fn inbound(&self) -> Result<ActorRef<InboundWorkerMsg>, RuntimeError> {
+        Self::read(&self.inbound, SupervisorKind::Inbound)
+    }
+
+    /// Records (or, with `None`, forgets) the live supervisor of `kind`.
+    pub(crate) fn set(&self, kind: SupervisorKind, cell: Option<&ractor::ActorCell>) {
+        match kind {
+            SupervisorKind::Conversations => {
+                Self::publish(&self.conversations, cell.map(|c| c.clone().into()));
+            }
+            SupervisorKind::Channels => {
+                Self::publish(&self.channels, cell.map(|c| c.clone().into()));
+            }
+            SupervisorKind::Inbound => {
+                Self::publish(&self.inbound, cell.map(|c| c.clone().into()));
+            }
+            SupervisorKind::Flows | SupervisorKind::Scheduler => {}
+        }
+    }
+}
 
 /// Handle on the running actor tree.
 #[derive(Debug)]
 pub struct ActorRuntime {
     root: ActorRef<RootMsg>,
-    db: parley_persistence::DatabaseConnection,
-    registry: RegistrySlot,
-    turn_timeout: Duration,
+    handles: Arc<Handles>,
     /// Taken by the first [`ActorRuntime::shutdown`].
-    join: std::sync::Mutex<Option<JoinHandle<()>>>,
+    join: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 impl ActorRuntime {
-    /// Starts the root supervisor and its four children.
+    /// Starts the root supervisor and its children.
     ///
     /// # Errors
     /// Fails when an actor cannot start.
-    pub async fn start(deps: Deps, channel_deps: ChannelDeps) -> Result<Self, RuntimeError> {
-        let registry: RegistrySlot = Arc::new(Registries::default());
-        let turn_timeout = deps.settings.turn_timeout;
-        let db = deps.db.clone();
+    pub async fn start(deps: RuntimeDeps) -> Result<Self, RuntimeError> {
+        let handles = Arc::new(Handles::new(&deps));
         let args = RootArgs {
             deps: Arc::new(deps),
-            channel_deps: Arc::new(channel_deps),
-            registry: registry.clone(),
+            handles: handles.clone(),
         };
-        let (root, join) = Actor::spawn(None, Root, args).await?;
-        tracing::info!(actor = "root", "actor runtime started");
+        let (root, join) = ractor::Actor::spawn(None, Root, args).await?;
+        tracing::info!(actor = %ActorPath::root(), "actor runtime started");
         Ok(Self {
             root,
-            db,
-            registry,
-            turn_timeout,
+            handles,
             join: std::sync::Mutex::new(Some(join)),
         })
     }
@@ -113,21 +216,7 @@ impl ActorRuntime {
     /// # Errors
     /// Fails while the conversations supervisor is restarting.
     pub fn conversations(&self) -> Result<Conversations, RuntimeError> {
-        let slot = self
-            .registry
-            .conversations
-            .read()
-            .map_err(|_| RuntimeError::Unavailable("registry lock poisoned".to_owned()))?;
-        slot.clone()
-            .map(|registry| Conversations::new(registry, self.turn_timeout))
-            .ok_or_else(|| {
-                RuntimeError::Unavailable("conversations supervisor restarting".to_owned())
-            })
-    }
-
-    /// The database the actors use.
-    pub fn db(&self) -> &parley_persistence::DatabaseConnection {
-        &self.db
+        self.handles.conversations()
     }
 
     /// The handle on the channel actors.
@@ -135,14 +224,89 @@ impl ActorRuntime {
     /// # Errors
     /// Fails while the channels supervisor is restarting.
     pub fn channels(&self) -> Result<Channels, RuntimeError> {
-        let slot = self
-            .registry
-            .channels
-            .read()
-            .map_err(|_| RuntimeError::Unavailable("registry lock poisoned".to_owned()))?;
-        slot.clone()
-            .map(Channels::new)
-            .ok_or_else(|| RuntimeError::Unavailable("channels supervisor restarting".to_owned()))
+        self.handles.channels()
+    }
+
+    /// The one way to send a message to a person.
+    pub fn outbox(&self) -> Outbox {
+        Outbox::new(self.handles.clone())
+    }
+
+    /// The MCP servers' client: listing tools for the API; turns use the same one.
+    pub fn mcp(&self) -> Arc<McpHub> {
+        self.handles.mcp.clone()
+    }
+
+    /// The database the actors use.
+    pub fn db(&self) -> &DatabaseConnection {
+        &self.handles.db
+    }
+
+    /// Asks Meta about `phone_number_id` with `token`, before a live channel is created or
+    /// given new credentials: only a token that holds the number may claim it.
+    ///
+    /// # Errors
+    /// Meta's refusal (190 or 100 for credentials that do not hold the number), or why Meta
+    /// could not be asked.
+    pub async fn verify_number(
+        &self,
+        token: &str,
+        phone_number_id: &str,
+    ) -> Result<VerifiedNumber, GraphError> {
+        let answer = self.handles.graph.number(token, phone_number_id).await?;
+        if answer["id"].as_str() != Some(phone_number_id) {
+            return Err(GraphError::Malformed(
+                "Meta answered for another number".to_owned(),
+            ));
+        }
+        Ok(VerifiedNumber {
+            display_phone_number: answer["display_phone_number"].as_str().map(str::to_owned),
+            verified_name: answer["verified_name"].as_str().map(str::to_owned),
+        })
+    }
+
+    /// Hands a freshly stored webhook event to the inbound worker. Nothing is lost when the
+    /// worker is busy or restarting: the event is in the database and the worker reads it
+    /// from there.
+    pub fn dispatch(&self, event: webhook_event::Model) {
+        match self.handles.inbound() {
+            Ok(worker) => {
+                let _ = worker.send_message(InboundWorkerMsg::Stored(Box::new(event)));
+            }
+            Err(error) => {
+                tracing::warn!(%error, event_id = %event.id, "event left for the inbound worker's next sweep")
+            }
+        }
+    }
+
+    /// Something actors may cache changed: every actor that holds it reloads before its next
+    /// use. The one place where writes tell the live actors.
+    pub fn changed(&self, change: Change) {
+        if let Ok(conversations) = self.handles.conversations() {
+            conversations.changed(&change);
+        }
+        if let Ok(channels) = self.handles.channels() {
+            channels.changed(&change);
+        }
+    }
+
+    /// After a restart: outbound messages caught mid-send are failed (`interrupted`, never
+    /// sent twice), and outbound messages stored but not yet sent are sent, as what they are
+    /// (a template stays a template). Unanswered webhook events are picked up by the inbound
+    /// worker, however many there are.
+    ///
+    /// # Errors
+    /// Fails on a database error.
+    pub async fn resume(&self) -> Result<(), PersistenceError> {
+        let interrupted = deliveries::fail_interrupted(&self.handles.db).await?;
+        if interrupted > 0 {
+            tracing::warn!(
+                interrupted,
+                "outbound messages caught mid-send at the last stop were marked failed"
+            );
+        }
+        self.outbox().resume_pending();
+        Ok(())
     }
 
     /// The supervisors and how many actors each runs, for operators.
@@ -152,6 +316,36 @@ impl ActorRuntime {
     pub async fn tree(&self) -> Result<Vec<SupervisorSnapshot>, RuntimeError> {
         call_t!(self.root, RootMsg::Tree, 5_000)
             .map_err(|e| RuntimeError::Unavailable(e.to_string()))
+    }
+
+    /// The supervisors and how many of their actors belong to `workspace`: a workspace
+    /// admin's view of the tree, in the same shape as [`ActorRuntime::tree`].
+    ///
+    /// # Errors
+    /// Fails when a supervisor does not answer within five seconds.
+    pub async fn tree_of(
+        &self,
+        workspace_id: i64,
+    ) -> Result<Vec<SupervisorSnapshot>, RuntimeError> {
+        let ws = Some(workspace_id);
+        let mut snapshots = Vec::with_capacity(SupervisorKind::ALL.len());
+        for kind in SupervisorKind::ALL {
+            let live = match kind {
+                SupervisorKind::Channels => self.handles.channels()?.live_in(ws).await?,
+                SupervisorKind::Conversations => self.handles.conversations()?.live_in(ws).await?,
+                SupervisorKind::Inbound => {
+                    let worker = self.handles.inbound()?;
+                    call_t!(worker, InboundWorkerMsg::Count, 5_000, ws)
+                        .map_err(|e| RuntimeError::Unavailable(e.to_string()))?
+                }
+                SupervisorKind::Flows | SupervisorKind::Scheduler => 0,
+            };
+            snapshots.push(SupervisorSnapshot {
+                path: ActorPath::supervisor(kind).to_string(),
+                live_children: live,
+            });
+        }
+        Ok(snapshots)
     }
 
     /// Stops every actor, children first, waiting at most `timeout`. Later calls do nothing.
@@ -172,228 +366,21 @@ impl ActorRuntime {
         }
         // The root's task has ended or been told to; its result carries nothing we need.
         let _ = join.await;
-        tracing::info!(actor = "root", "actor runtime stopped");
+        tracing::info!(actor = %ActorPath::root(), "actor runtime stopped");
     }
 
     #[cfg(test)]
-    fn root(&self) -> &ActorRef<RootMsg> {
+    pub(crate) fn root(&self) -> &ActorRef<RootMsg> {
         &self.root
     }
 }
 
-/// Behaviour of the root supervisor.
-struct Root;
-
-/// What the root starts with.
-struct RootArgs {
-    deps: Arc<Deps>,
-    channel_deps: Arc<ChannelDeps>,
-    registry: RegistrySlot,
-}
-
-/// State of the root.
-struct RootState {
-    /// Handed to the conversations supervisor at every (re)start.
-    deps: Arc<Deps>,
-    /// Handed to the channels supervisor at every (re)start.
-    channel_deps: Arc<ChannelDeps>,
-    /// Where the live conversations registry is published for the HTTP layer.
-    registry: RegistrySlot,
-    /// The live child supervisors; a failed one is replaced after a backoff.
-    children: Vec<(SupervisorKind, ActorCell)>,
-    /// Consecutive restarts per kind, to grow the backoff for a supervisor that keeps failing.
-    restarts: std::collections::HashMap<SupervisorKind, u32>,
-    /// Set once the root is stopping, so that children ending then are not restarted.
-    stopping: bool,
-}
-
-/// Messages the root handles.
-enum RootMsg {
-    /// Snapshot every child supervisor.
-    Tree(RpcReplyPort<Vec<SupervisorSnapshot>>),
-    /// Start a supervisor again after its backoff.
-    Restart(SupervisorKind),
-    /// Fail a child supervisor on purpose.
-    #[cfg(test)]
-    CrashChild(SupervisorKind),
-}
-
-/// First restart delay; doubles per consecutive restart up to [`MAX_BACKOFF`].
-const BASE_BACKOFF: Duration = Duration::from_millis(100);
-const MAX_BACKOFF: Duration = Duration::from_secs(10);
-
-impl Actor for Root {
-    type Msg = RootMsg;
-    type State = RootState;
-    type Arguments = RootArgs;
-
-    async fn pre_start(
-        &self,
-        myself: ActorRef<Self::Msg>,
-        args: RootArgs,
-    ) -> Result<Self::State, ActorProcessingErr> {
-        let mut state = RootState {
-            deps: args.deps,
-            channel_deps: args.channel_deps,
-            registry: args.registry,
-            children: Vec::with_capacity(SupervisorKind::ALL.len()),
-            restarts: std::collections::HashMap::new(),
-            stopping: false,
-        };
-        for kind in SupervisorKind::ALL {
-            let cell = spawn_child(&myself.get_cell(), kind, &state).await?;
-            state.children.push((kind, cell));
-        }
-        Ok(state)
-    }
-
-    async fn post_stop(
-        &self,
-        myself: ActorRef<Self::Msg>,
-        state: &mut Self::State,
-    ) -> Result<(), ActorProcessingErr> {
-        state.stopping = true;
-        myself
-            .stop_children_and_wait(Some("shutdown".to_owned()), None)
-            .await;
-        Ok(())
-    }
-
-    async fn handle(
-        &self,
-        myself: ActorRef<Self::Msg>,
-        message: Self::Msg,
-        state: &mut Self::State,
-    ) -> Result<(), ActorProcessingErr> {
-        match message {
-            RootMsg::Tree(reply) => {
-                let snapshots = state
-                    .children
-                    .iter()
-                    .map(|(kind, cell)| SupervisorSnapshot {
-                        path: kind.path(),
-                        live_children: cell.get_children().len(),
-                    })
-                    .collect();
-                let _ = reply.send(snapshots);
-            }
-            RootMsg::Restart(kind) => {
-                if state.stopping || state.children.iter().any(|(k, _)| *k == kind) {
-                    return Ok(());
-                }
-                match spawn_child(&myself.get_cell(), kind, state).await {
-                    Ok(cell) => {
-                        tracing::warn!(actor = %kind.path(), "actor restarted");
-                        state.children.push((kind, cell));
-                    }
-                    Err(error) => {
-                        tracing::error!(actor = %kind.path(), %error, "restart failed");
-                        schedule_restart(&myself, state, kind);
-                    }
-                }
-            }
-            #[cfg(test)]
-            RootMsg::CrashChild(kind) => {
-                if let Some((_, cell)) = state.children.iter().find(|(k, _)| *k == kind) {
-                    cell.send_message(crate::supervisor::SupervisorMsg::Crash)?;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    async fn handle_supervisor_evt(
-        &self,
-        myself: ActorRef<Self::Msg>,
-        event: SupervisionEvent,
-        state: &mut Self::State,
-    ) -> Result<(), ActorProcessingErr> {
-        let Some((cell, ending)) = ending(event) else {
-            return Ok(());
-        };
-        let failure = match ending {
-            Ending::Stopped(reason) => reason,
-            Ending::Failed(error) => Some(error),
-        };
-        let Some(index) = state
-            .children
-            .iter()
-            .position(|(_, child)| child.get_id() == cell.get_id())
-        else {
-            return Ok(());
-        };
-        let (kind, _) = state.children.remove(index);
-        if kind == SupervisorKind::Conversations
-            && let Ok(mut slot) = state.registry.conversations.write()
-        {
-            *slot = None;
-        }
-        if kind == SupervisorKind::Channels
-            && let Ok(mut slot) = state.registry.channels.write()
-        {
-            *slot = None;
-        }
-        if state.stopping {
-            tracing::info!(actor = %kind.path(), "actor stopped");
-            return Ok(());
-        }
-        tracing::error!(actor = %kind.path(), reason = failure.as_deref().unwrap_or("stopped"), "actor failed");
-        schedule_restart(&myself, state, kind);
-        Ok(())
-    }
-}
-
-async fn spawn_child(
-    root: &ActorCell,
-    kind: SupervisorKind,
-    state: &RootState,
-) -> Result<ActorCell, ractor::SpawnErr> {
-    let cell = match kind {
-        SupervisorKind::Conversations => {
-            let (registry, _) =
-                Actor::spawn_linked(None, ConversationRegistry, state.deps.clone(), root.clone())
-                    .await?;
-            if let Ok(mut slot) = state.registry.conversations.write() {
-                *slot = Some(registry.clone());
-            }
-            registry.get_cell()
-        }
-        SupervisorKind::Channels => {
-            let (registry, _) = Actor::spawn_linked(
-                None,
-                ChannelRegistry,
-                state.channel_deps.clone(),
-                root.clone(),
-            )
-            .await?;
-            if let Ok(mut slot) = state.registry.channels.write() {
-                *slot = Some(registry.clone());
-            }
-            registry.get_cell()
-        }
-        SupervisorKind::Flows | SupervisorKind::Scheduler => {
-            let (child, _) =
-                Actor::spawn_linked(None, Supervisor, kind.path(), root.clone()).await?;
-            child.get_cell()
-        }
-    };
-    tracing::info!(actor = %kind.path(), "actor spawned");
-    Ok(cell)
-}
-
-fn schedule_restart(myself: &ActorRef<RootMsg>, state: &mut RootState, kind: SupervisorKind) {
-    let attempt = state.restarts.entry(kind).or_insert(0);
-    let delay = BASE_BACKOFF
-        .saturating_mul(2u32.saturating_pow(*attempt))
-        .min(MAX_BACKOFF);
-    *attempt = attempt.saturating_add(1);
-    myself.send_after(delay, move || RootMsg::Restart(kind));
-}
-
 #[cfg(test)]
 mod tests {
+    use ractor::ActorCell;
+
     use super::*;
-    use crate::test_support::{channel_deps, deps};
+    use crate::test_support::runtime_deps;
 
     async fn paths(runtime: &ActorRuntime) -> Vec<String> {
         let mut paths: Vec<String> = runtime
@@ -408,16 +395,16 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_runtime_starts_the_four_supervisors() {
-        let (deps, _dir, _model) = deps().await;
-        let channels = channel_deps(&deps);
-        let runtime = ActorRuntime::start(deps, channels).await.expect("start");
+    async fn the_runtime_starts_every_supervisor() {
+        let (deps, _dir, _model) = runtime_deps().await;
+        let runtime = ActorRuntime::start(deps).await.expect("start");
         assert_eq!(
             paths(&runtime).await,
             [
                 "root/channels",
                 "root/conversations",
                 "root/flows",
+                "root/inbound",
                 "root/scheduler"
             ]
         );
@@ -426,9 +413,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_failed_supervisor_is_restarted_and_the_others_are_untouched() {
-        let (deps, _dir, _model) = deps().await;
-        let channels = channel_deps(&deps);
-        let runtime = ActorRuntime::start(deps, channels).await.expect("start");
+        let (deps, _dir, _model) = runtime_deps().await;
+        let runtime = ActorRuntime::start(deps).await.expect("start");
         let ids = |runtime: &ActorRuntime| {
             let mut ids: Vec<_> = runtime
                 .root()
@@ -466,9 +452,8 @@ mod tests {
 
     #[tokio::test]
     async fn shutdown_stops_every_actor() {
-        let (deps, _dir, _model) = deps().await;
-        let channels = channel_deps(&deps);
-        let runtime = ActorRuntime::start(deps, channels).await.expect("start");
+        let (deps, _dir, _model) = runtime_deps().await;
+        let runtime = ActorRuntime::start(deps).await.expect("start");
         let root = runtime.root().clone();
         runtime.shutdown(Duration::from_secs(5)).await;
         assert_eq!(root.get_status(), ractor::ActorStatus::Stopped);

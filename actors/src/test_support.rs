@@ -11,11 +11,13 @@ use parley_testkit::FakeModel;
 use serde_json::json;
 use uuid::Uuid;
 
-use crate::conversation::{ConversationSettings, Deps};
+use crate::conversation::{ConversationDeps, ConversationSettings};
+use crate::inbound::worker::InboundSettings;
 use crate::llm::{LlmClient, LlmConfig};
+use crate::runtime::RuntimeDeps;
 
 /// Fresh dependencies; keep the directory and the model alive as long as the test runs.
-pub(crate) async fn deps() -> (Deps, tempfile::TempDir, FakeModel) {
+pub(crate) async fn deps() -> (ConversationDeps, tempfile::TempDir, FakeModel) {
     let dir = tempfile::tempdir().expect("temporary directory");
     let db = parley_persistence::connect(&parley_persistence::sqlite_url_in(dir.path()))
         .await
@@ -30,9 +32,22 @@ pub(crate) async fn deps() -> (Deps, tempfile::TempDir, FakeModel) {
         max_retries: 0,
         retry_backoff: Duration::ZERO,
     });
-    let deps = Deps {
+    let secrets = std::sync::Arc::new(
+        crate::domain::SecretBox::load(
+            Some("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="),
+            dir.path(),
+        )
+        .expect("key"),
+    );
+    let mcp = std::sync::Arc::new(crate::mcp::McpHub::new(
+        reqwest::Client::new(),
+        crate::mcp::McpSettings::default(),
+        secrets,
+    ));
+    let deps = ConversationDeps {
         db,
         llm,
+        mcp,
         settings: ConversationSettings {
             idle_after: chrono::Duration::hours(24),
             actor_idle: Duration::from_secs(600),
@@ -45,13 +60,13 @@ pub(crate) async fn deps() -> (Deps, tempfile::TempDir, FakeModel) {
 
 /// Channel dependencies on the same database, with Meta unreachable (tests here use sandbox
 /// channels).
-pub(crate) fn channel_deps(deps: &Deps) -> crate::channel::ChannelDeps {
+pub(crate) fn channel_deps(deps: &ConversationDeps) -> crate::channel::ChannelDeps {
     let dir = std::env::temp_dir();
     crate::channel::ChannelDeps {
         db: deps.db.clone(),
         graph: crate::whatsapp::GraphClient::new("http://127.0.0.1:9", Duration::from_secs(1)),
         secrets: std::sync::Arc::new(
-            crate::secrets::SecretBox::load(
+            crate::domain::SecretBox::load(
                 Some("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="),
                 &dir,
             )
@@ -66,6 +81,18 @@ pub(crate) fn channel_deps(deps: &Deps) -> crate::channel::ChannelDeps {
             public_url: None,
         },
     }
+}
+
+/// Dependencies of a whole runtime on one fresh database.
+pub(crate) async fn runtime_deps() -> (RuntimeDeps, tempfile::TempDir, FakeModel) {
+    let (conversations, dir, model) = deps().await;
+    let channels = channel_deps(&conversations);
+    let deps = RuntimeDeps {
+        conversations,
+        channels,
+        inbound: InboundSettings::default(),
+    };
+    (deps, dir, model)
 }
 
 /// A workspace with a sandbox channel whose worker has one assistant, and two identities.
@@ -106,13 +133,14 @@ pub(crate) async fn world(db: &parley_persistence::DatabaseConnection) -> (i64, 
         .expect("assistant");
     let new_channel = NewChannel {
         name: "sandbox".into(),
-        integration: "sandbox".into(),
+        integration: parley_persistence::Integration::Sandbox,
         active: true,
         settings: json!({}),
         phone_number_id: None,
         business_account_id: None,
         access_token_encrypted: None,
         verify_token: "t".into(),
+        verified: None,
     };
     let channel = channels::create(db, ws, new_channel, now)
         .await

@@ -5,8 +5,238 @@
 //! - `chat_latency`: the latency a chat turn adds over the fake model's own time.
 //! - `webhook_throughput`: webhook-to-reply messages per second against a bare axum handler
 //!   doing the same database writes.
+//!
+//! [`BenchServer`] starts Parley in-process on a fresh database with the testkit fakes, the
+//! same way for every bench.
 
+use std::path::Path;
 use std::time::Duration;
+
+use anyhow::Context;
+use parley::config::Settings;
+use parley::startup::Application;
+use parley::tenancy::{BootstrapRequest, bootstrap};
+use parley_persistence::ConnectionTrait;
+use parley_testkit::{FakeGraph, FakeModel};
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+/// Parley running in-process on a fresh database, with the testkit fakes and one
+/// bootstrapped workspace.
+pub struct BenchServer {
+    /// `http://127.0.0.1:<port>`
+    pub base: String,
+    /// A key with every permission.
+    pub key: String,
+    /// The fake model Parley talks to.
+    pub model: FakeModel,
+    /// The fake Graph API Parley talks to.
+    pub graph: FakeGraph,
+    /// An HTTP client for the bench's requests.
+    pub http: reqwest::Client,
+    database: BenchDatabase,
+    stop: oneshot::Sender<()>,
+    server: tokio::task::JoinHandle<anyhow::Result<()>>,
+    _dir: tempfile::TempDir,
+}
+
+impl BenchServer {
+    /// Starts Parley after `configure` adjusts its settings (bind, database, fakes are set).
+    ///
+    /// # Errors
+    /// Fails when the database or the server cannot start.
+    pub async fn start(configure: impl FnOnce(&mut Settings)) -> anyhow::Result<Self> {
+        parley_actors::llm::install_crypto_provider();
+        let dir = tempfile::tempdir()?;
+        let model = FakeModel::start().await;
+        let graph = FakeGraph::start().await;
+        let database = BenchDatabase::create(dir.path()).await?;
+        let mut settings = Settings {
+            data_dir: dir.path().to_path_buf(),
+            ..Settings::default()
+        };
+        settings.server.bind = "127.0.0.1:0".parse()?;
+        settings.database.url = Some(database.url.clone());
+        settings.llm.base_url = Some(model.base_url());
+        settings.llm.model = Some("fake".to_owned());
+        settings.whatsapp.graph_url = graph.base_url();
+        configure(&mut settings);
+        let app = Application::build(settings).await?;
+        let base = format!("http://{}", app.local_addr()?);
+        let db = parley_persistence::connect(&database.url).await?;
+        let owner = bootstrap(
+            &db,
+            &BootstrapRequest {
+                workspace: "Bench".to_owned(),
+                business: "Bench".to_owned(),
+                email: None,
+            },
+        )
+        .await?;
+        db.close().await?;
+        let (stop, stopped) = oneshot::channel::<()>();
+        let server = tokio::spawn(app.run_until(async {
+            let _ = stopped.await;
+        }));
+        Ok(Self {
+            base,
+            key: owner.api_key,
+            model,
+            graph,
+            http: reqwest::Client::new(),
+            database,
+            stop,
+            server,
+            _dir: dir,
+        })
+    }
+
+    /// `method` `path` with the key and a JSON body; fails unless the answer is a success.
+    ///
+    /// # Errors
+    /// Fails on a transport error or a non-success status.
+    pub async fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: &Value,
+    ) -> anyhow::Result<Value> {
+        let response = self
+            .http
+            .request(method, format!("{}{path}", self.base))
+            .bearer_auth(&self.key)
+            .json(body)
+            .send()
+            .await?;
+        let status = response.status();
+        let body: Value = response.json().await?;
+        anyhow::ensure!(status.is_success(), "{path}: {status}: {body}");
+        Ok(body)
+    }
+
+    /// POST with the key; answers the body's `data`.
+    ///
+    /// # Errors
+    /// Fails on a transport error or a non-success status.
+    pub async fn post(&self, path: &str, body: &Value) -> anyhow::Result<Value> {
+        Ok(self.send(reqwest::Method::POST, path, body).await?["data"].clone())
+    }
+
+    /// A worker with one assistant of `instructions`, synced to a new channel made from
+    /// `channel` (a `POST /channels/waba` body); answers the assistant's and the channel's
+    /// ids.
+    ///
+    /// # Errors
+    /// Fails when a request fails.
+    pub async fn assistant_channel(
+        &self,
+        instructions: &str,
+        channel: &Value,
+    ) -> anyhow::Result<(String, String)> {
+        let worker = self
+            .post("/workers", &serde_json::json!({"name": "Bench"}))
+            .await?;
+        let worker = worker["worker_id"]
+            .as_str()
+            .context("worker id")?
+            .to_owned();
+        let assistant = self
+            .post(
+                &format!("/workers/{worker}/assistants"),
+                &serde_json::json!({"name": "Bench", "instructions": instructions}),
+            )
+            .await?;
+        let assistant = assistant["assistant_id"]
+            .as_str()
+            .context("assistant id")?
+            .to_owned();
+        let channel = self.post("/channels/waba", channel).await?;
+        let channel = channel["id"].as_str().context("channel id")?.to_owned();
+        self.post(
+            &format!("/channels/{channel}/worker/{worker}"),
+            &serde_json::json!({}),
+        )
+        .await?;
+        Ok((assistant, channel))
+    }
+
+    /// `SQLite` or `PostgreSQL`.
+    pub fn database_kind(&self) -> &'static str {
+        self.database.kind()
+    }
+
+    /// Stops the server and drops a PostgreSQL database made for the run.
+    ///
+    /// # Errors
+    /// Fails when the server failed or the database cannot be dropped.
+    pub async fn stop(self) -> anyhow::Result<()> {
+        let _ = self.stop.send(());
+        self.server.await??;
+        self.database.drop_database().await
+    }
+}
+
+/// A fresh database for one bench run: SQLite in a directory, or, when
+/// `PARLEY_BENCH_DATABASE_URL` names a PostgreSQL server, a database created on it for the run
+/// and dropped afterwards (the URL's role needs `CREATEDB`).
+#[derive(Debug)]
+pub struct BenchDatabase {
+    /// The URL the run uses.
+    pub url: String,
+    postgres: Option<(String, String)>,
+}
+
+impl BenchDatabase {
+    /// Creates the database; `dir` holds a SQLite file.
+    ///
+    /// # Errors
+    /// Fails when PostgreSQL cannot be reached or the database cannot be created.
+    pub async fn create(dir: &Path) -> anyhow::Result<Self> {
+        let Ok(admin_url) = std::env::var("PARLEY_BENCH_DATABASE_URL") else {
+            return Ok(Self {
+                url: parley_persistence::sqlite_url_in(dir),
+                postgres: None,
+            });
+        };
+        let name = format!("parley_bench_{}", uuid::Uuid::now_v7().simple());
+        let admin = parley_persistence::connect(&admin_url).await?;
+        admin
+            .execute_unprepared(&format!("CREATE DATABASE \"{name}\""))
+            .await?;
+        admin.close().await?;
+        let base = admin_url
+            .rsplit_once('/')
+            .map_or(admin_url.as_str(), |(b, _)| b);
+        Ok(Self {
+            url: format!("{base}/{name}"),
+            postgres: Some((admin_url.clone(), name)),
+        })
+    }
+
+    /// `SQLite` or `PostgreSQL`, for reports.
+    pub fn kind(&self) -> &'static str {
+        if self.postgres.is_some() {
+            "PostgreSQL"
+        } else {
+            "SQLite"
+        }
+    }
+
+    /// Drops a PostgreSQL database made for the run.
+    ///
+    /// # Errors
+    /// Fails when PostgreSQL cannot be reached.
+    pub async fn drop_database(self) -> anyhow::Result<()> {
+        if let Some((admin_url, name)) = self.postgres {
+            let admin = parley_persistence::connect(&admin_url).await?;
+            admin
+                .execute_unprepared(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))
+                .await?;
+            admin.close().await?;
+        }
+        Ok(())
+    }
+}
 
 /// Latency percentiles of a sample.
 #[derive(Clone, Copy, Debug)]
@@ -38,6 +268,44 @@ impl Percentiles {
             mean: total / u32::try_from(sorted.len()).unwrap_or(u32::MAX),
         })
     }
+}
+
+/// Prints p50, p99 and mean of `baseline` and `measured`, what `measured` adds, and their
+/// ratio: the report of every latency bench.
+///
+/// # Errors
+/// Fails when a sample is empty.
+pub fn print_comparison(
+    baseline_label: &str,
+    baseline: &[Duration],
+    measured_label: &str,
+    measured: &[Duration],
+) -> anyhow::Result<()> {
+    let base_p = Percentiles::of(baseline).context("no baseline samples")?;
+    let measured_p = Percentiles::of(measured).context("no samples")?;
+    let added = |a: Duration, b: Duration| a.saturating_sub(b);
+    println!("{:<36} {:>12} {:>12} {:>12}", "", "p50", "p99", "mean");
+    for (label, p) in [(baseline_label, base_p), (measured_label, measured_p)] {
+        println!(
+            "{label:<36} {:>12} {:>12} {:>12}",
+            ms(p.p50),
+            ms(p.p99),
+            ms(p.mean)
+        );
+    }
+    println!(
+        "{:<36} {:>12} {:>12} {:>12}",
+        "added by Parley",
+        ms(added(measured_p.p50, base_p.p50)),
+        ms(added(measured_p.p99, base_p.p99)),
+        ms(added(measured_p.mean, base_p.mean))
+    );
+    println!(
+        "ratio: p50 {:.1}x, p99 {:.1}x",
+        measured_p.p50.as_secs_f64() / base_p.p50.as_secs_f64().max(1e-9),
+        measured_p.p99.as_secs_f64() / base_p.p99.as_secs_f64().max(1e-9)
+    );
+    Ok(())
 }
 
 /// Milliseconds with two decimals, for reports.

@@ -8,6 +8,10 @@ pub use sea_orm_migration::prelude::*;
 mod m20261122_000001_tenancy;
 mod m20261122_000002_core_resources;
 mod m20261122_000003_whatsapp;
+mod m20261123_000004_outbound_and_retries;
+mod m20261123_000005_idempotency_and_history;
+mod m20261123_000006_verified_numbers;
+mod m20261123_000007_mcp_servers;
 
 /// Applies Parley's migrations in order; `parley serve` and `parley migrate` run it.
 #[derive(Debug)]
@@ -20,6 +24,10 @@ impl MigratorTrait for Migrator {
             Box::new(m20261122_000001_tenancy::Migration),
             Box::new(m20261122_000002_core_resources::Migration),
             Box::new(m20261122_000003_whatsapp::Migration),
+            Box::new(m20261123_000004_outbound_and_retries::Migration),
+            Box::new(m20261123_000005_idempotency_and_history::Migration),
+            Box::new(m20261123_000006_verified_numbers::Migration),
+            Box::new(m20261123_000007_mcp_servers::Migration),
         ]
     }
 }

@@ -9,6 +9,7 @@ use uuid::Uuid;
 
 use crate::entities::channel;
 use crate::page::fetch_page;
+use crate::values::Integration;
 use crate::{Page, Paged, Result};
 
 /// A channel to create; validated (and its token sealed) by the caller.
@@ -16,8 +17,8 @@ use crate::{Page, Paged, Result};
 pub struct NewChannel {
     /// Display name.
     pub name: String,
-    /// `cloud_api`, `mm_lite` or `sandbox`.
-    pub integration: String,
+    /// How it reaches WhatsApp.
+    pub integration: Integration,
     /// Whether it starts live.
     pub active: bool,
     /// Settings object.
@@ -30,6 +31,17 @@ pub struct NewChannel {
     pub access_token_encrypted: Option<String>,
     /// Token for Meta's webhook verification.
     pub verify_token: String,
+    /// What Meta said of the number when its credentials were verified.
+    pub verified: Option<VerifiedNumber>,
+}
+
+/// A number as Meta verified it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct VerifiedNumber {
+    /// The number as Meta shows it.
+    pub display_phone_number: Option<String>,
+    /// The business's verified name.
+    pub verified_name: Option<String>,
 }
 
 /// Stores a new `waba` channel.
@@ -56,8 +68,14 @@ pub async fn create(
         worker_id: Set(None),
         verify_token: Set(new.verify_token),
         credentials_error: Set(None),
+        display_phone_number: Set(new
+            .verified
+            .as_ref()
+            .and_then(|v| v.display_phone_number.clone())),
+        verified_name: Set(new.verified.and_then(|v| v.verified_name)),
         created_at: Set(now),
         updated_at: Set(now),
+        deleted_at: Set(None),
     }
     .insert(db)
     .await?)
@@ -74,6 +92,7 @@ pub async fn find(
 ) -> Result<Option<channel::Model>> {
     Ok(channel::Entity::find_by_id(id)
         .filter(channel::Column::WorkspaceId.eq(workspace_id))
+        .filter(channel::Column::DeletedAt.is_null())
         .one(db)
         .await?)
 }
@@ -89,6 +108,7 @@ pub async fn list(
 ) -> Result<Paged<channel::Model>> {
     let query = channel::Entity::find()
         .filter(channel::Column::WorkspaceId.eq(workspace_id))
+        .filter(channel::Column::DeletedAt.is_null())
         .order_by_asc(channel::Column::Id);
     fetch_page(db, query, page).await
 }
@@ -110,6 +130,8 @@ pub struct ChannelChanges {
     pub access_token_encrypted: Option<String>,
     /// New synced worker; `Some(None)` unsyncs.
     pub worker_id: Option<Option<Uuid>>,
+    /// What Meta said of the number when new credentials were verified.
+    pub verified: Option<VerifiedNumber>,
 }
 
 /// Applies `changes`.
@@ -146,29 +168,47 @@ pub async fn update(
     if let Some(worker_id) = changes.worker_id {
         active.worker_id = Set(worker_id);
     }
+    if let Some(verified) = changes.verified {
+        active.display_phone_number = Set(verified.display_phone_number);
+        active.verified_name = Set(verified.verified_name);
+    }
     active.updated_at = Set(now);
     Ok(active.update(db).await?)
 }
 
-/// Deletes the channel with its conversations and messages; `false` when there was none. Run
-/// it in a transaction.
+/// Deletes the channel: it disappears from the API and lets go of its number and credentials,
+/// while its conversations stay readable (closed, their channel id kept); `false` when there
+/// was none. Run it in a transaction.
 ///
 /// # Errors
 /// Fails on a database error.
-pub async fn delete(db: &impl ConnectionTrait, workspace_id: i64, id: Uuid) -> Result<bool> {
-    use crate::entities::{conversation, message};
-    if find(db, workspace_id, id).await?.is_none() {
+pub async fn delete(
+    db: &impl ConnectionTrait,
+    workspace_id: i64,
+    id: Uuid,
+    now: DateTime<Utc>,
+) -> Result<bool> {
+    use crate::entities::conversation;
+    use crate::values::ConversationStatus;
+    let Some(found) = find(db, workspace_id, id).await? else {
         return Ok(false);
-    }
-    message::Entity::delete_many()
-        .filter(message::Column::ChannelId.eq(id))
-        .exec(db)
-        .await?;
-    conversation::Entity::delete_many()
+    };
+    let mut tombstone: channel::ActiveModel = found.into();
+    tombstone.active = Set(false);
+    tombstone.phone_number_id = Set(None);
+    tombstone.access_token_encrypted = Set(None);
+    tombstone.worker_id = Set(None);
+    tombstone.updated_at = Set(now);
+    tombstone.deleted_at = Set(Some(now));
+    tombstone.update(db).await?;
+    conversation::Entity::update_many()
+        .col_expr(
+            conversation::Column::Status,
+            sea_orm::sea_query::Expr::value(ConversationStatus::Closed),
+        )
         .filter(conversation::Column::ChannelId.eq(id))
         .exec(db)
         .await?;
-    channel::Entity::delete_by_id(id).exec(db).await?;
     Ok(true)
 }
 
@@ -197,7 +237,10 @@ pub async fn mark_credentials_invalid(
 /// # Errors
 /// Fails on a database error.
 pub async fn find_any(db: &impl ConnectionTrait, id: Uuid) -> Result<Option<channel::Model>> {
-    Ok(channel::Entity::find_by_id(id).one(db).await?)
+    Ok(channel::Entity::find_by_id(id)
+        .filter(channel::Column::DeletedAt.is_null())
+        .one(db)
+        .await?)
 }
 
 /// The channel of a phone number id; for webhooks routed by `metadata.phone_number_id`.
@@ -210,6 +253,7 @@ pub async fn find_by_phone_number_id(
 ) -> Result<Option<channel::Model>> {
     Ok(channel::Entity::find()
         .filter(channel::Column::PhoneNumberId.eq(phone_number_id))
+        .filter(channel::Column::DeletedAt.is_null())
         .one(db)
         .await?)
 }
@@ -221,6 +265,7 @@ pub async fn find_by_phone_number_id(
 pub async fn all_active(db: &impl ConnectionTrait) -> Result<Vec<channel::Model>> {
     Ok(channel::Entity::find()
         .filter(channel::Column::Active.eq(true))
+        .filter(channel::Column::DeletedAt.is_null())
         .all(db)
         .await?)
 }

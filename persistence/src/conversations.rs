@@ -9,12 +9,8 @@ use uuid::Uuid;
 
 use crate::entities::{conversation, message};
 use crate::page::fetch_page;
+use crate::values::{ConversationStatus, Direction, MessageStatus, Role};
 use crate::{Page, Paged, Result};
-
-/// Conversation status while it accepts messages.
-pub const OPEN: &str = "open";
-/// Conversation status after its idle time ran out.
-pub const CLOSED: &str = "closed";
 
 /// Which conversations to list.
 #[derive(Clone, Copy, Debug, Default)]
@@ -82,7 +78,7 @@ pub async fn start(
         identity_id: Set(identity_id),
         channel_id: Set(channel_id),
         assistant_id: Set(assistant_id),
-        status: Set(OPEN.to_owned()),
+        status: Set(ConversationStatus::Open),
         started_at: Set(now),
         last_message_at: Set(now),
     }
@@ -93,14 +89,14 @@ pub async fn start(
 /// A message to store.
 #[derive(Clone, Debug)]
 pub struct NewMessage {
-    /// `inbound` or `outbound`.
-    pub direction: &'static str,
-    /// `user`, `assistant` or `tool`.
-    pub role: &'static str,
+    /// Which way it goes.
+    pub direction: Direction,
+    /// Who wrote it.
+    pub role: Role,
     /// Text content.
     pub content: String,
     /// Initial status.
-    pub status: &'static str,
+    pub status: MessageStatus,
     /// WhatsApp message id, when known.
     pub platform_message_id: Option<String>,
     /// Token usage of the model call that produced it.
@@ -113,6 +109,57 @@ pub struct NewMessage {
     pub error: Option<Value>,
     /// For a reply, the inbound message it answers.
     pub reply_to_message_id: Option<Uuid>,
+    /// For an outbound message, what goes on the wire.
+    pub outbound: Option<Value>,
+    /// What an API caller attached to an inbound message.
+    pub metadata: Option<Value>,
+}
+
+impl NewMessage {
+    /// A message from the person, as received.
+    pub fn from_person(content: String) -> Self {
+        Self::new(
+            Direction::Inbound,
+            Role::User,
+            content,
+            MessageStatus::Received,
+        )
+    }
+
+    /// A message of the assistant (or the business) to the person, in `status`.
+    pub fn to_person(content: String, status: MessageStatus) -> Self {
+        Self::new(Direction::Outbound, Role::Assistant, content, status)
+    }
+
+    /// A tool's result for the call `call_id`, kept in the thread for the model.
+    pub fn tool_result(call_id: String, content: String) -> Self {
+        Self {
+            tool_call_id: Some(call_id),
+            ..Self::new(
+                Direction::Outbound,
+                Role::Tool,
+                content,
+                MessageStatus::Sent,
+            )
+        }
+    }
+
+    fn new(direction: Direction, role: Role, content: String, status: MessageStatus) -> Self {
+        Self {
+            direction,
+            role,
+            content,
+            status,
+            platform_message_id: None,
+            usage: None,
+            tool_calls: None,
+            tool_call_id: None,
+            error: None,
+            reply_to_message_id: None,
+            outbound: None,
+            metadata: None,
+        }
+    }
 }
 
 /// Appends a message to `conversation` and moves its `last_message_at`.
@@ -131,10 +178,10 @@ pub async fn append_message(
         workspace_id: Set(conversation.workspace_id),
         conversation_id: Set(conversation.id),
         channel_id: Set(conversation.channel_id),
-        direction: Set(new.direction.to_owned()),
-        role: Set(new.role.to_owned()),
+        direction: Set(new.direction),
+        role: Set(new.role),
         content: Set(new.content),
-        status: Set(new.status.to_owned()),
+        status: Set(new.status),
         platform_message_id: Set(new.platform_message_id),
         error: Set(new.error),
         usage: Set(new.usage),
@@ -142,6 +189,8 @@ pub async fn append_message(
         tool_call_id: Set(new.tool_call_id),
         created_at: Set(now),
         reply_to_message_id: Set(new.reply_to_message_id),
+        outbound: Set(new.outbound),
+        metadata: Set(new.metadata),
     }
     .insert(db)
     .await?;
@@ -193,7 +242,10 @@ pub async fn latest_for(
 /// Fails on a database error.
 pub async fn close(db: &impl ConnectionTrait, id: Uuid) -> Result<()> {
     conversation::Entity::update_many()
-        .col_expr(conversation::Column::Status, CLOSED.into())
+        .col_expr(
+            conversation::Column::Status,
+            sea_orm::sea_query::Expr::value(ConversationStatus::Closed),
+        )
         .filter(conversation::Column::Id.eq(id))
         .exec(db)
         .await?;

@@ -2,28 +2,15 @@
 //! statuses Meta reports (monotonic: sent < delivered < read; failed keeps Meta's error).
 
 use chrono::{DateTime, Utc};
+use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 use serde_json::Value;
 use uuid::Uuid;
 
 use crate::entities::{conversation, message};
 use crate::page::fetch_page;
+use crate::values::{Direction, MessageStatus, Role};
 use crate::{Page, Paged, Result};
-
-/// Outbound status before the platform accepted the message.
-pub const PENDING: &str = "pending";
-
-/// Rank of a delivery status; a status only ever moves to a higher rank.
-pub fn rank(status: &str) -> u8 {
-    match status {
-        "pending" | "sending" => 0,
-        "sent" => 1,
-        "delivered" => 2,
-        "read" => 3,
-        "failed" => 4,
-        _ => 0,
-    }
-}
 
 /// The message the channel stored with this platform id.
 ///
@@ -51,7 +38,7 @@ pub async fn reply_to(
 ) -> Result<Option<message::Model>> {
     Ok(message::Entity::find()
         .filter(message::Column::ReplyToMessageId.eq(message_id))
-        .filter(message::Column::Role.eq("assistant"))
+        .filter(message::Column::Role.eq(Role::Assistant))
         .order_by_desc(message::Column::Id)
         .one(db)
         .await?)
@@ -65,12 +52,12 @@ pub async fn reply_to(
 pub async fn record_send(
     db: &impl ConnectionTrait,
     message_id: Uuid,
-    status: &str,
+    status: MessageStatus,
     platform_message_id: Option<&str>,
     error: Option<Value>,
 ) -> Result<()> {
     let mut update = message::Entity::update_many()
-        .col_expr(message::Column::Status, status.into())
+        .col_expr(message::Column::Status, Expr::value(status))
         .col_expr(message::Column::Error, error.into())
         .filter(message::Column::Id.eq(message_id));
     if let Some(id) = platform_message_id {
@@ -92,22 +79,19 @@ pub async fn apply_status(
     db: &impl ConnectionTrait,
     channel_id: Uuid,
     platform_message_id: &str,
-    status: &str,
+    status: MessageStatus,
     error: Option<Value>,
 ) -> Result<bool> {
     let Some(found) = find_by_platform_id(db, channel_id, platform_message_id).await? else {
         return Ok(false);
     };
-    if rank(status) <= rank(&found.status) {
+    if status.rank() <= found.status.rank() {
         return Ok(false);
     }
-    let lower: Vec<&str> = ["pending", "sending", "sent", "delivered", "read"]
-        .into_iter()
-        .filter(|s| rank(s) < rank(status))
-        .collect();
+    let lower = status.lower();
     // The condition on the current status makes concurrent reports race safely.
     let result = message::Entity::update_many()
-        .col_expr(message::Column::Status, status.into())
+        .col_expr(message::Column::Status, Expr::value(status))
         .col_expr(message::Column::Error, error.into())
         .filter(message::Column::Id.eq(found.id))
         .filter(message::Column::Status.is_in(lower))
@@ -116,15 +100,23 @@ pub async fn apply_status(
     Ok(result.rows_affected > 0)
 }
 
-/// Assistant replies not yet handed to the platform, oldest first.
+/// Outbound messages stored but not yet handed to the platform, oldest first, after `after`
+/// (a cursor over ids, so that a caller can walk any number of them).
 ///
 /// # Errors
 /// Fails on a database error.
-pub async fn pending_replies(db: &impl ConnectionTrait, limit: u64) -> Result<Vec<message::Model>> {
-    Ok(message::Entity::find()
-        .filter(message::Column::Status.eq(PENDING))
-        .filter(message::Column::Direction.eq("outbound"))
-        .filter(message::Column::Role.eq("assistant"))
+pub async fn pending_outbound(
+    db: &impl ConnectionTrait,
+    after: Option<Uuid>,
+    limit: u64,
+) -> Result<Vec<message::Model>> {
+    let mut query = message::Entity::find()
+        .filter(message::Column::Status.eq(MessageStatus::Pending))
+        .filter(message::Column::Direction.eq(Direction::Outbound));
+    if let Some(after) = after {
+        query = query.filter(message::Column::Id.gt(after));
+    }
+    Ok(query
         .order_by_asc(message::Column::Id)
         .limit(limit)
         .all(db)
@@ -140,20 +132,16 @@ pub async fn last_inbound_at(
     identity_id: Uuid,
     channel_id: Uuid,
 ) -> Result<Option<DateTime<Utc>>> {
-    let conversations: Vec<Uuid> = conversation::Entity::find()
-        .filter(conversation::Column::IdentityId.eq(identity_id))
-        .filter(conversation::Column::ChannelId.eq(channel_id))
-        .all(db)
-        .await?
-        .into_iter()
-        .map(|c| c.id)
-        .collect();
-    if conversations.is_empty() {
-        return Ok(None);
-    }
+    let conversations = sea_orm::sea_query::Query::select()
+        .column(conversation::Column::Id)
+        .from(conversation::Entity)
+        .and_where(conversation::Column::IdentityId.eq(identity_id))
+        .and_where(conversation::Column::ChannelId.eq(channel_id))
+        .to_owned();
     Ok(message::Entity::find()
-        .filter(message::Column::ConversationId.is_in(conversations))
-        .filter(message::Column::Direction.eq("inbound"))
+        .filter(message::Column::ChannelId.eq(channel_id))
+        .filter(message::Column::ConversationId.in_subquery(conversations))
+        .filter(message::Column::Direction.eq(Direction::Inbound))
         .order_by_desc(message::Column::CreatedAt)
         .one(db)
         .await?
@@ -171,8 +159,8 @@ pub async fn outbound_of_channel(
 ) -> Result<Paged<message::Model>> {
     let query = message::Entity::find()
         .filter(message::Column::ChannelId.eq(channel_id))
-        .filter(message::Column::Direction.eq("outbound"))
-        .filter(message::Column::Role.eq("assistant"))
+        .filter(message::Column::Direction.eq(Direction::Outbound))
+        .filter(message::Column::Role.eq(Role::Assistant))
         // What went through the channel: the assistant's tool requests and replies given to
         // API callers never did.
         .filter(message::Column::ToolCalls.is_null())
@@ -181,26 +169,35 @@ pub async fn outbound_of_channel(
     fetch_page(db, query, page).await
 }
 
-/// Outbound status while a send is in flight; found at start-up, it means the process stopped
-/// mid-send.
-pub const SENDING: &str = "sending";
-
-/// Takes a pending reply for sending: answers it when this caller moved it from `pending` to
-/// `sending`, `None` when someone else did (so a reply is sent once).
+/// Takes a pending outbound message for one HTTP attempt: answers `true` when this caller
+/// moved it from `pending` to `sending`, `false` when it was not pending (someone else has it,
+/// or it was sent), so a message is attempted by one sender at a time.
 ///
 /// # Errors
 /// Fails on a database error.
-pub async fn claim(db: &impl ConnectionTrait, message_id: Uuid) -> Result<Option<message::Model>> {
+pub async fn claim(db: &impl ConnectionTrait, message_id: Uuid) -> Result<bool> {
     let result = message::Entity::update_many()
-        .col_expr(message::Column::Status, SENDING.into())
+        .col_expr(message::Column::Status, Expr::value(MessageStatus::Sending))
         .filter(message::Column::Id.eq(message_id))
-        .filter(message::Column::Status.eq(PENDING))
+        .filter(message::Column::Status.eq(MessageStatus::Pending))
         .exec(db)
         .await?;
-    if result.rows_affected == 0 {
-        return Ok(None);
-    }
-    Ok(message::Entity::find_by_id(message_id).one(db).await?)
+    Ok(result.rows_affected > 0)
+}
+
+/// Gives a claimed message back (`sending` to `pending`) while its sender waits to retry, so
+/// that a stop during the wait sends it again at start-up instead of losing it.
+///
+/// # Errors
+/// Fails on a database error.
+pub async fn release(db: &impl ConnectionTrait, message_id: Uuid) -> Result<()> {
+    message::Entity::update_many()
+        .col_expr(message::Column::Status, Expr::value(MessageStatus::Pending))
+        .filter(message::Column::Id.eq(message_id))
+        .filter(message::Column::Status.eq(MessageStatus::Sending))
+        .exec(db)
+        .await?;
+    Ok(())
 }
 
 /// Marks replies left in flight by a stop as failed (`interrupted`): Meta may have accepted
@@ -211,9 +208,9 @@ pub async fn claim(db: &impl ConnectionTrait, message_id: Uuid) -> Result<Option
 pub async fn fail_interrupted(db: &impl ConnectionTrait) -> Result<u64> {
     let error = serde_json::json!({"code": null, "message": "interrupted"});
     let result = message::Entity::update_many()
-        .col_expr(message::Column::Status, "failed".into())
+        .col_expr(message::Column::Status, Expr::value(MessageStatus::Failed))
         .col_expr(message::Column::Error, Some(error).into())
-        .filter(message::Column::Status.eq(SENDING))
+        .filter(message::Column::Status.eq(MessageStatus::Sending))
         .exec(db)
         .await?;
     Ok(result.rows_affected)

@@ -2,12 +2,15 @@
 
 pub mod api_key;
 pub mod assistant;
+pub mod assistant_mcp_server;
 pub mod business;
 pub mod channel;
 pub mod contact_point;
 pub mod conversation;
+pub mod idempotency_key;
 pub mod identity;
 pub mod identity_stage;
+pub mod mcp_server;
 pub mod memory_entry;
 pub mod message;
 pub mod stage;

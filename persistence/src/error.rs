@@ -9,6 +9,10 @@ pub enum PersistenceError {
     /// constraint or its columns.
     #[error("unique constraint violated: {0}")]
     Conflict(String),
+    /// The row the write was about, or a row it refers to, went away meanwhile (a concurrent
+    /// delete): an update that found nothing, or a foreign key with nothing at its end.
+    #[error("a row this write depends on no longer exists: {0}")]
+    Vanished(String),
     /// Anything else the database reported.
     #[error(transparent)]
     Database(DbErr),
@@ -16,8 +20,12 @@ pub enum PersistenceError {
 
 impl From<DbErr> for PersistenceError {
     fn from(err: DbErr) -> Self {
+        if matches!(err, DbErr::RecordNotUpdated | DbErr::RecordNotFound(_)) {
+            return Self::Vanished(err.to_string());
+        }
         match err.sql_err() {
             Some(SqlErr::UniqueConstraintViolation(message)) => Self::Conflict(message),
+            Some(SqlErr::ForeignKeyConstraintViolation(message)) => Self::Vanished(message),
             _ => Self::Database(err),
         }
     }

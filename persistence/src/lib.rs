@@ -13,11 +13,14 @@ pub mod conversations;
 pub mod deliveries;
 pub mod entities;
 mod error;
+pub mod idempotency;
 pub mod identities;
+pub mod mcp_servers;
 pub mod memory;
 mod page;
 pub mod stages;
 pub mod tenancy;
+pub mod values;
 pub mod webhook_events;
 pub mod workers;
 pub mod workspaces;
@@ -26,6 +29,9 @@ pub use connection::{begin_write, connect, migrate, sqlite_url_in};
 pub use error::PersistenceError;
 pub use page::{Page, Paged};
 pub use sea_orm::{ConnectionTrait, DatabaseConnection, TransactionTrait};
+pub use values::{
+    ConversationStatus, Direction, EventStatus, Integration, McpTransport, MessageStatus, Role,
+};
 
 /// Result of a persistence operation.
 pub type Result<T, E = PersistenceError> = std::result::Result<T, E>;

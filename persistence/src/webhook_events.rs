@@ -4,20 +4,14 @@
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::OnConflict;
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
+    ColumnTrait, Condition, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
 };
 use serde_json::Value;
 use uuid::Uuid;
 
 use crate::Result;
 use crate::entities::webhook_event;
-
-/// Event status before it has been answered.
-pub const PENDING: &str = "pending";
-/// Event status once answered.
-pub const PROCESSED: &str = "processed";
-/// Event status when it cannot be answered (kept for operators).
-pub const FAILED: &str = "failed";
+use crate::values::EventStatus;
 
 /// Stores the event unless the channel already has one with this message id; answers the new
 /// row, or `None` for a re-delivery.
@@ -39,10 +33,12 @@ pub async fn insert_if_new(
         channel_id: Set(channel_id),
         platform_message_id: Set(platform_message_id.to_owned()),
         payload: Set(payload),
-        status: Set(PENDING.to_owned()),
+        status: Set(EventStatus::Pending),
         error: Set(None),
         received_at: Set(now),
         processed_at: Set(None),
+        attempts: Set(0),
+        next_attempt_at: Set(None),
     })
     .on_conflict(
         OnConflict::columns([
@@ -60,17 +56,48 @@ pub async fn insert_if_new(
     Ok(webhook_event::Entity::find_by_id(id).one(db).await?)
 }
 
-/// Events not yet answered, oldest first.
+/// Events waiting to be answered whose time has come (fresh ones, and failed attempts whose
+/// retry time has passed), oldest first.
 ///
 /// # Errors
 /// Fails on a database error.
-pub async fn pending(db: &impl ConnectionTrait, limit: u64) -> Result<Vec<webhook_event::Model>> {
+pub async fn due(
+    db: &impl ConnectionTrait,
+    now: DateTime<Utc>,
+    limit: u64,
+) -> Result<Vec<webhook_event::Model>> {
     Ok(webhook_event::Entity::find()
-        .filter(webhook_event::Column::Status.eq(PENDING))
+        .filter(webhook_event::Column::Status.eq(EventStatus::Pending))
+        .filter(
+            Condition::any()
+                .add(webhook_event::Column::NextAttemptAt.is_null())
+                .add(webhook_event::Column::NextAttemptAt.lte(now)),
+        )
         .order_by_asc(webhook_event::Column::Id)
         .limit(limit)
         .all(db)
         .await?)
+}
+
+/// Leaves the event pending after a transient failure, to be tried again at `at`; keeps why.
+///
+/// # Errors
+/// Fails on a database error.
+pub async fn retry_later(
+    db: &impl ConnectionTrait,
+    id: Uuid,
+    attempts: i32,
+    at: DateTime<Utc>,
+    error: String,
+) -> Result<()> {
+    webhook_event::Entity::update_many()
+        .col_expr(webhook_event::Column::Attempts, attempts.into())
+        .col_expr(webhook_event::Column::NextAttemptAt, Some(at).into())
+        .col_expr(webhook_event::Column::Error, Some(error).into())
+        .filter(webhook_event::Column::Id.eq(id))
+        .exec(db)
+        .await?;
+    Ok(())
 }
 
 /// Marks the event answered (or failed, with why).
@@ -83,9 +110,16 @@ pub async fn finish(
     error: Option<String>,
     now: DateTime<Utc>,
 ) -> Result<()> {
-    let status = if error.is_some() { FAILED } else { PROCESSED };
+    let status = if error.is_some() {
+        EventStatus::Failed
+    } else {
+        EventStatus::Processed
+    };
     webhook_event::Entity::update_many()
-        .col_expr(webhook_event::Column::Status, status.into())
+        .col_expr(
+            webhook_event::Column::Status,
+            sea_orm::sea_query::Expr::value(status),
+        )
         .col_expr(webhook_event::Column::Error, error.into())
         .col_expr(webhook_event::Column::ProcessedAt, Some(now).into())
         .filter(webhook_event::Column::Id.eq(id))

@@ -1,5 +1,5 @@
 //! What an API key may do: `read` (GET), `write` (other methods), `admin` (workspace and key
-//! management). Each is checked on its own; `admin` does not imply `read`.
+//! management). `admin` implies `read` and `write`; `write` does not imply `read`.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -61,9 +61,11 @@ impl Permissions {
         Self([Permission::Read, Permission::Write, Permission::Admin].into())
     }
 
-    /// Whether the set holds `permission`.
+    /// Whether the set grants `permission`: it holds it, or holds `admin`, which implies
+    /// `read` and `write` (an admin key can mint itself any key anyway). `write` does not imply
+    /// `read`.
     pub fn contains(&self, permission: Permission) -> bool {
-        self.0.contains(&permission)
+        self.0.contains(&permission) || self.0.contains(&Permission::Admin)
     }
 
     /// Whether the set is empty.
@@ -129,6 +131,14 @@ mod tests {
     #[test]
     fn permission_names_are_case_sensitive() {
         assert!("READ".parse::<Permission>().is_err());
+    }
+
+    #[test]
+    fn admin_implies_read_and_write_but_write_not_read() {
+        let admin = Permissions::from_storage("admin");
+        assert!(admin.contains(Permission::Read) && admin.contains(Permission::Write));
+        let write = Permissions::from_storage("write");
+        assert!(!write.contains(Permission::Read));
     }
 
     #[test]

@@ -1,9 +1,14 @@
-//! Operator views: `GET /admin/actors`, the live actor tree with counts (admin permission).
+//! Operator views: `GET /admin/actors`, the live actor tree with counts. With a workspace's
+//! admin key it shows that workspace's actors only; with the operator token
+//! (`server.operator_token`, what `parley admin actors` uses) the whole installation's.
 
 use axum::Router;
-use axum::extract::State;
+use axum::extract::{FromRequestParts, State};
+use axum::http::header::AUTHORIZATION;
+use axum::http::request::Parts;
 use axum::routing::get;
 use serde::Serialize;
+use subtle::ConstantTimeEq;
 
 use crate::domain::Permission;
 use crate::http::AppState;
@@ -15,32 +20,77 @@ pub(crate) fn router() -> Router<AppState> {
     Router::new().route("/admin/actors", get(get_actor_tree))
 }
 
+/// One supervisor and how many actors it runs (for the viewer's workspace, or all).
 #[derive(Debug, Serialize)]
-struct SupervisorRecord {
+pub(crate) struct SupervisorRecord {
+    /// Its path, e.g. `root/conversations`.
     path: String,
+    /// Actors it runs.
     live: usize,
 }
 
+/// The tree as the endpoint answers it.
 #[derive(Debug, Serialize)]
-struct ActorTree {
-    root: &'static str,
+pub(crate) struct ActorTree {
+    /// Always `root`.
+    root: String,
+    /// `installation` for the operator, `workspace` for a workspace admin.
+    scope: String,
+    /// The supervisors under the root.
     supervisors: Vec<SupervisorRecord>,
 }
 
-#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+/// Who is looking.
+enum Viewer {
+    /// The operator, with the configured token.
+    Operator,
+    /// A workspace's key.
+    Workspace(Caller),
+}
+
+impl FromRequestParts<AppState> for Viewer {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let presented = parts
+            .headers
+            .get(AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, token)| token.trim());
+        if let (Some(presented), Some(operator)) =
+            (presented, state.settings.server.operator_token.as_ref())
+            && !operator.expose().is_empty()
+            && bool::from(presented.as_bytes().ct_eq(operator.expose().as_bytes()))
+        {
+            return Ok(Self::Operator);
+        }
+        Caller::from_request_parts(parts, state)
+            .await
+            .map(Self::Workspace)
+    }
+}
+
+#[tracing::instrument(skip_all)]
 async fn get_actor_tree(
-    caller: Caller,
+    viewer: Viewer,
     State(state): State<AppState>,
 ) -> Result<Envelope<ActorTree>> {
-    caller.require(Permission::Admin)?;
-    let tree = state
-        .actors
-        .tree()
-        .await
-        .map_err(|e| ApiError::Unavailable {
-            code: "not_ready",
-            message: e.to_string(),
-        })?;
+    let (scope, tree) = match viewer {
+        Viewer::Operator => ("installation", state.actors.tree().await),
+        Viewer::Workspace(caller) => {
+            caller.require(Permission::Admin)?;
+            ("workspace", state.actors.tree_of(caller.workspace_id).await)
+        }
+    };
+    let tree = tree.map_err(|e| ApiError::Unavailable {
+        code: "not_ready",
+        message: e.to_string(),
+    })?;
     let supervisors = tree
         .into_iter()
         .map(|s| SupervisorRecord {
@@ -51,7 +101,8 @@ async fn get_actor_tree(
     Ok(Envelope::ok(
         "Actor tree retrieved successfully",
         ActorTree {
-            root: "root",
+            root: "root".to_owned(),
+            scope: scope.to_owned(),
             supervisors,
         },
     ))

@@ -19,6 +19,7 @@ use crate::http::error::{ApiError, PathSegment, Result};
 use crate::http::extract::{Json, Path};
 use crate::http::validation::{Problems, parse_uuid, present};
 use crate::http::workers::find_worker;
+use parley_actors::Change;
 
 /// The only provider the specification supports.
 const PROVIDER_ONE: &str = "PROVIDER_ONE";
@@ -115,6 +116,9 @@ async fn create_assistant(
         clock::now(),
     )
     .await?;
+    state.changed(Change::Assistants {
+        workspace_id: caller.workspace_id,
+    });
     Ok(Envelope::created(
         "Assistant created successfully",
         CreatedAssistant {
@@ -171,6 +175,9 @@ async fn update_assistant(
     problems.finish()?;
     let fields = fields.ok_or_else(|| ApiError::invalid(Vec::new()))?;
     let updated = assistants::update(&state.db, current, fields, clock::now()).await?;
+    state.changed(Change::Assistants {
+        workspace_id: caller.workspace_id,
+    });
     Ok(Envelope::ok(
         "Assistant updated successfully",
         updated.into(),
@@ -188,6 +195,9 @@ async fn delete_assistant(
     if !assistants::delete(&state.db, caller.workspace_id, id).await? {
         return Err(ApiError::NotFound("Assistant"));
     }
+    state.changed(Change::Assistants {
+        workspace_id: caller.workspace_id,
+    });
     Ok(Envelope::ok(
         "Assistant deleted successfully",
         json!({ "id": id }),

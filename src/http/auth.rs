@@ -1,8 +1,13 @@
 //! Bearer API-key authentication and the permission check every handler makes.
 
-use axum::extract::FromRequestParts;
+use std::net::{IpAddr, SocketAddr};
+use std::num::NonZeroU32;
+use std::sync::Arc;
+
+use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
+use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use parley_persistence::{api_keys, clock};
 use uuid::Uuid;
 
@@ -46,15 +51,16 @@ impl FromRequestParts<AppState> for Caller {
         parts: &mut Parts,
         state: &AppState,
     ) -> Result<Self, Self::Rejection> {
-        let presented = bearer_token(parts).ok_or(ApiError::Unauthenticated)?;
+        let refused = || state.auth_failures.refuse(parts);
+        let presented = bearer_token(parts).ok_or_else(refused)?;
         let Some((key, workspace)) =
             api_keys::find_by_hash(&state.db, &hash_api_key(presented)).await?
         else {
-            return Err(ApiError::Unauthenticated);
+            return Err(refused());
         };
         let now = clock::now();
         if key.revoked_at.is_some() || key.expires_at.is_some_and(|at| at <= now) {
-            return Err(ApiError::Unauthenticated);
+            return Err(refused());
         }
         api_keys::touch(&state.db, &key, now, LAST_USED_RESOLUTION).await?;
         let span = tracing::Span::current();
@@ -75,4 +81,43 @@ fn bearer_token(parts: &Parts) -> Option<&str> {
     let (scheme, token) = value.split_once(' ')?;
     let token = token.trim();
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+/// Failed authentication, counted per client address: past the allowance an address gets 429
+/// instead of 401 until it slows down. Valid keys never touch it, so they are never slowed.
+#[derive(Clone, Debug)]
+pub(crate) struct AuthFailures {
+    limiter: Option<Arc<DefaultKeyedRateLimiter<IpAddr>>>,
+}
+
+/// Addresses remembered before the limiter forgets the quiet ones.
+const REMEMBERED_ADDRESSES: usize = 10_000;
+
+impl AuthFailures {
+    /// Allows `per_minute` failures per address (bursts up to the same number); 0 turns it off.
+    pub(crate) fn new(per_minute: u32) -> Self {
+        let limiter =
+            NonZeroU32::new(per_minute).map(|n| Arc::new(RateLimiter::keyed(Quota::per_minute(n))));
+        Self { limiter }
+    }
+
+    /// The answer to a failed authentication from the request's client: 401, or 429 when the
+    /// address has failed too often.
+    fn refuse(&self, parts: &Parts) -> ApiError {
+        let (Some(limiter), Some(ConnectInfo(peer))) = (
+            self.limiter.as_ref(),
+            parts.extensions.get::<ConnectInfo<SocketAddr>>(),
+        ) else {
+            return ApiError::Unauthenticated;
+        };
+        if limiter.len() > REMEMBERED_ADDRESSES {
+            limiter.retain_recent();
+        }
+        match limiter.check_key(&peer.ip()) {
+            Ok(()) => ApiError::Unauthenticated,
+            Err(_) => ApiError::RateLimited(
+                "Too many failed authentications from this address; slow down".to_owned(),
+            ),
+        }
+    }
 }

@@ -5,15 +5,13 @@
 use axum::Router;
 use axum::extract::State;
 use axum::routing::{get, post};
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use chrono::{DateTime, Utc};
-use parley_persistence::channels::{self, ChannelChanges, NewChannel};
+use parley_actors::Change;
+use parley_actors::whatsapp::GraphError;
+use parley_persistence::channels::{self, ChannelChanges, NewChannel, VerifiedNumber};
 use parley_persistence::entities::channel;
-use parley_persistence::{PersistenceError, clock};
-use serde::{Deserialize, Serialize};
+use parley_persistence::{Integration, PersistenceError, clock};
+use serde::Deserialize;
 use serde_json::{Value, json};
-use uuid::Uuid;
 
 use crate::domain::{LongName, Permission};
 use crate::http::AppState;
@@ -25,9 +23,12 @@ use crate::http::pagination::{ListQuery, PageResponse};
 use crate::http::validation::{Problems, parse_uuid};
 use crate::http::workers::find_worker;
 
-/// The integrations a channel can use (DESIGN.md §5).
-const INTEGRATIONS: [&str; 3] = ["cloud_api", "mm_lite", "sandbox"];
-const SANDBOX: &str = "sandbox";
+mod fields;
+mod record;
+
+use self::fields::{credential, new_verify_token, platform_id, settings_object};
+pub(crate) use self::record::ChannelRecord;
+use self::record::record;
 
 pub(crate) fn router() -> Router<AppState> {
     Router::new()
@@ -41,67 +42,6 @@ pub(crate) fn router() -> Router<AppState> {
             "/channels/{channel_id}/worker/{worker_id}",
             post(sync_worker),
         )
-}
-
-/// A channel as the API shows it (camelCase). The access token is write-only:
-/// `hasAccessToken` says whether one is stored.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct ChannelRecord {
-    id: Uuid,
-    name: String,
-    #[serde(rename = "type")]
-    channel_type: String,
-    integration: String,
-    active: bool,
-    settings: Value,
-    phone_number_id: Option<String>,
-    business_id: Option<String>,
-    worker_id: Option<Uuid>,
-    has_access_token: bool,
-    /// Why Meta refused the access token (error 190), until a new one is given.
-    credentials_error: Option<String>,
-    webhook: Webhook,
-    created_at: DateTime<Utc>,
-    updated_at: DateTime<Utc>,
-}
-
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Webhook {
-    /// Where Meta should post; known only when a public URL is configured.
-    url: Option<String>,
-    verify_token: String,
-}
-
-impl ChannelRecord {
-    fn new(c: channel::Model, public_url: Option<&str>) -> Self {
-        let url =
-            public_url.map(|base| format!("{}/webhooks/waba/{}", base.trim_end_matches('/'), c.id));
-        Self {
-            id: c.id,
-            name: c.name,
-            channel_type: c.channel_type,
-            integration: c.integration,
-            active: c.active,
-            settings: c.settings,
-            phone_number_id: c.phone_number_id,
-            business_id: c.business_account_id,
-            worker_id: c.worker_id,
-            has_access_token: c.access_token_encrypted.is_some(),
-            credentials_error: c.credentials_error,
-            webhook: Webhook {
-                url,
-                verify_token: c.verify_token,
-            },
-            created_at: c.created_at,
-            updated_at: c.updated_at,
-        }
-    }
-}
-
-fn record(state: &AppState, c: channel::Model) -> ChannelRecord {
-    ChannelRecord::new(c, state.settings.public_url.as_deref())
 }
 
 #[derive(Debug, Deserialize)]
@@ -130,13 +70,20 @@ async fn create_channel(
             None
         }
     };
-    let integration = body.integration.unwrap_or_else(|| "cloud_api".to_owned());
-    if !INTEGRATIONS.contains(&integration.as_str()) {
-        problems.add(
-            ["integration"],
-            "must be one of cloud_api, mm_lite, sandbox",
-        );
-    }
+    let integration = match body.integration.as_deref() {
+        None => Some(Integration::CloudApi),
+        Some(name) => {
+            let parsed = Integration::parse(name);
+            if parsed.is_none() {
+                problems.add(
+                    ["integration"],
+                    "must be one of cloud_api, mm_lite, sandbox",
+                );
+            }
+            parsed
+        }
+    };
+    let sandbox = integration == Some(Integration::Sandbox);
     let settings = settings_object(&mut problems, body.settings);
     let access_token = credential(&mut problems, "accessToken", body.access_token, 4096);
     let phone_number_id = platform_id(&mut problems, "phoneNumberId", body.phone_number_id);
@@ -144,8 +91,8 @@ async fn create_channel(
 
     // Sandbox channels need no Meta credentials; the first form (token and number) makes a live
     // channel; the second (name and business account) an inactive one awaiting credentials.
-    let live = integration == SANDBOX || access_token.is_some() || phone_number_id.is_some();
-    if integration != SANDBOX {
+    let live = sandbox || access_token.is_some() || phone_number_id.is_some();
+    if !sandbox {
         if live {
             for (field, given) in [
                 ("accessToken", access_token.is_some()),
@@ -161,8 +108,14 @@ async fn create_channel(
         }
     }
     problems.finish()?;
-    let Some(name) = name else {
+    let (Some(name), Some(integration)) = (name, integration) else {
         return Err(ApiError::invalid_field(["name"], "is required"));
+    };
+    let verified = match (&access_token, &phone_number_id) {
+        (Some(token), Some(number)) if integration.is_live() => {
+            Some(verify_number(&state, token, number).await?)
+        }
+        _ => None,
     };
 
     let created = channels::create(
@@ -177,12 +130,13 @@ async fn create_channel(
             business_account_id: business_id,
             access_token_encrypted: access_token.map(|t| state.secrets.seal(&t)),
             verify_token: new_verify_token(),
+            verified,
         },
         clock::now(),
     )
     .await
     .map_err(phone_number_conflict)?;
-    tracing::info!(channel_id = %created.id, integration = %created.integration, "channel created");
+    tracing::info!(channel_id = %created.id, integration = created.integration.as_str(), "channel created");
     register_webhook(&state, &created).await;
     Ok(Envelope::created(
         "Channel created successfully",
@@ -199,7 +153,7 @@ async fn list_channels(
     caller.require(Permission::Read)?;
     let page = query.page()?;
     let paged = channels::list(&state.db, caller.workspace_id, page).await?;
-    let public_url = state.settings.public_url.as_deref();
+    let public_url = state.settings.server.public_url.as_deref();
     Ok(PageResponse::new(
         "Channels retrieved successfully",
         page,
@@ -258,11 +212,26 @@ async fn update_channel(
     let new_token = access_token.is_some();
     let has_credentials = (access_token.is_some() || current.access_token_encrypted.is_some())
         && (phone_number_id.is_some() || current.phone_number_id.is_some());
-    if will_be_active && current.integration != SANDBOX && !has_credentials {
+    if will_be_active && current.integration.is_live() && !has_credentials {
         return Err(ApiError::Conflict(
             "A channel cannot be active without accessToken and phoneNumberId".to_owned(),
         ));
     }
+    // Going live, or live with new credentials: Meta must confirm the token holds the number.
+    let claims_number = !current.active || access_token.is_some() || phone_number_id.is_some();
+    let verified = if will_be_active && current.integration.is_live() && claims_number {
+        let token = match &access_token {
+            Some(token) => token.clone(),
+            None => stored_token(&state, &current)?,
+        };
+        let number = phone_number_id
+            .clone()
+            .or_else(|| current.phone_number_id.clone())
+            .unwrap_or_default();
+        Some(verify_number(&state, &token, &number).await?)
+    } else {
+        None
+    };
     let changes = ChannelChanges {
         name: name.map(LongName::into_inner),
         settings,
@@ -271,20 +240,20 @@ async fn update_channel(
         business_account_id: business_id,
         access_token_encrypted: access_token.map(|t| state.secrets.seal(&t)),
         worker_id: None,
+        verified,
     };
     let was_active = current.active;
     let updated = channels::update(&state.db, current, changes, clock::now())
         .await
         .map_err(phone_number_conflict)?;
-    if let Ok(channels) = state.actors.channels() {
-        channels.retire(updated.id);
-    }
+    state.changed(Change::Channel {
+        workspace_id: caller.workspace_id,
+        channel_id: updated.id,
+    });
+    // The channels registry restarts the actor with the new data; Meta needs telling only
+    // when the channel went live or got new credentials.
     if updated.active && (!was_active || new_token) {
         register_webhook(&state, &updated).await;
-    } else if updated.active
-        && let Ok(channels) = state.actors.channels()
-    {
-        channels.start(updated.id).await;
     }
     Ok(Envelope::ok(
         "Channel updated successfully",
@@ -301,10 +270,14 @@ async fn delete_channel(
     caller.require(Permission::Write)?;
     let id = parse_uuid(&channel_id, "channel_id")?;
     let txn = parley_persistence::begin_write(&state.db).await?;
-    if !channels::delete(&txn, caller.workspace_id, id).await? {
+    if !channels::delete(&txn, caller.workspace_id, id, clock::now()).await? {
         return Err(ApiError::NotFound("Channel"));
     }
     txn.commit().await.map_err(PersistenceError::from)?;
+    state.changed(Change::ChannelDeleted {
+        workspace_id: caller.workspace_id,
+        channel_id: id,
+    });
     Ok(Envelope::ok(
         "Channel deleted successfully",
         json!({ "id": id }),
@@ -325,6 +298,10 @@ async fn sync_worker(
         ..ChannelChanges::default()
     };
     let updated = channels::update(&state.db, channel, changes, clock::now()).await?;
+    state.changed(Change::Channel {
+        workspace_id: caller.workspace_id,
+        channel_id: updated.id,
+    });
     tracing::info!(worker_id = %worker.id, "worker synced to channel");
     Ok(Envelope::ok(
         "Worker synced to channel successfully",
@@ -354,7 +331,10 @@ async fn register_webhook(state: &AppState, channel: &channel::Model) {
     if channel.active {
         channels.start(channel.id).await;
     }
-    if !channel.active || channel.integration == SANDBOX || state.settings.public_url.is_none() {
+    if !channel.active
+        || !channel.integration.is_live()
+        || state.settings.server.public_url.is_none()
+    {
         return;
     }
     if let Err(error) = channels.register_webhook(channel.id).await {
@@ -362,52 +342,48 @@ async fn register_webhook(state: &AppState, channel: &channel::Model) {
     }
 }
 
-fn settings_object(problems: &mut Problems, value: Option<Value>) -> Value {
-    crate::http::validation::object_or_empty(problems, "settings", value)
-}
-
-/// A secret credential: non-empty, bounded, no surrounding whitespace kept.
-fn credential(
-    problems: &mut Problems,
-    field: &str,
-    value: Option<String>,
-    max: usize,
-) -> Option<String> {
-    let value = value?.trim().to_owned();
-    if value.is_empty() || value.len() > max {
-        problems.add([field], format!("must be 1 to {max} characters"));
-        return None;
-    }
-    Some(value)
-}
-
-/// One of Meta's object ids: 1 to 64 letters, digits, `_` or `-`.
-fn platform_id(problems: &mut Problems, field: &str, value: Option<String>) -> Option<String> {
-    let value = value?.trim().to_owned();
-    let valid = !value.is_empty()
-        && value.len() <= 64
-        && value
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-    if !valid {
-        problems.add([field], "must be 1 to 64 letters, digits, '_' or '-'");
-        return None;
-    }
-    Some(value)
-}
-
-fn new_verify_token() -> String {
-    let mut bytes = [0u8; 24];
-    #[allow(clippy::expect_used)]
-    getrandom::fill(&mut bytes).expect("the operating system's random source is available");
-    URL_SAFE_NO_PAD.encode(bytes)
-}
-
+/// A number held by another channel: the answer says no more than that it is not available.
 fn phone_number_conflict(error: PersistenceError) -> ApiError {
     match error {
         PersistenceError::Conflict(_) => {
-            ApiError::Conflict("That phoneNumberId already belongs to a channel".to_owned())
+            ApiError::Conflict("That phoneNumberId is not available".to_owned())
         }
         other => other.into(),
     }
+}
+
+/// Meta's word that `token` holds `number`: its display number and verified name; a 400 naming
+/// `accessToken` when Meta refuses, a 502 when Meta cannot be asked.
+async fn verify_number(state: &AppState, token: &str, number: &str) -> Result<VerifiedNumber> {
+    state
+        .actors
+        .verify_number(token, number)
+        .await
+        .map_err(|error| match error {
+            GraphError::Api { code, status, .. } if status < 500 => {
+                tracing::info!(code, "Meta refused a channel's credentials");
+                ApiError::invalid_field(
+                    ["accessToken"],
+                    format!("was refused by Meta for this phoneNumberId (Meta error {code})"),
+                )
+            }
+            other => {
+                tracing::warn!(error = %other, "Meta could not verify a channel's credentials");
+                ApiError::UpstreamFailed(
+                    "Meta could not be reached to verify the channel's credentials".to_owned(),
+                )
+            }
+        })
+}
+
+/// The channel's stored access token, opened.
+fn stored_token(state: &AppState, channel: &channel::Model) -> Result<String> {
+    let sealed = channel
+        .access_token_encrypted
+        .as_deref()
+        .unwrap_or_default();
+    state
+        .secrets
+        .open(sealed)
+        .map_err(|e| ApiError::Internal(e.context("opening a channel's access token")))
 }

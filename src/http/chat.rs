@@ -1,7 +1,9 @@
 //! Driving a conversation over HTTP: `POST /conversation/{identity_id}/chat/{channel_id}`
 //! (synchronous) and `GET /conversation/{identity_id}/streaming?channel_id=&message=` (Server-Sent
-//! Events). Both run the turn in the identity's conversation actor; neither sends the reply
-//! through WhatsApp. A streaming client that disconnects does not cancel the turn.
+//! Events). Both run the turn in the identity's conversation actor, which is the one authority
+//! on whether the identity, the channel and an assistant exist; neither sends the reply through
+//! WhatsApp. A streaming client that disconnects does not cancel the turn, and a stream starts
+//! only once the actor accepted the turn, so refusals keep their HTTP status.
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -11,9 +13,9 @@ use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::routing::{get, post};
 use parley_actors::llm::{LlmError, Usage};
-use parley_actors::{Conversations, ToolCallRecord, TurnError, TurnOutcome, TurnRequest};
-use parley_persistence::assistants;
-use parley_persistence::entities::channel;
+use parley_actors::{
+    Conversations, ToolCallRecord, TurnError, TurnEvent, TurnOrigin, TurnOutcome, TurnRequest,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -21,18 +23,14 @@ use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
 use uuid::Uuid;
 
-use crate::domain::Permission;
+use crate::domain::{Permission, TEXT_LIMIT};
 use crate::http::AppState;
 use crate::http::auth::Caller;
-use crate::http::channels::find_channel;
 use crate::http::envelope::Envelope;
 use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Json, Path, Query};
-use crate::http::identities::require;
-use crate::http::validation::{Problems, object_or_empty};
-
-/// Longest message accepted, in characters (WhatsApp's text limit).
-const MAX_MESSAGE_CHARS: usize = 4096;
+use crate::http::identities::find_identity;
+use crate::http::validation::{Problems, object_or_empty, parse_uuid};
 /// Comment lines that keep idle proxies from closing a stream.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
@@ -83,20 +81,19 @@ async fn chat(
     caller.require(Permission::Write)?;
     let mut problems = Problems::default();
     let text = message_text(&mut problems, body.message.as_ref());
-    object_or_empty(&mut problems, "metadata", body.metadata);
+    let metadata = body
+        .metadata
+        .map(|m| object_or_empty(&mut problems, "metadata", Some(m)));
     problems.finish()?;
-    let (identity, channel) = resolve(&state, &caller, &identity_id, &channel_id).await?;
+    let (identity, channel_id) = resolve(&state, &caller, &identity_id, &channel_id).await?;
+    let request = TurnRequest {
+        channel_id,
+        text,
+        origin: TurnOrigin::Api { events: None },
+        metadata,
+    };
     let outcome = conversations(&state)?
-        .turn(
-            caller.workspace_id,
-            identity,
-            TurnRequest {
-                channel_id: channel.id,
-                text,
-                stream: None,
-                platform_message_id: None,
-            },
-        )
+        .turn(caller.workspace_id, identity, request)
         .await
         .map_err(turn_error)?;
     Ok(Envelope::ok(outcome.reply.clone(), outcome.into()))
@@ -127,42 +124,57 @@ async fn stream(
     let text = message_text(&mut problems, query.message.map(Value::String).as_ref());
     problems.finish()?;
     let channel_id = query.channel_id.unwrap_or_default();
-    let (identity, channel) = resolve(&state, &caller, &identity_id, &channel_id).await?;
+    let (identity, channel_id) = resolve(&state, &caller, &identity_id, &channel_id).await?;
     let conversations = conversations(&state)?;
 
-    let (events_tx, events_rx) = mpsc::channel::<Event>(256);
-    let (tokens_tx, mut tokens_rx) = mpsc::channel::<String>(256);
-    let workspace_id = caller.workspace_id;
-    // The turn runs in the identity's actor whatever happens to this connection; this task
+    // The turn runs in the identity's actor whatever happens to this connection; the stream
     // only relays what it produces.
-    tokio::spawn(async move {
-        let relay_events = events_tx.clone();
-        let relay = tokio::spawn(async move {
-            while let Some(token) = tokens_rx.recv().await {
-                let _ = relay_events
-                    .send(event(&json!({"type": "token", "content": token})))
-                    .await;
-            }
+    let (turn_events, mut heard) = mpsc::channel::<TurnEvent>(256);
+    let request = TurnRequest {
+        channel_id,
+        text,
+        origin: TurnOrigin::Api {
+            events: Some(turn_events),
+        },
+        metadata: None,
+    };
+    let workspace_id = caller.workspace_id;
+    let turn =
+        tokio::spawn(async move { conversations.turn(workspace_id, identity, request).await });
+    // Until the actor accepts the turn, a refusal (unknown channel, no assistant) is still an
+    // HTTP status rather than an event.
+    if heard.recv().await != Some(TurnEvent::Accepted) {
+        let outcome = turn
+            .await
+            .map_err(|e| ApiError::Internal(anyhow::anyhow!("the turn task failed: {e}")))?;
+        let error = outcome.err().unwrap_or_else(|| {
+            TurnError::Storage("the turn ended without being accepted".to_owned())
         });
-        let request = TurnRequest {
-            channel_id: channel.id,
-            text,
-            stream: Some(tokens_tx),
-            platform_message_id: None,
-        };
-        let outcome = conversations.turn(workspace_id, identity, request).await;
-        let _ = relay.await;
-        let last = match outcome {
-            Ok(outcome) => json!({
+        return Err(turn_error(error));
+    }
+
+    let (events_tx, events_rx) = mpsc::channel::<Event>(256);
+    tokio::spawn(async move {
+        while let Some(TurnEvent::Token(token)) = heard.recv().await {
+            let _ = events_tx
+                .send(event(&json!({"type": "token", "content": token})))
+                .await;
+        }
+        let last = match turn.await {
+            Ok(Ok(outcome)) => json!({
                 "type": "complete",
                 "content": outcome.reply,
                 "conversation_id": outcome.conversation_id,
                 "message_id": outcome.message_id,
                 "fallback": outcome.fallback,
             }),
-            Err(error) => {
+            Ok(Err(error)) => {
                 let error = turn_error(error);
-                json!({"type": "error", "content": error.to_string(), "code": error.code()})
+                json!({"type": "error", "content": error.public_message(), "code": error.code()})
+            }
+            Err(error) => {
+                tracing::error!(%error, "the turn task failed");
+                json!({"type": "error", "content": "The turn failed", "code": "internal_error"})
             }
         };
         let _ = events_tx.send(event(&last)).await;
@@ -181,10 +193,10 @@ fn message_text(problems: &mut Problems, value: Option<&Value>) -> String {
         Some(Value::String(text)) if text.trim().is_empty() => {
             problems.add(["message"], "must not be empty");
         }
-        Some(Value::String(text)) if text.chars().count() > MAX_MESSAGE_CHARS => {
+        Some(Value::String(text)) if text.chars().count() > TEXT_LIMIT => {
             problems.add(
                 ["message"],
-                format!("must be at most {MAX_MESSAGE_CHARS} characters"),
+                format!("must be at most {TEXT_LIMIT} characters"),
             );
         }
         Some(Value::String(text)) => return text.clone(),
@@ -194,28 +206,18 @@ fn message_text(problems: &mut Problems, value: Option<&Value>) -> String {
     String::new()
 }
 
-/// The identity and channel of a conversation call, refusing up front what the actor would:
-/// 404 for an unknown identity or channel, 409 when no assistant answers on the channel.
+/// The identity a conversation call addresses (resolved like any identity path: 404 when
+/// unknown) and the channel's id (400 when malformed). Whether the channel exists and has an
+/// assistant is the conversation actor's answer.
 async fn resolve(
     state: &AppState,
     caller: &Caller,
     identity_id: &str,
     channel_id: &str,
-) -> Result<(Uuid, channel::Model)> {
-    let identity = require(&state.db, caller.workspace_id, identity_id).await?;
-    let channel = find_channel(state, caller, channel_id).await?;
-    let has_assistant = match channel.worker_id {
-        Some(worker) => !assistants::list_for_worker(&state.db, caller.workspace_id, worker)
-            .await?
-            .is_empty(),
-        None => false,
-    };
-    if !has_assistant {
-        return Err(ApiError::Conflict(
-            "The channel has no synced worker with an assistant".to_owned(),
-        ));
-    }
-    Ok((identity.id, channel))
+) -> Result<(Uuid, Uuid)> {
+    let identity = find_identity(&state.db, caller.workspace_id, identity_id).await?;
+    let channel_id = parse_uuid(channel_id, "channel_id")?;
+    Ok((identity.id, channel_id))
 }
 
 fn conversations(state: &AppState) -> Result<Conversations> {
@@ -237,8 +239,19 @@ fn turn_error(error: TurnError) -> ApiError {
             code: "llm_not_configured",
             message: LlmError::NotConfigured.to_string(),
         },
-        TurnError::Llm(e @ LlmError::Timeout(_)) => ApiError::UpstreamTimeout(e.to_string()),
-        TurnError::Llm(e) => ApiError::UpstreamFailed(e.to_string()),
+        // The model's own words stay in the log: they may name internal addresses.
+        TurnError::Llm(e @ LlmError::Timeout(_)) => {
+            tracing::warn!(error = %e, "the language model timed out");
+            ApiError::UpstreamTimeout(
+                "The language model did not answer in time; the message is kept".to_owned(),
+            )
+        }
+        TurnError::Llm(e) => {
+            tracing::warn!(error = %e, "the language model failed");
+            ApiError::UpstreamFailed(
+                "The language model failed to answer; the message is kept".to_owned(),
+            )
+        }
         TurnError::Timeout => ApiError::UpstreamTimeout(
             "The turn did not finish in time; it goes on and its reply will be stored".to_owned(),
         ),

@@ -5,8 +5,11 @@ use axum::Router;
 use axum::extract::State;
 use axum::routing::get;
 use chrono::{DateTime, Utc};
+use parley_actors::conversation::thread;
+use parley_persistence::clock;
 use parley_persistence::conversations::{self, ConversationFilter};
 use parley_persistence::entities::{conversation, message};
+use parley_persistence::{ConversationStatus, Direction, MessageStatus, Role};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
@@ -18,7 +21,7 @@ use crate::http::channels::find_channel;
 use crate::http::envelope::Envelope;
 use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Path, Query};
-use crate::http::identities::require;
+use crate::http::identities::find_identity;
 use crate::http::pagination::{ListQuery, PageResponse, page_from};
 use crate::http::validation::parse_uuid;
 
@@ -39,23 +42,34 @@ struct ConversationRecord {
     identity_id: Uuid,
     channel_id: Uuid,
     assistant_id: Option<Uuid>,
-    status: String,
+    status: ConversationStatus,
     started_at: DateTime<Utc>,
     last_message_at: DateTime<Utc>,
 }
 
-impl From<conversation::Model> for ConversationRecord {
-    fn from(c: conversation::Model) -> Self {
+impl ConversationRecord {
+    /// The record of `c` as of `now`: a conversation idle for `idle_after` or longer is closed,
+    /// whatever its row says (the next message starts a new one).
+    fn new(c: conversation::Model, idle_after: chrono::Duration, now: DateTime<Utc>) -> Self {
+        let status = if thread::is_idle(&c, idle_after, now) {
+            ConversationStatus::Closed
+        } else {
+            c.status
+        };
         Self {
             id: c.id,
             identity_id: c.identity_id,
             channel_id: c.channel_id,
             assistant_id: c.assistant_id,
-            status: c.status,
+            status,
             started_at: c.started_at,
             last_message_at: c.last_message_at,
         }
     }
+}
+
+fn idle_after(state: &AppState) -> chrono::Duration {
+    state.settings.actors.conversation_idle()
 }
 
 /// A message as the API shows it.
@@ -63,14 +77,15 @@ impl From<conversation::Model> for ConversationRecord {
 struct MessageRecord {
     id: Uuid,
     conversation_id: Uuid,
-    direction: String,
-    role: String,
+    direction: Direction,
+    role: Role,
     content: String,
-    status: String,
+    status: MessageStatus,
     platform_message_id: Option<String>,
     error: Option<Value>,
     usage: Option<Value>,
     tool_calls: Option<Value>,
+    metadata: Option<Value>,
     created_at: DateTime<Utc>,
 }
 
@@ -87,6 +102,7 @@ impl From<message::Model> for MessageRecord {
             error: m.error,
             usage: m.usage,
             tool_calls: m.tool_calls,
+            metadata: m.metadata,
             created_at: m.created_at,
         }
     }
@@ -109,7 +125,7 @@ async fn list_conversations(
     caller.require(Permission::Read)?;
     let page = page_from(query.page, query.limit)?;
     let identity_id = match &query.identity_id {
-        Some(raw) => Some(require(&state.db, caller.workspace_id, raw).await?.id),
+        Some(raw) => Some(find_identity(&state.db, caller.workspace_id, raw).await?.id),
         None => None,
     };
     let channel_id = match &query.channel_id {
@@ -121,11 +137,12 @@ async fn list_conversations(
         channel_id,
     };
     let paged = conversations::list(&state.db, caller.workspace_id, filter, page).await?;
+    let (idle_after, now) = (idle_after(&state), clock::now());
     Ok(PageResponse::new(
         "Conversations retrieved successfully",
         page,
         paged,
-        ConversationRecord::from,
+        |c| ConversationRecord::new(c, idle_after, now),
     ))
 }
 
@@ -137,10 +154,8 @@ async fn get_conversation(
 ) -> Result<Envelope<ConversationRecord>> {
     caller.require(Permission::Read)?;
     let found = find_conversation(&state, &caller, &conversation_id).await?;
-    Ok(Envelope::ok(
-        "Conversation retrieved successfully",
-        found.into(),
-    ))
+    let record = ConversationRecord::new(found, idle_after(&state), clock::now());
+    Ok(Envelope::ok("Conversation retrieved successfully", record))
 }
 
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]

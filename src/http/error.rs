@@ -88,12 +88,33 @@ pub(crate) enum ApiError {
     /// 409: the request contradicts the current state.
     #[error("{0}")]
     Conflict(String),
+    /// 409 with a machine code of its own (`flow_active`, `idempotency_key_reused`, …).
+    #[error("{message}")]
+    ConflictCode {
+        /// Machine code.
+        code: &'static str,
+        /// Human sentence.
+        message: String,
+    },
+    /// 429: the client is going too fast.
+    #[error("{0}")]
+    RateLimited(String),
     /// 413: the body is over the configured limit.
     #[error("Request body is larger than the limit of {0} bytes")]
     PayloadTooLarge(usize),
     /// 502: an upstream (the model, Meta, an MCP server) failed.
     #[error("{0}")]
     UpstreamFailed(String),
+    /// 502 with a machine code and details of its own (`mcp_unreachable`).
+    #[error("{message}")]
+    BadGateway {
+        /// Machine code.
+        code: &'static str,
+        /// Human sentence.
+        message: String,
+        /// What failed where.
+        details: Vec<FieldError>,
+    },
     /// 502: Meta refused the request; its code and message go in `details`.
     #[error("Meta refused the request: {message}")]
     MetaRefused {
@@ -147,18 +168,32 @@ impl ApiError {
             Self::Forbidden(_) => StatusCode::FORBIDDEN,
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            Self::Conflict(_) => StatusCode::CONFLICT,
+            Self::Conflict(_) | Self::ConflictCode { .. } => StatusCode::CONFLICT,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            Self::UpstreamFailed(_) | Self::MetaRefused { .. } => StatusCode::BAD_GATEWAY,
+            Self::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
+            Self::UpstreamFailed(_) | Self::MetaRefused { .. } | Self::BadGateway { .. } => {
+                StatusCode::BAD_GATEWAY
+            }
             Self::UpstreamTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
             Self::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
+    /// The sentence a client may see: a bug's cause stays in the log.
+    pub(crate) fn public_message(&self) -> String {
+        match self {
+            Self::Internal(_) => "Internal server error".to_owned(),
+            other => other.to_string(),
+        }
+    }
+
     pub(crate) fn code(&self) -> &'static str {
         match self {
-            Self::BadRequest { code, .. } | Self::Unavailable { code, .. } => code,
+            Self::BadRequest { code, .. }
+            | Self::Unavailable { code, .. }
+            | Self::ConflictCode { code, .. }
+            | Self::BadGateway { code, .. } => code,
             Self::Unauthenticated => "unauthenticated",
             Self::WebhookSignature(_) => "invalid_signature",
             Self::Forbidden(_) => "forbidden",
@@ -166,6 +201,7 @@ impl ApiError {
             Self::MethodNotAllowed => "method_not_allowed",
             Self::Conflict(_) => "conflict",
             Self::PayloadTooLarge(_) => "payload_too_large",
+            Self::RateLimited(_) => "rate_limited",
             Self::UpstreamFailed(_) | Self::MetaRefused { .. } => "upstream_failed",
             Self::UpstreamTimeout(_) => "upstream_timeout",
             Self::Internal(_) => "internal_error",
@@ -216,11 +252,13 @@ impl IntoResponse for ApiError {
                 (self.to_string(), &meta_details[..], None)
             }
             Self::Internal(cause) => (
-                "Internal server error".to_owned(),
+                self.public_message(),
                 &[][..],
                 Some(InternalErrorReport(format!("{cause:#}"))),
             ),
-            Self::BadRequest { details, .. } => (self.to_string(), details.as_slice(), None),
+            Self::BadRequest { details, .. } | Self::BadGateway { details, .. } => {
+                (self.to_string(), details.as_slice(), None)
+            }
             _ => (self.to_string(), &[][..], None),
         };
         let mut response = (
@@ -245,6 +283,8 @@ impl From<PersistenceError> for ApiError {
             PersistenceError::Conflict(_) => {
                 Self::Conflict("A resource with the same unique value already exists".to_owned())
             }
+            // A concurrent delete won the race: what this request refers to is gone.
+            PersistenceError::Vanished(_) => Self::NotFound("A resource this request refers to"),
             PersistenceError::Database(db) => Self::Internal(anyhow::Error::new(db)),
         }
     }

@@ -1,5 +1,5 @@
 //! Extractors whose rejections use our error body: JSON bodies (with the path of a bad field),
-//! path parameters and query strings.
+//! raw bodies, path parameters and query strings (with the name of a bad parameter).
 
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};
@@ -30,22 +30,41 @@ where
                 details: Vec::new(),
             });
         }
+        let RawBody(bytes) = RawBody::from_request(req, state).await?;
+        parse_json(&bytes).map(Json)
+    }
+}
+
+/// A request body as bytes (for a signature check before parsing); an oversized body is a
+/// 413 with our error body.
+#[derive(Debug)]
+pub(crate) struct RawBody(pub(crate) Bytes);
+
+impl<S> FromRequest<S> for RawBody
+where
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         let limit = req
             .extensions()
             .get::<BodyLimit>()
             .map_or(usize::MAX, |l| l.0);
-        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
-            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::PayloadTooLarge(limit)
-            } else {
-                ApiError::BadRequest {
-                    code: "invalid_body",
-                    message: rejection.body_text(),
-                    details: Vec::new(),
+        Bytes::from_request(req, state)
+            .await
+            .map(Self)
+            .map_err(|rejection| {
+                if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                    ApiError::PayloadTooLarge(limit)
+                } else {
+                    ApiError::BadRequest {
+                        code: "invalid_body",
+                        message: rejection.body_text(),
+                        details: Vec::new(),
+                    }
                 }
-            }
-        })?;
-        parse_json(&bytes).map(Json)
+            })
     }
 }
 
@@ -67,9 +86,51 @@ fn is_json(headers: &HeaderMap) -> bool {
         || (essence.starts_with("application/") && essence.ends_with("+json"))
 }
 
-/// Parses `bytes` as `T`, reporting syntax errors as `malformed_json` and type errors with the
-/// path of the offending field.
+/// What a NUL character in input is told: PostgreSQL cannot store it in text, and no field of
+/// Parley's needs one.
+const NO_NUL: &str = "must not contain NUL characters";
+
+/// Parses `bytes` as `T`, reporting syntax errors as `malformed_json`, type errors with the
+/// path of the offending field, and a NUL character anywhere with the path of its field.
 pub(crate) fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    // JSON can carry NUL only as the escape `\u0000`, so the common case costs one scan.
+    if bytes.windows(6).any(|w| w == b"\\u0000")
+        && let Ok(value) = serde_json::from_slice::<serde_json::Value>(bytes)
+        && let Some(path) = nul_path(&value)
+    {
+        return Err(ApiError::invalid(vec![FieldError::new(path, NO_NUL)]));
+    }
+    parse_typed(bytes)
+}
+
+/// Where the first NUL character of `value` is (in a string or an object key).
+fn nul_path(value: &serde_json::Value) -> Option<Vec<PathSegment>> {
+    match value {
+        serde_json::Value::String(text) => text.contains('\0').then(Vec::new),
+        serde_json::Value::Array(items) => items.iter().enumerate().find_map(|(i, item)| {
+            nul_path(item).map(|mut path| {
+                path.insert(0, PathSegment::Index(i));
+                path
+            })
+        }),
+        serde_json::Value::Object(map) => map.iter().find_map(|(key, item)| {
+            let inner = if key.contains('\0') {
+                Some(Vec::new())
+            } else {
+                nul_path(item)
+            };
+            inner.map(|mut path| {
+                path.insert(0, PathSegment::Key(key.clone()));
+                path
+            })
+        }),
+        _ => None,
+    }
+}
+
+/// Parses `bytes` as `T` as [`parse_json`] does, but lets NUL characters through: for Meta's
+/// webhooks, where the payload parser replaces them rather than refuse a whole delivery.
+pub(crate) fn parse_typed<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let deserializer = &mut serde_json::Deserializer::from_slice(bytes);
     serde_path_to_error::deserialize(deserializer).map_err(|error| {
         let inner = error.inner();
@@ -133,6 +194,11 @@ where
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        if let Ok(raw) = axum::extract::RawPathParams::from_request_parts(parts, state).await
+            && let Some((name, _)) = raw.iter().find(|(_, value)| value.contains('\0'))
+        {
+            return Err(ApiError::invalid(vec![FieldError::new([name], NO_NUL)]));
+        }
         axum::extract::Path::<T>::from_request_parts(parts, state)
             .await
             .map(|axum::extract::Path(value)| Self(value))
@@ -144,7 +210,7 @@ where
     }
 }
 
-/// Query-string parameters; a malformed or mistyped parameter is a 400.
+/// Query-string parameters; a malformed or mistyped parameter is a 400 naming it.
 #[derive(Debug)]
 pub(crate) struct Query<T>(pub(crate) T);
 
@@ -155,16 +221,37 @@ where
 {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        axum::extract::Query::<T>::from_request_parts(parts, state)
-            .await
-            .map(|axum::extract::Query(value)| Self(value))
-            .map_err(|rejection| ApiError::BadRequest {
-                code: "invalid_query",
-                message: rejection.body_text(),
-                details: Vec::new(),
-            })
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        parse_query(parts.uri.query().unwrap_or_default()).map(Self)
     }
+}
+
+/// Parses a query string as `T`; an error names the parameter in `details`.
+pub(crate) fn parse_query<T: DeserializeOwned>(query: &str) -> Result<T, ApiError> {
+    if let Some((name, _)) = form_urlencoded::parse(query.as_bytes())
+        .find(|(name, value)| name.contains('\0') || value.contains('\0'))
+    {
+        return Err(ApiError::BadRequest {
+            code: "invalid_query",
+            message: format!("Invalid query parameter {name}: {NO_NUL}"),
+            details: vec![FieldError::new([name.as_ref()], NO_NUL)],
+        });
+    }
+    let deserializer =
+        serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
+    serde_path_to_error::deserialize(deserializer).map_err(|error| {
+        let parameter = error.path().to_string();
+        let message = strip_position(&error.inner().to_string());
+        let (path, message) = match missing_field(&message) {
+            Some(field) => (field.to_owned(), "is required".to_owned()),
+            None => (parameter, message),
+        };
+        ApiError::BadRequest {
+            code: "invalid_query",
+            message: format!("Invalid query parameter {path}: {message}"),
+            details: vec![FieldError::new([path.as_str()], message)],
+        }
+    })
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Identities: `GET /identity`, `GET|PUT|DELETE /identity/{id}`. A path id resolves, in order,
-//! as UUID, external id, phone and e-mail. `PUT` creates or updates, aggregating a new contact
-//! point into the identity that already owns its phone or e-mail.
+//! as UUID, external id, phone and e-mail, in the caller's workspace only. `PUT` creates or
+//! updates, aggregating a new contact point into the identity that already owns its phone or
+//! e-mail; either way the path becomes the identity's external id, so it addresses it next.
 
 use std::collections::HashMap;
 
@@ -16,13 +17,13 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use crate::domain::{Email, Permission, Phone};
+use crate::http::AppState;
 use crate::http::auth::Caller;
 use crate::http::envelope::Envelope;
 use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Json, Path, Query};
 use crate::http::pagination::{ListQuery, PageResponse};
 use crate::http::validation::{Problems, object_or_empty, optional_text, present};
-use crate::http::{AppState, invalidate_identity};
 
 /// Longest name and external id.
 const MAX_TEXT: usize = 200;
@@ -149,7 +150,7 @@ pub(crate) async fn resolve(
 }
 
 /// The identity a path id names, or 404.
-pub(crate) async fn require(
+pub(crate) async fn find_identity(
     db: &impl ConnectionTrait,
     workspace_id: i64,
     raw: &str,
@@ -185,7 +186,7 @@ async fn get_identity(
     Path(identity_id): Path<String>,
 ) -> Result<Envelope<IdentityRecord>> {
     caller.require(Permission::Read)?;
-    let found = require(&state.db, caller.workspace_id, &identity_id).await?;
+    let found = find_identity(&state.db, caller.workspace_id, &identity_id).await?;
     Ok(Envelope::ok(
         "Identity retrieved successfully",
         record(&state.db, found).await?,
@@ -203,6 +204,79 @@ struct PutIdentityBody {
     metadata: Option<Value>,
 }
 
+/// A PUT body, checked.
+struct IdentityUpdate {
+    name: Option<Option<String>>,
+    external_id: Option<Option<String>>,
+    phone: Option<Phone>,
+    email: Option<Email>,
+    metadata: Option<Value>,
+}
+
+impl IdentityUpdate {
+    fn parse(body: PutIdentityBody) -> Result<Self> {
+        let mut problems = Problems::default();
+        let name = body
+            .name
+            .map(|n| optional_text(&mut problems, "name", n, MAX_TEXT));
+        let external_id = body
+            .external_id
+            .map(|e| optional_text(&mut problems, "external_id", e, MAX_TEXT));
+        let phone = body
+            .phone
+            .and_then(|p| problems.parse(["phone"], Phone::try_from(p.as_str())));
+        let email = body
+            .email
+            .and_then(|e| problems.parse(["email"], Email::try_from(e.as_str())));
+        let metadata = body
+            .metadata
+            .map(|m| object_or_empty(&mut problems, "metadata", Some(m)));
+        problems.finish()?;
+        Ok(Self {
+            name,
+            external_id,
+            phone,
+            email,
+            metadata,
+        })
+    }
+}
+
+/// Who already owns the contact points of a PUT.
+struct Owners {
+    phone: Option<identity::Model>,
+    email: Option<identity::Model>,
+}
+
+impl Owners {
+    async fn of(txn: &impl ConnectionTrait, ws: i64, update: &IdentityUpdate) -> Result<Self> {
+        let phone = match &update.phone {
+            Some(p) => identities::find_by_contact(txn, ws, PHONE, p.as_str()).await?,
+            None => None,
+        };
+        let email = match &update.email {
+            Some(e) => identities::find_by_contact(txn, ws, EMAIL, e.as_str()).await?,
+            None => None,
+        };
+        Ok(Self { phone, email })
+    }
+
+    /// 409 when a contact point belongs to another identity than `target`.
+    fn check(&self, target: Uuid) -> Result<()> {
+        for (owner, what) in [(&self.phone, "phone"), (&self.email, "e-mail")] {
+            if let Some(owner) = owner
+                && owner.id != target
+            {
+                return Err(ApiError::Conflict(format!(
+                    "That {what} belongs to identity {}",
+                    owner.id
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn put_identity(
     caller: Caller,
@@ -211,107 +285,95 @@ async fn put_identity(
     Json(body): Json<PutIdentityBody>,
 ) -> Result<Envelope<IdentityRecord>> {
     caller.require(Permission::Write)?;
-    let mut problems = Problems::default();
-    let name = body
-        .name
-        .map(|n| optional_text(&mut problems, "name", n, MAX_TEXT));
-    let external_id = body
-        .external_id
-        .map(|e| optional_text(&mut problems, "external_id", e, MAX_TEXT));
-    let phone = body
-        .phone
-        .and_then(|p| problems.parse(["phone"], Phone::try_from(p.as_str())));
-    let email = body
-        .email
-        .and_then(|e| problems.parse(["email"], Email::try_from(e.as_str())));
-    let metadata = body
-        .metadata
-        .map(|m| object_or_empty(&mut problems, "metadata", Some(m)));
-    problems.finish()?;
-
+    let mut update = IdentityUpdate::parse(body)?;
     let ws = caller.workspace_id;
     let now = clock::now();
     let txn = parley_persistence::begin_write(&state.db).await?;
-    let phone_owner = match &phone {
-        Some(p) => identities::find_by_contact(&txn, ws, PHONE, p.as_str()).await?,
-        None => None,
-    };
-    let email_owner = match &email {
-        Some(e) => identities::find_by_contact(&txn, ws, EMAIL, e.as_str()).await?,
-        None => None,
-    };
-    let (target, created) = match resolve(&txn, ws, &identity_id).await? {
-        Some(found) => (found, false),
-        // Aggregation: the contact point already names someone; update them.
-        None => match (&phone_owner, &email_owner) {
-            (Some(a), Some(b)) if a.id != b.id => {
-                return Err(ApiError::Conflict(format!(
-                    "The phone belongs to identity {} and the e-mail to identity {}",
-                    a.id, b.id
-                )));
-            }
-            (Some(owner), _) | (None, Some(owner)) => (owner.clone(), false),
-            (None, None) => {
-                let path_uuid = Uuid::parse_str(&identity_id).ok();
-                let external = match &external_id {
-                    Some(given) => given.clone(),
-                    None if path_uuid.is_none() => Some(identity_id.clone()),
-                    None => None,
-                };
-                let new = NewIdentity {
-                    id: path_uuid.unwrap_or_else(Uuid::now_v7),
-                    name: name.clone().flatten(),
-                    external_id: external,
-                    metadata: metadata.clone().unwrap_or_else(|| json!({})),
-                };
-                let made = identities::create(&txn, ws, new, now)
-                    .await
-                    .map_err(|e| conflict(e, "That external_id belongs to another identity"))?;
-                (made, true)
-            }
-        },
-    };
-    for (owner, what) in [(&phone_owner, "phone"), (&email_owner, "e-mail")] {
-        if let Some(owner) = owner
-            && owner.id != target.id
-        {
-            return Err(ApiError::Conflict(format!(
-                "That {what} belongs to identity {}",
-                owner.id
-            )));
-        }
-    }
+    let owners = Owners::of(&txn, ws, &update).await?;
+    let (target, created) =
+        target_of_put(&txn, ws, &identity_id, &mut update, &owners, now).await?;
+    owners.check(target.id)?;
     let target_id = target.id;
     let updated = if created {
         target
     } else {
         let changes = IdentityChanges {
-            name,
-            external_id,
-            metadata,
+            name: update.name,
+            external_id: update.external_id,
+            metadata: update.metadata,
         };
         identities::update(&txn, target, changes, now)
             .await
             .map_err(|e| conflict(e, "That external_id belongs to another identity"))?
     };
-    if let Some(phone) = &phone {
+    if let Some(phone) = &update.phone {
         identities::attach_contact(&txn, ws, target_id, PHONE, phone.as_str(), now)
             .await
             .map_err(|e| conflict(e, "That phone belongs to another identity"))?;
     }
-    if let Some(email) = &email {
+    if let Some(email) = &update.email {
         identities::attach_contact(&txn, ws, target_id, EMAIL, email.as_str(), now)
             .await
             .map_err(|e| conflict(e, "That e-mail belongs to another identity"))?;
     }
     let answer = record(&txn, updated).await?;
     txn.commit().await.map_err(PersistenceError::from)?;
-    invalidate_identity(&state, ws, target_id).await;
+    state.identity_changed(ws, target_id);
     Ok(if created {
         Envelope::created("Identity created successfully", answer)
     } else {
         Envelope::ok("Identity updated successfully", answer)
     })
+}
+
+/// The identity a PUT writes to, and whether it was created: the one the path names in the
+/// caller's workspace; else the owner of the body's phone or e-mail (aggregation), which takes
+/// the path as its external id (409 when it has another); else a new identity with a fresh id
+/// and the path as its external id, whatever the path's shape (a UUID of another workspace is
+/// just an external id here, and nothing says it exists elsewhere).
+async fn target_of_put(
+    txn: &impl ConnectionTrait,
+    ws: i64,
+    path: &str,
+    update: &mut IdentityUpdate,
+    owners: &Owners,
+    now: chrono::DateTime<Utc>,
+) -> Result<(identity::Model, bool)> {
+    if let Some(found) = resolve(txn, ws, path).await? {
+        return Ok((found, false));
+    }
+    let external = update
+        .external_id
+        .clone()
+        .unwrap_or_else(|| Some(path.to_owned()));
+    match (&owners.phone, &owners.email) {
+        (Some(a), Some(b)) if a.id != b.id => Err(ApiError::Conflict(format!(
+            "The phone belongs to identity {} and the e-mail to identity {}",
+            a.id, b.id
+        ))),
+        (Some(owner), _) | (None, Some(owner)) => {
+            if owner.external_id.is_some() && owner.external_id != external {
+                return Err(ApiError::Conflict(format!(
+                    "That contact point belongs to identity {}, which has another external_id",
+                    owner.id
+                )));
+            }
+            update.external_id = Some(external);
+            Ok((owner.clone(), false))
+        }
+        (None, None) => {
+            let new = NewIdentity {
+                id: Uuid::now_v7(),
+                name: update.name.clone().flatten(),
+                external_id: external,
+                metadata: update.metadata.clone().unwrap_or_else(|| json!({})),
+            };
+            let made = identities::create(txn, ws, new, now)
+                .await
+                .map_err(|e| conflict(e, "That external_id belongs to another identity"))?;
+            Ok((made, true))
+        }
+    }
 }
 
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
@@ -322,10 +384,10 @@ async fn delete_identity(
 ) -> Result<Envelope<Value>> {
     caller.require(Permission::Write)?;
     let txn = parley_persistence::begin_write(&state.db).await?;
-    let found = require(&txn, caller.workspace_id, &identity_id).await?;
+    let found = find_identity(&txn, caller.workspace_id, &identity_id).await?;
     identities::delete(&txn, caller.workspace_id, found.id).await?;
     txn.commit().await.map_err(PersistenceError::from)?;
-    invalidate_identity(&state, caller.workspace_id, found.id).await;
+    state.identity_changed(caller.workspace_id, found.id);
     Ok(Envelope::ok(
         "Identity deleted successfully",
         json!({ "id": found.id }),

@@ -12,14 +12,14 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::domain::Permission;
+use crate::http::AppState;
 use crate::http::auth::Caller;
 use crate::http::envelope::Envelope;
 use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Json, Path, Query};
-use crate::http::identities::{IdentityRecord, record, require};
+use crate::http::identities::{IdentityRecord, find_identity, record};
 use crate::http::pagination::{ListQuery, PageResponse};
 use crate::http::validation::{Problems, object_or_empty};
-use crate::http::{AppState, invalidate_identity};
 
 pub(crate) fn router() -> Router<AppState> {
     Router::new()
@@ -51,7 +51,7 @@ async fn set_identity_stage(
     problems.finish()?;
     let ws = caller.workspace_id;
     let txn = parley_persistence::begin_write(&state.db).await?;
-    let found = require(&txn, ws, &identity_id).await?;
+    let found = find_identity(&txn, ws, &identity_id).await?;
     let stage = match Uuid::parse_str(body.stage_id.trim()) {
         Ok(id) => stages::find(&txn, ws, id).await?,
         Err(_) => stages::find_by_name(&txn, ws, body.stage_id.trim()).await?,
@@ -61,7 +61,7 @@ async fn set_identity_stage(
     let (updated, _) = identities::set_stage(&txn, found, &stage, metadata, clock::now()).await?;
     let answer = record(&txn, updated).await?;
     txn.commit().await.map_err(PersistenceError::from)?;
-    invalidate_identity(&state, ws, found_id).await;
+    state.identity_changed(ws, found_id);
     tracing::info!(identity_id = %found_id, stage = %stage.name, "identity stage set");
     Ok(Envelope::ok("Identity stage updated successfully", answer))
 }
@@ -97,7 +97,7 @@ async fn list_identity_stages(
 ) -> Result<PageResponse<StageEntryRecord>> {
     caller.require(Permission::Read)?;
     let page = query.page()?;
-    let found = require(&state.db, caller.workspace_id, &identity_id).await?;
+    let found = find_identity(&state.db, caller.workspace_id, &identity_id).await?;
     let paged = identities::stage_history(&state.db, found.id, page).await?;
     Ok(PageResponse::new(
         "Stage history retrieved successfully",
@@ -123,21 +123,28 @@ async fn merge_identity(
     caller.require(Permission::Write)?;
     let ws = caller.workspace_id;
     let txn = parley_persistence::begin_write(&state.db).await?;
-    let target = require(&txn, ws, &identity_id).await?;
-    let source = require(&txn, ws, &body.source_id).await?;
+    let target = find_identity(&txn, ws, &identity_id).await?;
+    let source = find_identity(&txn, ws, &body.source_id).await?;
     if source.id == target.id {
         return Err(ApiError::invalid_field(
             ["source_id"],
             "must name another identity than the target",
         ));
     }
+    // Concurrent merges of one source: the first holds the rows, the others find the source
+    // gone once it commits.
+    let locked = identities::lock(&txn, ws, &[target.id, source.id]).await?;
+    let find = |id: uuid::Uuid| locked.iter().find(|i| i.id == id).cloned();
+    let (Some(target), Some(source)) = (find(target.id), find(source.id)) else {
+        return Err(ApiError::NotFound("Identity"));
+    };
     let source_id = source.id;
     let target_id = target.id;
     let merged = identities::merge(&txn, target, source, clock::now()).await?;
     let answer = record(&txn, merged).await?;
     txn.commit().await.map_err(PersistenceError::from)?;
-    invalidate_identity(&state, ws, source_id).await;
-    invalidate_identity(&state, ws, target_id).await;
+    state.identity_changed(ws, source_id);
+    state.identity_changed(ws, target_id);
     tracing::info!(%source_id, "identity merged");
     Ok(Envelope::ok("Identities merged successfully", answer))
 }

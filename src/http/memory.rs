@@ -11,13 +11,13 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::domain::{MemoryKey, Permission};
+use crate::http::AppState;
 use crate::http::auth::Caller;
 use crate::http::envelope::Envelope;
 use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Json, Path};
-use crate::http::identities::require;
+use crate::http::identities::find_identity;
 use crate::http::validation::{Problems, object_or_empty};
-use crate::http::{AppState, invalidate_identity};
 
 /// Largest stored value, as serialised JSON.
 const MAX_VALUE_BYTES: usize = 64 * 1024;
@@ -60,7 +60,7 @@ async fn get_memory(
     Path(identity_id): Path<String>,
 ) -> Result<Envelope<Vec<MemoryRecord>>> {
     caller.require(Permission::Read)?;
-    let found = require(&state.db, caller.workspace_id, &identity_id).await?;
+    let found = find_identity(&state.db, caller.workspace_id, &identity_id).await?;
     let entries = memory::list(&state.db, found.id).await?;
     Ok(Envelope::ok(
         "Memory retrieved successfully",
@@ -108,7 +108,7 @@ async fn put_memory(
         map.entry("source").or_insert_with(|| json!("api"));
     }
 
-    let found = require(&state.db, caller.workspace_id, &identity_id).await?;
+    let found = find_identity(&state.db, caller.workspace_id, &identity_id).await?;
     let (entry, created) = memory::upsert(
         &state.db,
         caller.workspace_id,
@@ -119,7 +119,7 @@ async fn put_memory(
         clock::now(),
     )
     .await?;
-    invalidate_identity(&state, caller.workspace_id, found.id).await;
+    state.identity_changed(caller.workspace_id, found.id);
     Ok(if created {
         Envelope::created("Memory entry created successfully", entry.into())
     } else {
@@ -136,11 +136,11 @@ async fn delete_memory(
     caller.require(Permission::Write)?;
     let key = MemoryKey::try_from(key.as_str())
         .map_err(|e| ApiError::invalid_field(["key"], e.to_string()))?;
-    let found = require(&state.db, caller.workspace_id, &identity_id).await?;
+    let found = find_identity(&state.db, caller.workspace_id, &identity_id).await?;
     if !memory::delete(&state.db, found.id, key.as_str()).await? {
         return Err(ApiError::NotFound("Memory entry"));
     }
-    invalidate_identity(&state, caller.workspace_id, found.id).await;
+    state.identity_changed(caller.workspace_id, found.id);
     Ok(Envelope::ok(
         "Memory entry deleted successfully",
         json!({ "key": key.as_str() }),

@@ -12,6 +12,32 @@ use axum::response::IntoResponse;
 use crate::http::error::{ApiError, InternalErrorReport};
 use crate::http::extract::BodyLimit;
 
+/// Longest request id a client may choose.
+const MAX_REQUEST_ID: usize = 128;
+
+/// Drops a client's `x-request-id` unless it is a plain token (at most 128 characters of
+/// `[A-Za-z0-9._-]`), so that a new one is made: a client cannot write whatever it likes into
+/// the logs.
+pub(crate) async fn drop_unplain_request_id(mut request: Request, next: Next) -> Response<Body> {
+    let plain = request
+        .headers()
+        .get("x-request-id")
+        .map(|v| v.to_str().is_ok_and(is_plain_request_id));
+    if plain == Some(false) {
+        request.headers_mut().remove("x-request-id");
+    }
+    next.run(request).await
+}
+
+/// Whether a client's request id may be kept.
+fn is_plain_request_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= MAX_REQUEST_ID
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
 /// The span every request runs in; handlers and the auth extractor fill in the ids.
 pub(crate) fn request_span(request: &Request) -> tracing::Span {
     let request_id = request

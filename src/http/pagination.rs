@@ -21,6 +21,11 @@ pub(crate) fn page_from(page: Option<u64>, limit: Option<u64>) -> Result<Page, A
     if page == 0 {
         problems.push(FieldError::new(["page"], "must be at least 1"));
     }
+    // The offset `(page - 1) * limit` must fit the database's 64-bit integers.
+    let offset = page.saturating_sub(1).checked_mul(limit);
+    if offset.is_none_or(|o| i64::try_from(o).is_err()) {
+        problems.push(FieldError::new(["page"], "is too large"));
+    }
     if !(1..=MAX_LIMIT).contains(&limit) {
         problems.push(FieldError::new(
             ["limit"],

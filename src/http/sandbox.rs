@@ -7,17 +7,18 @@ use axum::Router;
 use axum::extract::State;
 use axum::routing::{get, post};
 use chrono::{DateTime, Utc};
+use parley_actors::whatsapp::payload::{InboundContent, InboundMessage};
 use parley_persistence::entities::message;
-use parley_persistence::{clock, deliveries, webhook_events};
+use parley_persistence::{Integration, MessageStatus, clock, deliveries, webhook_events};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use crate::domain::{Permission, Phone};
+use crate::domain::{Permission, Phone, TEXT_LIMIT};
 use crate::http::AppState;
 use crate::http::auth::Caller;
 use crate::http::channels::find_channel;
-use crate::http::envelope::Envelope;
+use crate::http::envelope::{Envelope, with_snake_case_aliases};
 use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Json, Path, Query};
 use crate::http::pagination::{ListQuery, PageResponse};
@@ -48,7 +49,7 @@ async fn inject_inbound(
 ) -> Result<Envelope<Value>> {
     caller.require(Permission::Write)?;
     let channel = find_channel(&state, &caller, &channel_id).await?;
-    if channel.integration != "sandbox" {
+    if channel.integration != Integration::Sandbox {
         return Err(ApiError::Conflict(
             "Messages can be injected only into sandbox channels".to_owned(),
         ));
@@ -58,15 +59,21 @@ async fn inject_inbound(
     let name = optional_text(&mut problems, "name", body.name, 200);
     if body.text.trim().is_empty() {
         problems.add(["text"], "must not be empty");
-    } else if body.text.chars().count() > 4096 {
-        problems.add(["text"], "must be at most 4096 characters");
+    } else if body.text.chars().count() > TEXT_LIMIT {
+        problems.add(["text"], format!("must be at most {TEXT_LIMIT} characters"));
     }
     problems.finish()?;
     let phone = phone.ok_or_else(|| ApiError::invalid_field(["from"], "is required"))?;
     let wamid = format!("sandbox.in.{}", Uuid::now_v7());
-    let message = json!({"from": phone.digits(), "id": wamid, "timestamp": Utc::now().timestamp().to_string(),
-                         "type": "text", "text": {"body": body.text}});
-    let payload = json!({"message": message, "profile_name": name.unwrap_or_default()});
+    let message = InboundMessage {
+        wamid: wamid.clone(),
+        from: phone,
+        profile_name: name,
+        sent_at: Some(Utc::now()),
+        content: InboundContent::Text { body: body.text },
+    };
+    let payload = serde_json::to_value(&message)
+        .map_err(|e| ApiError::Internal(anyhow::anyhow!("storing a sandbox message: {e}")))?;
     let event = webhook_events::insert_if_new(
         &state.db,
         channel.workspace_id,
@@ -81,17 +88,18 @@ async fn inject_inbound(
     state.actors.dispatch(event);
     Ok(Envelope::created(
         "Message accepted; the assistant's reply will appear in the outbox",
-        json!({"event_id": event_id, "platform_message_id": wamid}),
+        with_snake_case_aliases(&json!({"eventId": event_id, "platformMessageId": wamid})),
     ))
 }
 
-/// A message the sandbox channel sent.
+/// A message the sandbox channel sent (camelCase, like every channel body).
 #[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
 struct OutboxRecord {
     id: Uuid,
     conversation_id: Uuid,
     content: String,
-    status: String,
+    status: MessageStatus,
     platform_message_id: Option<String>,
     reply_to_message_id: Option<Uuid>,
     created_at: DateTime<Utc>,
@@ -117,7 +125,7 @@ async fn list_outbox(
     State(state): State<AppState>,
     Path(channel_id): Path<String>,
     Query(query): Query<ListQuery>,
-) -> Result<PageResponse<OutboxRecord>> {
+) -> Result<PageResponse<Value>> {
     caller.require(Permission::Read)?;
     let page = query.page()?;
     let channel = find_channel(&state, &caller, &channel_id).await?;
@@ -126,6 +134,6 @@ async fn list_outbox(
         "Outbox retrieved successfully",
         page,
         paged,
-        OutboxRecord::from,
+        |m| with_snake_case_aliases(&OutboxRecord::from(m)),
     ))
 }

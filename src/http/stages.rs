@@ -20,6 +20,7 @@ use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Json, Path, Query};
 use crate::http::pagination::{ListQuery, PageResponse};
 use crate::http::validation::{Problems, object_or_empty, optional_text, parse_uuid, present};
+use parley_actors::Change;
 
 pub(crate) fn router() -> Router<AppState> {
     Router::new()
@@ -84,6 +85,9 @@ async fn create_stage(
     )
     .await
     .map_err(|e| name_conflict(e, &name))?;
+    state.changed(Change::Stages {
+        workspace_id: caller.workspace_id,
+    });
     Ok(Envelope::created(
         "Stage created successfully",
         created.into(),
@@ -157,6 +161,9 @@ async fn update_stage(
             Some(name) => name_conflict(e, name),
             None => e.into(),
         })?;
+    state.changed(Change::Stages {
+        workspace_id: caller.workspace_id,
+    });
     Ok(Envelope::ok("Stage updated successfully", updated.into()))
 }
 
@@ -173,6 +180,9 @@ async fn delete_stage(
         return Err(ApiError::NotFound("Stage"));
     }
     txn.commit().await.map_err(PersistenceError::from)?;
+    state.changed(Change::Stages {
+        workspace_id: caller.workspace_id,
+    });
     Ok(Envelope::ok(
         "Stage deleted successfully",
         json!({ "id": id }),

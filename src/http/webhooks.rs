@@ -5,7 +5,6 @@
 //! leave the answering to the actors.
 
 use axum::Router;
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -13,15 +12,16 @@ use axum::routing::get;
 use parley_actors::whatsapp::payload::{ChangeValue, Delivery};
 use parley_actors::whatsapp::signature;
 use parley_persistence::entities::channel;
-use parley_persistence::{channels, clock, deliveries, webhook_events};
+use parley_persistence::{Integration, channels, clock, deliveries, webhook_events};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use subtle::ConstantTimeEq;
 use uuid::Uuid;
 
 use crate::http::AppState;
 use crate::http::envelope::Envelope;
 use crate::http::error::{ApiError, Result};
-use crate::http::extract::{Path, Query, parse_json};
+use crate::http::extract::{Path, Query, RawBody, parse_typed};
 
 pub(crate) fn router() -> Router<AppState> {
     Router::new()
@@ -53,8 +53,9 @@ async fn verify_webhook(
         Err(_) => None,
     };
     let matches = channel.is_some_and(|c| {
-        query.mode.as_deref() == Some("subscribe")
-            && query.verify_token.as_deref() == Some(c.verify_token.as_str())
+        let presented = query.verify_token.as_deref().unwrap_or_default();
+        let same: bool = presented.as_bytes().ct_eq(c.verify_token.as_bytes()).into();
+        query.mode.as_deref() == Some("subscribe") && same
     });
     match (matches, query.challenge) {
         (true, Some(challenge)) => (StatusCode::OK, challenge).into_response(),
@@ -66,19 +67,19 @@ async fn receive_for_channel(
     State(state): State<AppState>,
     Path(channel_id): Path<String>,
     headers: HeaderMap,
-    body: Bytes,
+    RawBody(body): RawBody,
 ) -> Result<Envelope<Value>> {
     check_signature(&state, &headers, &body)?;
     let id = Uuid::parse_str(&channel_id).map_err(|_| ApiError::NotFound("Channel"))?;
     let channel = channels::find_any(&state.db, id)
         .await?
         .ok_or(ApiError::NotFound("Channel"))?;
-    let delivery: Delivery = parse_json(&body)?;
+    let delivery: Delivery = parse_typed(&body)?;
     let mut summary = Summary::default();
-    for value in changes(delivery) {
+    for value in delivery.into_changes() {
         let number = &value.metadata.phone_number_id;
         if !number.is_empty()
-            && channel.integration != "sandbox"
+            && channel.integration != Integration::Sandbox
             && channel.phone_number_id.as_deref() != Some(number.as_str())
         {
             tracing::warn!(channel_id = %channel.id, phone_number_id = %number, "webhook change for another number ignored");
@@ -93,12 +94,12 @@ async fn receive_for_channel(
 async fn receive_routed(
     State(state): State<AppState>,
     headers: HeaderMap,
-    body: Bytes,
+    RawBody(body): RawBody,
 ) -> Result<Envelope<Value>> {
     check_signature(&state, &headers, &body)?;
-    let delivery: Delivery = parse_json(&body)?;
+    let delivery: Delivery = parse_typed(&body)?;
     let mut summary = Summary::default();
-    for value in changes(delivery) {
+    for value in delivery.into_changes() {
         let number = value.metadata.phone_number_id.clone();
         match channels::find_by_phone_number_id(&state.db, &number).await? {
             Some(channel) => accept(&state, &channel, value, &mut summary).await?,
@@ -118,13 +119,14 @@ fn check_signature(state: &AppState, headers: &HeaderMap, body: &[u8]) -> Result
     let header = headers
         .get("x-hub-signature-256")
         .and_then(|v| v.to_str().ok());
-    let secret = state.settings.whatsapp_app_secret.as_deref();
+    let whatsapp = &state.settings.whatsapp;
+    let secret = whatsapp.webhook_secret();
     match (header, secret) {
         (Some(header), Some(secret)) if signature::verify(secret.as_bytes(), body, header) => {
             Ok(())
         }
-        (None, _) if state.settings.whatsapp_allow_unsigned => Ok(()),
-        (_, None) if state.settings.whatsapp_allow_unsigned => Ok(()),
+        (None, _) if whatsapp.allow_unsigned => Ok(()),
+        (_, None) if whatsapp.allow_unsigned => Ok(()),
         (None, _) => Err(ApiError::WebhookSignature("X-Hub-Signature-256 is missing")),
         (Some(_), None) => Err(ApiError::WebhookSignature(
             "no app secret is configured to verify X-Hub-Signature-256",
@@ -133,15 +135,6 @@ fn check_signature(state: &AppState, headers: &HeaderMap, body: &[u8]) -> Result
             "X-Hub-Signature-256 does not match the body",
         )),
     }
-}
-
-fn changes(delivery: Delivery) -> impl Iterator<Item = ChangeValue> {
-    delivery
-        .entry
-        .into_iter()
-        .flat_map(|e| e.changes)
-        .filter(|c| c.field.is_empty() || c.field == "messages")
-        .map(|c| c.value)
 }
 
 /// What a delivery contained.
@@ -163,36 +156,30 @@ impl Summary {
     }
 }
 
-/// Stores the messages of one change (new ones are dispatched) and applies its statuses.
+/// Stores the messages of one change (new ones go to the inbound worker) and applies its
+/// statuses. A message that cannot be read is counted and skipped; it never fails the others.
 async fn accept(
     state: &AppState,
     channel: &channel::Model,
     value: ChangeValue,
     summary: &mut Summary,
 ) -> Result<()> {
-    for message in value.messages {
-        let Some(wamid) = message["id"]
-            .as_str()
-            .filter(|id| !id.is_empty())
-            .map(str::to_owned)
-        else {
-            summary.ignored += 1;
-            continue;
+    for parsed in value.inbound() {
+        let message = match parsed {
+            Ok(message) => message,
+            Err(unreadable) => {
+                tracing::warn!(channel_id = %channel.id, %unreadable, "inbound message ignored");
+                summary.ignored += 1;
+                continue;
+            }
         };
-        let from = message["from"].as_str().unwrap_or_default();
-        let profile_name = value
-            .contacts
-            .iter()
-            .find(|c| c.wa_id == from)
-            .or(value.contacts.first())
-            .map(|c| c.profile.name.clone())
-            .unwrap_or_default();
-        let payload = json!({"message": message, "profile_name": profile_name});
+        let payload = serde_json::to_value(&message)
+            .map_err(|e| ApiError::Internal(anyhow::anyhow!("storing an inbound message: {e}")))?;
         let stored = webhook_events::insert_if_new(
             &state.db,
             channel.workspace_id,
             channel.id,
-            &wamid,
+            &message.wamid,
             payload,
             clock::now(),
         )
@@ -205,14 +192,16 @@ async fn accept(
             None => summary.duplicates += 1,
         }
     }
-    for status in value.statuses {
-        let error = status.errors.first().map(|e| {
-            json!({"code": e["code"], "title": e["title"], "message": e["message"],
-                   "details": e["error_data"]["details"]})
-        });
-        if deliveries::apply_status(&state.db, channel.id, &status.id, &status.status, error)
-            .await?
-        {
+    for report in value.reports() {
+        let applied = deliveries::apply_status(
+            &state.db,
+            channel.id,
+            &report.wamid,
+            report.status,
+            report.error,
+        )
+        .await?;
+        if applied {
             summary.statuses += 1;
         }
     }

@@ -19,6 +19,7 @@ use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Json, Path, Query};
 use crate::http::pagination::{ListQuery, PageResponse};
 use crate::http::validation::{Problems, optional_text, parse_uuid};
+use parley_actors::Change;
 
 pub(crate) fn router() -> Router<AppState> {
     Router::new()
@@ -146,6 +147,9 @@ async fn delete_worker(
         return Err(ApiError::NotFound("Worker"));
     }
     txn.commit().await.map_err(PersistenceError::from)?;
+    state.changed(Change::Assistants {
+        workspace_id: caller.workspace_id,
+    });
     Ok(Envelope::ok(
         "Worker deleted successfully",
         json!({ "id": id }),

@@ -61,6 +61,9 @@ struct GraphState {
     pair_spacing: Option<Duration>,
     latency: Duration,
     invalid_tokens: Vec<String>,
+    foreign_numbers: Vec<String>,
+    number_errors: VecDeque<i64>,
+    number_checks: Vec<String>,
     counter: u64,
 }
 
@@ -99,6 +102,7 @@ impl FakeGraph {
                 get(list_templates).post(create_template),
             )
             .route("/v23.0/{node}/subscribed_apps", post(subscribe))
+            .route("/v23.0/{node}", get(number))
             .with_state(shared.clone());
         #[allow(clippy::expect_used)]
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -165,6 +169,26 @@ impl FakeGraph {
     /// Treats `token` as expired (error 190).
     pub fn invalidate_token(&self, token: &str) {
         self.shared.lock().invalid_tokens.push(token.to_owned());
+    }
+
+    /// Answers the number check of `phone_number_id` as Meta does for a number the token
+    /// does not hold (error 100).
+    pub fn not_held(&self, phone_number_id: &str) {
+        self.shared
+            .lock()
+            .foreign_numbers
+            .push(phone_number_id.to_owned());
+    }
+
+    /// Answers the next number checks with these Meta error codes (a code of 1 is Meta's
+    /// "unknown error", answered with a 500).
+    pub fn fail_next_number_checks(&self, codes: impl IntoIterator<Item = i64>) {
+        self.shared.lock().number_errors.extend(codes);
+    }
+
+    /// Every number check received, by phone number id.
+    pub fn number_checks(&self) -> Vec<String> {
+        self.shared.lock().number_checks.clone()
     }
 
     /// Adds an approved template to a business account.
@@ -415,6 +439,30 @@ async fn create_template(
     stored["status"] = json!("PENDING");
     state.templates.entry(waba).or_default().push(stored);
     axum::Json(json!({"id": id, "status": "PENDING", "category": body["category"]})).into_response()
+}
+
+async fn number(
+    State(shared): State<Arc<Shared>>,
+    Path(number): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let token = bearer(&headers);
+    let mut state = shared.lock();
+    state.number_checks.push(number.clone());
+    if token.is_empty() || state.invalid_tokens.contains(&token) {
+        return meta_error(190);
+    }
+    if let Some(code) = state.number_errors.pop_front() {
+        return meta_error(code);
+    }
+    if state.foreign_numbers.contains(&number) {
+        return meta_error(100);
+    }
+    axum::Json(
+        json!({"id": number, "display_phone_number": "+1 555-010-0000",
+                      "verified_name": "Acme Support"}),
+    )
+    .into_response()
 }
 
 async fn subscribe(

@@ -1,4 +1,4 @@
-//! Real HTTP fakes of the peers Parley talks to, for tests, benches and demo mode. Each fake is
+//! Real HTTP fakes of the peers Parley talks to, for tests and benches. Each fake is
 //! a server on a loopback port speaking the peer's protocol, scriptable and recording what it
 //! received, because the real services are not reachable from a test machine.
 //!
@@ -7,10 +7,13 @@
 //! - [`FakeGraph`]: Meta's Graph API for messages, templates and webhook registration, with
 //!   Meta's rate limits, and signed webhook delivery to Parley.
 //!
-//! A fake of MCP servers arrives with the MCP client.
+//! - [`FakeMcp`]: MCP servers, of the specification's `http` contract and of the Model
+//!   Context Protocol over Streamable HTTP (rmcp's server, stateless or with sessions).
 
 pub mod graph;
+mod mcp;
 mod model;
 
 pub use graph::{FakeGraph, SentMessage};
+pub use mcp::{FakeMcp, McpFlavour, McpRequest, ToolBehaviour};
 pub use model::{FakeModel, FakeToolCall, Reply};

@@ -56,7 +56,6 @@ pub enum Reply {
 
 #[derive(Debug, Default)]
 struct Script {
-    demo: bool,
     replies: VecDeque<Reply>,
     requests: Vec<Value>,
     time_to_first_token: Duration,
@@ -117,18 +116,6 @@ impl FakeModel {
         }
     }
 
-    /// Starts the deterministic demo model of `parley serve --demo`: it remembers a name given
-    /// as "my name is …" (through the `remember` tool), tells it back when asked "what is my
-    /// name", and otherwise repeats what it was told.
-    ///
-    /// # Panics
-    /// When no loopback port can be bound.
-    pub async fn start_demo() -> Self {
-        let model = Self::start().await;
-        model.shared.lock().demo = true;
-        model
-    }
-
     /// The base URL to configure (`…/v1`; requests go to `{base}/chat/completions`).
     pub fn base_url(&self) -> String {
         format!("http://{}/v1", self.addr)
@@ -165,12 +152,10 @@ async fn chat_completions(State(shared): State<Arc<Shared>>, body: Bytes) -> Res
     let (reply, ttft, between) = {
         let mut script = shared.lock();
         script.requests.push(request.clone());
-        let fallback = if script.demo {
-            demo(&request)
-        } else {
-            Reply::Text(echo(&request))
-        };
-        let reply = script.replies.pop_front().unwrap_or(fallback);
+        let reply = script
+            .replies
+            .pop_front()
+            .unwrap_or_else(|| Reply::Text(echo(&request)));
         (reply, script.time_to_first_token, script.between_tokens)
     };
     let streaming = request["stream"].as_bool().unwrap_or(false);
@@ -316,54 +301,6 @@ fn whole_message(reply: &Reply) -> (Value, &'static str, u64) {
             (json!({"role": "assistant", "content": ""}), "stop", 0)
         }
     }
-}
-
-/// The demo model's answer: deterministic, and enough to show memory at work.
-fn demo(request: &Value) -> Reply {
-    let messages = request["messages"].as_array().cloned().unwrap_or_default();
-    let last = messages.last().cloned().unwrap_or(Value::Null);
-    if last["role"] == "tool" {
-        return Reply::Text(
-            "Nice to meet you! I will remember your name on every channel.".to_owned(),
-        );
-    }
-    let said = last["content"]
-        .as_str()
-        .unwrap_or_default()
-        .trim()
-        .to_owned();
-    let lower = said.to_lowercase();
-    if let Some(at) = lower.find("my name is ") {
-        let name: String = said[at + "my name is ".len()..]
-            .trim_matches(|c: char| c.is_ascii_punctuation() || c.is_whitespace())
-            .to_owned();
-        let offered = request["tools"]
-            .as_array()
-            .is_some_and(|t| t.iter().any(|t| t["function"]["name"] == "remember"));
-        if !name.is_empty() && offered {
-            return Reply::ToolCalls(vec![FakeToolCall::new(
-                "remember",
-                json!({"key": "profile.name", "value": name, "confidence": 1.0}),
-            )]);
-        }
-    }
-    if lower.contains("what is my name") || lower.contains("what's my name") {
-        let system = messages
-            .first()
-            .and_then(|m| m["content"].as_str())
-            .unwrap_or_default();
-        let known = system
-            .split("name is ")
-            .nth(1)
-            .and_then(|rest| rest.split(['.', '\n']).next())
-            .map(str::trim)
-            .filter(|n| !n.is_empty());
-        return Reply::Text(match known {
-            Some(name) => format!("Your name is {name}."),
-            None => "I don't know your name yet. Tell me: \"my name is …\"".to_owned(),
-        });
-    }
-    Reply::Text(format!("You said: {said}"))
 }
 
 fn echo(request: &Value) -> String {

@@ -140,13 +140,21 @@ async fn only_admin_keys_list_and_revoke_keys() {
 }
 
 #[tokio::test]
-async fn an_admin_only_key_does_not_imply_read() {
+async fn an_admin_only_key_reads_and_writes() {
     let app = spawn_app().await;
     let admin = app.key_with(&["admin"]).await;
 
-    let response = app.get_with("/workspace", &admin).await;
-
-    expect_error(response, 403, "forbidden").await;
+    expect_status(app.get_with("/workspace", &admin).await, 200).await;
+    expect_status(app.get_with("/workers", &admin).await, 200).await;
+    let created = app
+        .send_json_with(
+            Method::POST,
+            "/workers",
+            &admin,
+            &json!({"name": "Support"}),
+        )
+        .await;
+    expect_status(created, 201).await;
 }
 
 #[tokio::test]

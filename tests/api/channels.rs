@@ -268,3 +268,143 @@ async fn a_deleted_channel_is_gone() {
     let listed = expect_status(app.get("/channels").await, 200).await;
     assert_eq!(listed["pagination"]["total"], 0);
 }
+
+#[tokio::test]
+async fn deleting_a_channel_keeps_its_conversations_readable_and_closed() {
+    let app = spawn_app().await;
+    let (_, channel) = app.chat_channel("Echo.", json!({})).await;
+    app.put_identity("crm-1", json!({"name": "Ana", "phone": "+351912345678"}))
+        .await;
+    expect_status(app.chat("crm-1", &channel, "hello").await, 200).await;
+
+    expect_status(app.delete(&format!("/channels/{channel}")).await, 200).await;
+
+    let listed = expect_status(app.get("/conversations?identity_id=crm-1").await, 200).await;
+    assert_eq!(listed["pagination"]["total"], 1);
+    let conversation = &listed["data"][0];
+    assert_eq!(conversation["status"], "closed");
+    assert_eq!(conversation["channel_id"], channel.as_str());
+    let id = conversation["id"].as_str().expect("id");
+    let messages =
+        expect_status(app.get(&format!("/conversations/{id}/messages")).await, 200).await;
+    assert_eq!(messages["pagination"]["total"], 2);
+    expect_error(app.chat("crm-1", &channel, "again").await, 404, "not_found").await;
+
+    // Its number is free again.
+    let live = app.live_channel("106540352242922").await;
+    expect_status(app.delete(&format!("/channels/{live}")).await, 200).await;
+    app.live_channel("106540352242922").await;
+}
+
+#[tokio::test]
+async fn a_live_channel_is_created_only_with_credentials_meta_confirms_hold_the_number() {
+    let app = spawn_app().await;
+    let body = |token: &str| {
+        json!({"name": "Main line", "accessToken": token, "phoneNumberId": "106540352242922",
+               "businessId": "waba-1"})
+    };
+
+    app.graph.invalidate_token("EAAB-expired");
+    let expired = app
+        .send_json(Method::POST, "/channels/waba", &body("EAAB-expired"))
+        .await;
+    let refused = expect_error(expired, 400, "validation_failed").await;
+    assert_eq!(refused["details"][0]["path"], json!(["accessToken"]));
+
+    app.graph.not_held("106540352242922");
+    let foreign = app
+        .send_json(Method::POST, "/channels/waba", &body("EAAB-other"))
+        .await;
+    expect_error(foreign, 400, "validation_failed").await;
+
+    let app = spawn_app().await;
+    app.graph.fail_next_number_checks([1]);
+    let down = app
+        .send_json(Method::POST, "/channels/waba", &body("EAAB-good"))
+        .await;
+    expect_error(down, 502, "upstream_failed").await;
+
+    let created = app
+        .send_json(Method::POST, "/channels/waba", &body("EAAB-good"))
+        .await;
+    let created = expect_status(created, 201).await;
+    assert_eq!(created["data"]["displayPhoneNumber"], "+1 555-010-0000");
+    assert_eq!(created["data"]["verifiedName"], "Acme Support");
+    assert_eq!(
+        app.graph.number_checks(),
+        ["106540352242922", "106540352242922"]
+    );
+    let listed = expect_status(app.get("/channels").await, 200).await;
+    assert_eq!(
+        listed["pagination"]["total"], 1,
+        "refused channels were not kept"
+    );
+}
+
+#[tokio::test]
+async fn a_number_held_in_another_workspace_is_only_not_available() {
+    let app = spawn_app().await;
+    let other = app
+        .bootstrap_another("Globex", "Globex HQ", "boss@globex.test")
+        .await;
+    let body = json!({"name": "Main line", "accessToken": "EAAB-x", "phoneNumberId": "106540352242922",
+                      "businessId": "waba-1"});
+    let theirs = app
+        .send_json_with(Method::POST, "/channels/waba", &other.api_key, &body)
+        .await;
+    let theirs = expect_status(theirs, 201).await;
+
+    let response = app.send_json(Method::POST, "/channels/waba", &body).await;
+
+    let refused = expect_error(response, 409, "conflict").await;
+    let text = refused.to_string();
+    assert!(
+        refused["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("not available"))
+    );
+    assert!(
+        !text.contains(theirs["data"]["id"].as_str().expect("id")),
+        "{text}"
+    );
+    assert!(!text.contains("Globex"), "{text}");
+}
+
+#[tokio::test]
+async fn activating_a_channel_awaiting_credentials_verifies_them() {
+    let app = spawn_app().await;
+    let created = app
+        .send_json(
+            Method::POST,
+            "/channels/waba",
+            &json!({"name": "Later line", "businessId": "waba-1"}),
+        )
+        .await;
+    let channel = expect_status(created, 201).await["data"]["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    app.graph.invalidate_token("EAAB-bad");
+
+    let refused = app
+        .send_json(
+            Method::PUT,
+            &format!("/channels/{channel}"),
+            &json!({"active": true, "accessToken": "EAAB-bad", "phoneNumberId": "106540352242922"}),
+        )
+        .await;
+    expect_error(refused, 400, "validation_failed").await;
+    let still = expect_status(app.get(&format!("/channels/{channel}")).await, 200).await;
+    assert_eq!(still["data"]["active"], false);
+
+    let activated = app
+        .send_json(
+            Method::PUT,
+            &format!("/channels/{channel}"),
+            &json!({"active": true, "accessToken": "EAAB-good", "phoneNumberId": "106540352242922"}),
+        )
+        .await;
+    let activated = expect_status(activated, 200).await;
+    assert_eq!(activated["data"]["active"], true);
+    assert_eq!(activated["data"]["verifiedName"], "Acme Support");
+}

@@ -290,8 +290,8 @@ async fn a_transient_model_failure_is_retried_invisibly() {
 #[tokio::test]
 async fn a_hanging_model_is_a_504() {
     let app = spawn_app_with(|s| {
-        s.llm_timeout_secs = 1;
-        s.llm_max_retries = 0;
+        s.llm.timeout_secs = 1;
+        s.llm.max_retries = 0;
     })
     .await;
     let (_, channel) = app.chat_channel("Echo.", json!({})).await;
@@ -402,7 +402,7 @@ async fn bad_chat_requests_are_refused() {
 
 #[tokio::test]
 async fn an_unconfigured_model_is_a_503() {
-    let app = spawn_app_with(|s| s.llm_base_url = None).await;
+    let app = spawn_app_with(|s| s.llm.base_url = None).await;
     let (_, channel) = app.chat_channel("Echo.", json!({})).await;
     app.put_identity("crm-1", json!({"name": "Ana"})).await;
 
@@ -451,7 +451,7 @@ async fn the_assistant_speaking_the_identitys_language_answers() {
 
 #[tokio::test]
 async fn a_new_conversation_starts_after_the_idle_time() {
-    let app = spawn_app_with(|s| s.conversation_idle_hours = 0).await;
+    let app = spawn_app_with(|s| s.actors.conversation_idle_hours = 0).await;
     let (_, channel) = app.chat_channel("Echo.", json!({})).await;
     app.put_identity("crm-1", json!({"name": "Ana"})).await;
 
@@ -466,7 +466,8 @@ async fn a_new_conversation_starts_after_the_idle_time() {
         .iter()
         .map(|c| c["status"].clone())
         .collect();
-    assert_eq!(statuses, [json!("open"), json!("closed")]);
+    // With an idle time of zero hours both have been idle long enough to read closed.
+    assert_eq!(statuses, [json!("closed"), json!("closed")]);
     let request = app.model.last_request().expect("request");
     assert_eq!(
         request["messages"].as_array().expect("messages").len(),
@@ -568,7 +569,7 @@ async fn with_memory_disabled_no_tools_are_offered() {
 
 #[tokio::test]
 async fn an_idle_conversation_actor_passivates_and_comes_back() {
-    let app = spawn_app_with(|s| s.conversation_actor_idle_secs = 1).await;
+    let app = spawn_app_with(|s| s.actors.conversation_actor_idle_secs = 1).await;
     let (_, channel) = app.chat_channel("Echo.", json!({})).await;
     app.put_identity("crm-1", json!({"name": "Ana"})).await;
     expect_status(app.chat("crm-1", &channel, "one").await, 200).await;
@@ -742,4 +743,59 @@ async fn a_client_that_disconnects_does_not_lose_the_turn() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+#[tokio::test]
+async fn the_chat_calls_metadata_is_kept_on_the_message() {
+    let app = spawn_app().await;
+    let (_, channel) = app.chat_channel("Echo.", json!({})).await;
+    app.put_identity("crm-1", json!({"name": "Ana"})).await;
+
+    let response = app
+        .send_json(
+            Method::POST,
+            &format!("/conversation/crm-1/chat/{channel}"),
+            &json!({"message": "hello", "metadata": {"source": "web", "page": 3}}),
+        )
+        .await;
+    let conversation = expect_status(response, 200).await["data"]["conversation_id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+
+    let messages = expect_status(
+        app.get(&format!("/conversations/{conversation}/messages"))
+            .await,
+        200,
+    )
+    .await;
+    assert_eq!(
+        messages["data"][0]["metadata"],
+        json!({"source": "web", "page": 3})
+    );
+    assert_eq!(messages["data"][1]["metadata"], json!(null));
+}
+
+#[tokio::test]
+async fn an_error_event_carries_a_public_message_not_the_upstreams_words() {
+    let app = spawn_app().await;
+    let (_, channel) = app.chat_channel("Echo.", json!({})).await;
+    app.put_identity("crm-1", json!({"name": "Ana"})).await;
+    app.model.push([Reply::Status(500), Reply::Status(500)]);
+
+    let response = app
+        .request(
+            Method::GET,
+            &format!("/conversation/crm-1/streaming?channel_id={channel}&message=hi"),
+            Some(&app.owner.api_key),
+        )
+        .send()
+        .await
+        .expect("request");
+
+    let events = sse_events(response).await;
+    let content = events[0]["content"].as_str().expect("content");
+    assert!(!content.contains("injected"), "{content}");
+    assert!(!content.contains("127.0.0.1"), "{content}");
+    assert_eq!(events[0]["code"], "upstream_failed");
 }

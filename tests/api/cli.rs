@@ -223,3 +223,44 @@ fn serve_on_an_empty_database_explains_bootstrap_and_stops_cleanly_on_sigterm() 
     );
     assert!(rest.iter().any(|l| l["message"] == "stopped"), "{rest:?}");
 }
+
+#[cfg(unix)]
+#[test]
+fn the_embedded_database_and_its_directory_are_readable_by_the_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("dir");
+    let data = dir.path().join("fresh");
+
+    let output = Command::new(env!("CARGO_BIN_EXE_parley"))
+        .arg("--data-dir")
+        .arg(&data)
+        .arg("migrate")
+        .env_remove("PARLEY_DATABASE_URL")
+        .output()
+        .expect("run parley");
+
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mode =
+        |p: &std::path::Path| std::fs::metadata(p).expect("metadata").permissions().mode() & 0o777;
+    assert_eq!(mode(&data), 0o700);
+    assert_eq!(mode(&data.join("parley.db")), 0o600);
+}
+
+#[test]
+fn a_database_url_on_the_command_line_is_warned_about() {
+    let dir = tempfile::tempdir().expect("dir");
+    let url = parley_persistence::sqlite_url_in(dir.path());
+
+    let output = parley(&url).arg("migrate").output().expect("run parley");
+
+    assert!(output.status.success());
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("process list"),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}

@@ -30,18 +30,7 @@ pub async fn seed_conversation(
         conversations::append_message(
             &db,
             &conversation,
-            NewMessage {
-                direction: "inbound",
-                role: "user",
-                content: (*text).to_owned(),
-                status: "received",
-                platform_message_id: None,
-                usage: None,
-                tool_calls: None,
-                tool_call_id: None,
-                error: None,
-                reply_to_message_id: None,
-            },
+            NewMessage::from_person((*text).to_owned()),
             clock::now(),
         )
         .await
@@ -162,4 +151,31 @@ async fn an_unknown_conversation_is_a_404() {
         "not_found",
     )
     .await;
+}
+
+#[tokio::test]
+async fn an_idle_conversation_reads_closed_and_a_send_starts_a_new_one() {
+    let app = crate::helpers::spawn_app_with(|s| s.actors.conversation_idle_hours = 0).await;
+    let channel = app.live_channel("106540352242922").await;
+    app.graph
+        .add_template("waba-1", crate::helpers::order_update());
+    let body = crate::helpers::order_update_send("5511987654321");
+    let first = expect_status(app.send_template(&channel, &body).await, 200).await;
+
+    let read = expect_status(
+        app.get(&format!(
+            "/conversations/{}",
+            first["data"]["conversationId"].as_str().expect("id")
+        ))
+        .await,
+        200,
+    )
+    .await;
+    assert_eq!(read["data"]["status"], "closed", "idle past the limit");
+
+    let second = expect_status(app.send_template(&channel, &body).await, 200).await;
+    assert_ne!(
+        second["data"]["conversationId"], first["data"]["conversationId"],
+        "a new conversation, not the idle one"
+    );
 }

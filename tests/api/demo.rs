@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 #[tokio::test]
-async fn the_offline_demo_answers_the_sandbox_and_remembers_the_name() {
+async fn the_offline_demo_answers_the_sandbox_remembers_and_calls_its_mcp_tool() {
     parley_actors::llm::install_crypto_provider();
     let dir = tempfile::tempdir().expect("dir");
     let mut child = Command::new(env!("CARGO_BIN_EXE_parley"))
@@ -88,6 +88,54 @@ async fn the_offline_demo_answers_the_sandbox_and_remembers_the_name() {
         .await
         .expect("json");
     assert_eq!(answer["message"], "Your name is Maria.");
+
+    // The built-in MCP clock, registered and attached like any server.
+    let servers: Value = http
+        .get(format!("{base}/workspace/mcps"))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .expect("mcps")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(servers["data"][0]["name"], "demo_clock", "{servers}");
+    let chat = |message: &'static str| {
+        http.post(format!("{base}/conversation/+351912345678/chat/{channel}"))
+            .bearer_auth(&key)
+            .json(&json!({ "message": message }))
+            .send()
+    };
+    let noted: Value = chat("My timezone is Asia/Tokyo")
+        .await
+        .expect("chat")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(
+        noted["message"], "Noted: your timezone is Asia/Tokyo.",
+        "{noted}"
+    );
+    let told: Value = chat("What time is it?")
+        .await
+        .expect("chat")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(
+        told["data"]["tool_calls"][0]["name"], "demo_clock__current_time",
+        "{told}"
+    );
+    assert_eq!(
+        told["data"]["tool_calls"][0]["arguments"],
+        json!({"timezone": "Asia/Tokyo"})
+    );
+    assert!(
+        told["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("It is ") && m.ends_with(" in Asia/Tokyo.")),
+        "{told}"
+    );
 
     child.kill().expect("stop the demo");
     child.wait().expect("reaped");

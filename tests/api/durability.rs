@@ -1,5 +1,6 @@
-//! Nothing lost, nothing answered twice: a server killed between storing a webhook event and
-//! replying answers it exactly once after a restart.
+//! Nothing lost, nothing sent twice: the real binary is killed (`kill -9`) at the worst moments
+//! and restarted on the same database. The in-process test server shares the database, so its
+//! inbound worker is told not to sweep: only the binary answers.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -9,14 +10,26 @@ use parley_testkit::Reply;
 use parley_testkit::graph::text_message;
 use serde_json::Value;
 
-use crate::helpers::{APP_SECRET, TestApp, spawn_app};
+use crate::helpers::{APP_SECRET, TestApp, order_update, order_update_send, spawn_app_with};
 
 const NUMBER: &str = "106540352242922";
+
+/// The in-process server of these tests, with its inbound sweep out of the way.
+async fn quiet_app() -> TestApp {
+    spawn_app_with(|s| s.actors.inbound_sweep_ms = 3_600_000).await
+}
 
 /// `parley serve` as a separate process on the test's database, fakes and secret key; answers
 /// the process and its base URL once it listens.
 fn serve(app: &TestApp) -> (Child, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_parley"))
+    serve_with(app, &[])
+}
+
+/// [`serve`] with more environment variables.
+fn serve_with(app: &TestApp, env: &[(&str, &str)]) -> (Child, String) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_parley"));
+    command.envs(env.iter().copied());
+    let mut child = command
         .args(["--log-format", "json", "serve", "--bind", "127.0.0.1:0"])
         .env("PARLEY_DATABASE_URL", &app.database_url)
         .env("PARLEY_DATA_DIR", app.data_dir())
@@ -48,7 +61,7 @@ fn serve(app: &TestApp) -> (Child, String) {
 
 #[tokio::test]
 async fn a_server_killed_between_storing_an_event_and_replying_answers_it_once_after_restart() {
-    let app = spawn_app().await;
+    let app = quiet_app().await;
     let channel = app.live_channel(NUMBER).await;
     // The first model call never answers: the process dies while the turn waits for it.
     app.model.push([Reply::Hang]);
@@ -112,4 +125,163 @@ async fn a_server_killed_between_storing_an_event_and_replying_answers_it_once_a
 
     second.kill().expect("kill");
     second.wait().expect("reaped");
+}
+
+/// Kills the process and waits for it.
+fn kill(mut child: Child) {
+    child.kill().expect("kill -9");
+    child.wait().expect("reaped");
+}
+
+/// The stored outbound messages of the identity with `phone`, straight from the database.
+async fn outbound_of(
+    app: &TestApp,
+    phone: &str,
+) -> Vec<parley_persistence::entities::message::Model> {
+    use parley_persistence::{Direction, Page, conversations, identities};
+    let db = app.db().await;
+    let identity =
+        identities::find_by_contact(&db, app.owner.workspace_id, identities::PHONE, phone)
+            .await
+            .expect("query")
+            .expect("identity");
+    let filter = conversations::ConversationFilter {
+        identity_id: Some(identity.id),
+        channel_id: None,
+    };
+    let page = Page {
+        page: 1,
+        limit: 100,
+    };
+    let mut all = Vec::new();
+    for conversation in conversations::list(&db, app.owner.workspace_id, filter, page)
+        .await
+        .expect("conversations")
+        .items
+    {
+        all.extend(
+            conversations::messages(&db, conversation.id, page)
+                .await
+                .expect("messages")
+                .items
+                .into_iter()
+                .filter(|m| m.direction == Direction::Outbound),
+        );
+    }
+    all
+}
+
+#[tokio::test]
+async fn a_template_waiting_to_retry_at_a_crash_is_sent_at_restart_as_the_same_template() {
+    let app = quiet_app().await;
+    let channel = app.live_channel(NUMBER).await;
+    app.graph.add_template("waba-1", order_update());
+    // Meta's throughput limit: the send waits (3 s) before trying again, and dies waiting.
+    app.graph.fail_next_sends([130_429]);
+    let slow_retry = [("PARLEY_WHATSAPP_RETRY_BACKOFF_MS", "3000")];
+    let (first, base) = serve_with(&app, &slow_retry);
+    let request = reqwest::Client::new()
+        .post(format!("{base}/channels/{channel}/waba/send"))
+        .bearer_auth(&app.owner.api_key)
+        .json(&order_update_send("5511987654321"));
+    let call = tokio::spawn(request.send());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while app.graph.rejected().is_empty() {
+        assert!(Instant::now() < deadline, "the first attempt never came");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    kill(first);
+    let _ = call.await;
+    let stored = outbound_of(&app, "+5511987654321").await;
+    assert_eq!(stored.len(), 1);
+    assert_eq!(
+        stored[0].status,
+        parley_persistence::MessageStatus::Pending,
+        "waiting to retry is not in flight"
+    );
+
+    let (second, _) = serve(&app);
+    let sent = app.wait_for_sends(1).await;
+    assert_eq!(
+        sent[0].body["type"], "template",
+        "a template stays a template"
+    );
+    assert_eq!(sent[0].body["template"]["name"], "order_update");
+    assert_eq!(sent[0].to(), "5511987654321");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let stored = outbound_of(&app, "+5511987654321").await;
+        if stored[0].status == parley_persistence::MessageStatus::Sent {
+            assert_eq!(
+                stored[0].platform_message_id.as_deref(),
+                Some(sent[0].wamid.as_str())
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline, "never recorded: {stored:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(app.graph.sent().len(), 1);
+    kill(second);
+}
+
+#[tokio::test]
+async fn a_message_caught_mid_attempt_is_failed_interrupted_and_never_resent() {
+    let app = quiet_app().await;
+    let channel = app.live_channel(NUMBER).await;
+    app.graph.add_template("waba-1", order_update());
+    app.graph.set_latency(Duration::from_secs(30));
+    let (first, base) = serve(&app);
+    let request = reqwest::Client::new()
+        .post(format!("{base}/channels/{channel}/waba/send"))
+        .bearer_auth(&app.owner.api_key)
+        .json(&order_update_send("5511987654321"));
+    let call = tokio::spawn(request.send());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !in_flight(&app).await {
+        assert!(Instant::now() < deadline, "the attempt never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    kill(first);
+    let _ = call.await;
+    app.graph.set_latency(Duration::ZERO);
+    let (second, _) = serve(&app);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let stored = outbound_of(&app, "+5511987654321").await;
+        if stored[0].status == parley_persistence::MessageStatus::Failed {
+            assert_eq!(
+                stored[0].error.as_ref().map(|e| e["message"].clone()),
+                Some(serde_json::json!("interrupted"))
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline, "never failed: {stored:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(app.graph.sent().is_empty(), "never sent again");
+    kill(second);
+}
+
+/// Whether the send's message is stored and in flight (`sending`).
+async fn in_flight(app: &TestApp) -> bool {
+    let db = app.db().await;
+    let Ok(Some(_)) = parley_persistence::identities::find_by_contact(
+        &db,
+        app.owner.workspace_id,
+        parley_persistence::identities::PHONE,
+        "+5511987654321",
+    )
+    .await
+    else {
+        return false;
+    };
+    outbound_of(app, "+5511987654321")
+        .await
+        .iter()
+        .any(|m| m.status == parley_persistence::MessageStatus::Sending)
 }

@@ -137,3 +137,30 @@ async fn a_non_numeric_page_is_a_400() {
 
     expect_error(response, 400, "invalid_query").await;
 }
+
+#[tokio::test]
+async fn a_query_parameter_of_the_wrong_type_is_named_in_details() {
+    let app = spawn_app().await;
+
+    let response = app.get("/workers?limit=ten").await;
+
+    let body = expect_error(response, 400, "invalid_query").await;
+    assert_eq!(body["details"][0]["path"], json!(["limit"]));
+}
+
+#[tokio::test]
+async fn an_oversized_webhook_is_a_413_with_the_error_body() {
+    let app = spawn_app().await;
+    let big = "x".repeat(1024 * 1024 + 10);
+
+    let response = reqwest::Client::new()
+        .post(format!("{}/webhooks/waba", app.address))
+        .header("content-type", "application/json")
+        .header("x-hub-signature-256", "sha256=00")
+        .body(big)
+        .send()
+        .await
+        .expect("request");
+
+    expect_error(response, 413, "payload_too_large").await;
+}

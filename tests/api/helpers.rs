@@ -48,20 +48,20 @@ pub async fn spawn_app_with(configure: impl FnOnce(&mut Settings)) -> TestApp {
     let model = FakeModel::start().await;
     let graph = FakeGraph::start().await;
     let mut settings = Settings {
-        whatsapp_graph_url: graph.base_url(),
-        whatsapp_app_secret: Some(APP_SECRET.to_owned()),
-        whatsapp_retry_backoff_ms: 10,
-        whatsapp_pair_burst: 1000,
-        bind: "127.0.0.1:0".parse().expect("address"),
-        database_url: Some(database.url.clone()),
         data_dir: data_dir.path().to_path_buf(),
-        llm_base_url: Some(model.base_url()),
-        llm_model: Some("fake-model".to_owned()),
-        llm_timeout_secs: 10,
-        llm_max_retries: 1,
-        llm_retry_backoff_ms: 10,
         ..Settings::default()
     };
+    settings.server.bind = "127.0.0.1:0".parse().expect("address");
+    settings.database.url = Some(database.url.clone());
+    settings.whatsapp.graph_url = graph.base_url();
+    settings.whatsapp.app_secret = Some(APP_SECRET.into());
+    settings.whatsapp.retry_backoff_ms = 10;
+    settings.whatsapp.pair_burst = 1000;
+    settings.llm.base_url = Some(model.base_url());
+    settings.llm.model = Some("fake-model".to_owned());
+    settings.llm.timeout_secs = 10;
+    settings.llm.max_retries = 1;
+    settings.llm.retry_backoff_ms = 10;
     configure(&mut settings);
     let app = Application::build(settings)
         .await
@@ -351,8 +351,97 @@ impl TestApp {
     }
 }
 
+/// The operator's view of the actor tree.
+impl TestApp {
+    /// How many actors the supervisor at `path` (`root/channels`, …) runs now.
+    pub async fn live_actors(&self, path: &str) -> u64 {
+        let tree = expect_status(self.get("/admin/actors").await, 200).await;
+        tree["data"]["supervisors"]
+            .as_array()
+            .expect("supervisors")
+            .iter()
+            .find(|s| s["path"] == path)
+            .and_then(|s| s["live"].as_u64())
+            .unwrap_or_else(|| panic!("no supervisor {path}: {tree}"))
+    }
+
+    /// Waits until the supervisor at `path` runs `count` actors.
+    pub async fn wait_for_live_actors(&self, path: &str, count: u64) {
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let live = self.live_actors(path).await;
+            if live == count {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{path} runs {live} actors, not {count}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// An approved template of business account `waba-1` with two body parameters.
+pub fn order_update() -> Value {
+    serde_json::json!({"name": "order_update", "language": "en_US", "status": "APPROVED", "category": "UTILITY", "id": "7001",
+           "components": [{"type": "BODY", "text": "Hi {{1}}, your order {{2}} has shipped."}]})
+}
+
+/// The body of a template send of `order_update` to `phone`.
+pub fn order_update_send(phone: &str) -> Value {
+    serde_json::json!({"identity": {"name": "Ana", "phone": phone}, "templateId": "order_update", "templateType": "text",
+           "templateLanguage": "en_US", "templateComponents": {"body": [{"type": "text", "text": "Ana"}, {"type": "text", "text": "#42"}]}})
+}
+
 /// Fixtures of WhatsApp channels.
 impl TestApp {
+    /// Sends `body` to `POST /channels/{channel}/waba/send` with the owner's key.
+    pub async fn send_template(&self, channel: &str, body: &Value) -> Response {
+        self.send_json(
+            Method::POST,
+            &format!("/channels/{channel}/waba/send"),
+            body,
+        )
+        .await
+    }
+
+    /// Polls until `check` holds for the messages of `identity` (as the API lists them).
+    pub async fn wait_for_messages(
+        &self,
+        identity: &str,
+        check: impl Fn(&[Value]) -> bool,
+    ) -> Vec<Value> {
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(15);
+        loop {
+            let mut all = Vec::new();
+            let listed = self
+                .get(&format!("/conversations?identity_id={identity}"))
+                .await;
+            if listed.status() == 200 {
+                let listed: Value = listed.json().await.expect("json");
+                for conversation in listed["data"].as_array().into_iter().flatten() {
+                    let id = conversation["id"].as_str().expect("id");
+                    let messages: Value = self
+                        .get(&format!("/conversations/{id}/messages?limit=100"))
+                        .await
+                        .json()
+                        .await
+                        .expect("json");
+                    all.extend(messages["data"].as_array().cloned().unwrap_or_default());
+                }
+            }
+            if check(&all) {
+                return all;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "messages never matched: {all:#?}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+
     /// A live `cloud_api` channel of `phone_number_id` whose worker's assistant echoes;
     /// answers its id.
     pub async fn live_channel(&self, phone_number_id: &str) -> String {

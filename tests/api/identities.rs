@@ -58,14 +58,98 @@ async fn an_identity_is_addressed_by_uuid_external_id_phone_or_email() {
 }
 
 #[tokio::test]
-async fn put_with_a_client_uuid_creates_the_identity_with_that_id() {
+async fn put_with_a_uuid_that_names_nothing_creates_an_identity_with_it_as_external_id() {
     let app = spawn_app().await;
     let chosen = "01a200f8-1111-7000-8000-000000000001";
 
     let data = app.put_identity(chosen, json!({"name": "Bo"})).await;
 
-    assert_eq!(data["id"], chosen);
-    assert_eq!(data["external_id"], json!(null));
+    assert_ne!(data["id"], chosen, "a fresh id");
+    assert_eq!(data["external_id"], chosen);
+    let found = expect_status(app.get(&format!("/identity/{chosen}")).await, 200).await;
+    assert_eq!(found["data"]["id"], data["id"]);
+}
+
+#[tokio::test]
+async fn put_with_another_workspaces_uuid_creates_here_and_reveals_nothing() {
+    let app = spawn_app().await;
+    let theirs = app
+        .bootstrap_another("Globex", "Globex HQ", "boss@globex.test")
+        .await;
+    let their_identity = app
+        .send_json_with(
+            Method::PUT,
+            "/identity/globex-1",
+            &theirs.api_key,
+            &json!({"name": "Hank"}),
+        )
+        .await;
+    let their_id = expect_status(their_identity, 201).await["data"]["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+
+    let response = app
+        .send_json(
+            Method::PUT,
+            &format!("/identity/{their_id}"),
+            &json!({"name": "Ana"}),
+        )
+        .await;
+
+    let ours = expect_status(response, 201).await;
+    assert_ne!(ours["data"]["id"], their_id.as_str());
+    assert_eq!(ours["data"]["external_id"], their_id.as_str());
+    assert_eq!(ours["data"]["name"], "Ana");
+    let theirs_now = expect_status(
+        app.get_with(&format!("/identity/{their_id}"), &theirs.api_key)
+            .await,
+        200,
+    )
+    .await;
+    assert_eq!(theirs_now["data"]["name"], "Hank", "untouched");
+}
+
+#[tokio::test]
+async fn aggregation_gives_the_path_to_the_owner_of_the_contact_point() {
+    let app = spawn_app().await;
+    let owner = app
+        .put_identity(
+            "+351912345678",
+            json!({"phone": "+351912345678", "name": "Ana"}),
+        )
+        .await;
+    assert_eq!(owner["external_id"], "+351912345678");
+    let plain = app
+        .send_json(
+            Method::PUT,
+            &format!("/identity/{}", owner["id"].as_str().expect("id")),
+            &json!({"external_id": null}),
+        )
+        .await;
+    expect_status(plain, 200).await;
+
+    let joined = app
+        .put_identity(
+            "crm-42",
+            json!({"phone": "+351 912 345 678", "email": "ana@x.test"}),
+        )
+        .await;
+
+    assert_eq!(joined["id"], owner["id"]);
+    assert_eq!(joined["external_id"], "crm-42");
+    let found = expect_status(app.get("/identity/crm-42").await, 200).await;
+    assert_eq!(found["data"]["id"], owner["id"]);
+    assert_eq!(found["data"]["email"], "ana@x.test");
+
+    let refused = app
+        .send_json(
+            Method::PUT,
+            "/identity/crm-43",
+            &json!({"email": "ana@x.test"}),
+        )
+        .await;
+    expect_error(refused, 409, "conflict").await;
 }
 
 #[tokio::test]
@@ -91,23 +175,25 @@ async fn put_on_an_existing_identity_changes_only_given_fields() {
 }
 
 #[tokio::test]
-async fn a_new_contact_point_with_a_known_phone_joins_that_identity() {
+async fn a_known_phone_under_a_path_other_than_its_owners_external_id_is_a_409() {
     let app = spawn_app().await;
     let ana = app
         .put_identity("crm-1", json!({"name": "Ana", "phone": "+351912345678"}))
         .await;
 
-    // A different path that resolves to nothing, but the phone is Ana's: the e-mail joins her.
-    let joined = app
-        .put_identity(
-            "web-visitor-9",
-            json!({"phone": "351912345678", "email": "ana@example.com"}),
+    // A different path that resolves to nothing, but the phone is Ana's, and Ana is crm-1.
+    let refused = app
+        .send_json(
+            Method::PUT,
+            "/identity/web-visitor-9",
+            &json!({"phone": "351912345678", "email": "ana@example.com"}),
         )
         .await;
 
-    assert_eq!(joined["id"], ana["id"]);
-    assert_eq!(joined["email"], "ana@example.com");
-    assert_eq!(joined["external_id"], "crm-1");
+    expect_error(refused, 409, "conflict").await;
+    let found = expect_status(app.get("/identity/crm-1").await, 200).await;
+    assert_eq!(found["data"]["id"], ana["id"]);
+    assert_eq!(found["data"]["email"], json!(null), "nothing joined");
     let listed = expect_status(app.get("/identity").await, 200).await;
     assert_eq!(listed["pagination"]["total"], 1);
 }

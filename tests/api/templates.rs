@@ -1,14 +1,9 @@
 use reqwest::Method;
 use serde_json::json;
 
-use crate::helpers::{TOKEN, expect_error, expect_status, spawn_app};
+use crate::helpers::{TOKEN, expect_error, expect_status, order_update, spawn_app};
 
 const NUMBER: &str = "106540352242922";
-
-fn order_update() -> serde_json::Value {
-    json!({"name": "order_update", "language": "en_US", "status": "APPROVED", "category": "UTILITY", "id": "7001",
-           "components": [{"type": "BODY", "text": "Hi {{1}}, your order {{2}} has shipped."}]})
-}
 
 #[tokio::test]
 async fn templates_are_listed_from_meta() {
@@ -191,4 +186,87 @@ async fn marketing_lite_channels_send_templates_to_marketing_messages() {
 
     expect_status(response, 200).await;
     assert_eq!(app.graph.sent()[0].edge, "marketing_messages");
+}
+
+#[tokio::test]
+async fn a_send_answers_in_camel_case_with_the_first_releases_names_as_aliases() {
+    let app = spawn_app().await;
+    let channel = app.live_channel(NUMBER).await;
+    app.graph.add_template("waba-1", order_update());
+
+    let response = app
+        .send_template(
+            &channel,
+            &crate::helpers::order_update_send("5511987654321"),
+        )
+        .await;
+
+    let data = expect_status(response, 200).await["data"].clone();
+    for (camel, snake) in [
+        ("messageId", "message_id"),
+        ("conversationId", "conversation_id"),
+        ("identityId", "identity_id"),
+        ("platformMessageId", "platform_message_id"),
+    ] {
+        assert!(data[camel].is_string(), "{camel}: {data}");
+        assert_eq!(data[camel], data[snake], "{snake}");
+    }
+    assert_eq!(
+        data["platformMessageId"],
+        app.graph.sent()[0].wamid.as_str()
+    );
+}
+
+#[tokio::test]
+async fn the_template_type_must_match_the_templates_shape() {
+    let app = spawn_app().await;
+    let channel = app.live_channel(NUMBER).await;
+    app.graph.add_template("waba-1", order_update());
+    app.graph.add_template(
+        "waba-1",
+        json!({"name": "gallery", "language": "en_US", "status": "APPROVED", "category": "MARKETING", "id": "7002",
+               "components": [{"type": "BODY", "text": "Look"}, {"type": "CAROUSEL", "cards": []}]}),
+    );
+    let mut body = crate::helpers::order_update_send("5511987654321");
+    body["templateType"] = json!("carousel");
+
+    let response = app.send_template(&channel, &body).await;
+    let refused = expect_error(response, 400, "validation_failed").await;
+    assert_eq!(refused["details"][0]["path"], json!(["templateType"]));
+
+    body["templateId"] = json!("gallery");
+    expect_status(app.send_template(&channel, &body).await, 200).await;
+    body["templateType"] = json!("text");
+    let response = app.send_template(&channel, &body).await;
+    expect_error(response, 400, "validation_failed").await;
+    assert_eq!(app.graph.sent().len(), 1);
+}
+
+#[tokio::test]
+async fn parameter_values_beyond_metas_limits_are_refused_before_meta() {
+    let app = spawn_app().await;
+    let channel = app.live_channel(NUMBER).await;
+    app.graph.add_template("waba-1", order_update());
+    let mut body = crate::helpers::order_update_send("5511987654321");
+    body["templateComponents"]["body"][1]["text"] = json!("x".repeat(1_025));
+    body["templateComponents"]["header"] = json!([{"type": "text", "text": "h".repeat(61)}]);
+
+    let response = app.send_template(&channel, &body).await;
+
+    let refused = expect_error(response, 400, "validation_failed").await;
+    let paths: Vec<&serde_json::Value> = refused["details"]
+        .as_array()
+        .expect("details")
+        .iter()
+        .map(|d| &d["path"])
+        .collect();
+    assert!(
+        paths.contains(&&json!(["templateComponents", "body", 1, "text"])),
+        "{refused}"
+    );
+    assert!(
+        paths.contains(&&json!(["templateComponents", "header", 0, "text"])),
+        "{refused}"
+    );
+    assert!(app.graph.sent().is_empty());
 }

@@ -186,8 +186,8 @@ async fn forged_and_unsigned_webhooks_are_refused() {
 #[tokio::test]
 async fn unsigned_webhooks_pass_only_under_the_development_setting() {
     let app = spawn_app_with(|s| {
-        s.whatsapp_app_secret = None;
-        s.whatsapp_allow_unsigned = true;
+        s.whatsapp.app_secret = None;
+        s.whatsapp.allow_unsigned = true;
     })
     .await;
     let channel = app.live_channel(NUMBER).await;
@@ -449,7 +449,8 @@ async fn a_sandbox_channel_runs_the_pipeline_without_meta() {
 #[tokio::test]
 async fn creating_a_live_channel_registers_the_webhook_with_meta() {
     let app =
-        spawn_app_with(|s| s.public_url = Some("https://parley.example.com".to_owned())).await;
+        spawn_app_with(|s| s.server.public_url = Some("https://parley.example.com".to_owned()))
+            .await;
 
     let channel = app.live_channel(NUMBER).await;
 
@@ -468,7 +469,7 @@ async fn creating_a_live_channel_registers_the_webhook_with_meta() {
 
 #[tokio::test]
 async fn metas_pair_limit_delays_only_that_recipient() {
-    let app = spawn_app_with(|s| s.whatsapp_pair_period_ms = 300).await;
+    let app = spawn_app_with(|s| s.whatsapp.pair_period_ms = 300).await;
     let channel = app.live_channel(NUMBER).await;
     app.webhook(
         Some(&channel),
@@ -495,4 +496,87 @@ async fn metas_pair_limit_delays_only_that_recipient() {
             .count(),
         1
     );
+}
+
+#[tokio::test]
+async fn a_model_outage_delays_the_reply_it_never_drops_it() {
+    let app = spawn_app_with(|s| {
+        s.actors.inbound_retry_base_ms = 100;
+        s.actors.inbound_sweep_ms = 50;
+    })
+    .await;
+    let channel = app.live_channel(NUMBER).await;
+    // Both attempts of the first try (one retry in tests) and of the second fail.
+    app.model.push([
+        parley_testkit::Reply::Status(503),
+        parley_testkit::Reply::Status(503),
+        parley_testkit::Reply::Status(503),
+        parley_testkit::Reply::Status(503),
+    ]);
+
+    let status = app
+        .webhook(
+            Some(&channel),
+            &text_message(NUMBER, SHEENA, "Sheena", "wamid.OUT1", "anyone there?"),
+        )
+        .await;
+    assert_eq!(status, 200);
+
+    let sent = app.wait_for_sends(1).await;
+    assert_eq!(sent[0].text(), Some("You said: anyone there?"));
+    assert!(
+        app.model.requests().len() >= 5,
+        "tried again after the outage"
+    );
+    let stored = app.stored_messages(&format!("+{SHEENA}")).await;
+    let roles: Vec<&str> = stored.iter().map(|(role, _)| role.as_str()).collect();
+    assert_eq!(roles, ["user", "assistant"], "{stored:?}");
+}
+
+#[tokio::test]
+async fn more_than_a_thousand_waiting_events_are_all_worked_off() {
+    use parley_actors::domain::Phone;
+    use parley_actors::whatsapp::message::{InboundContent, InboundMessage};
+    let app = spawn_app_with(|s| s.actors.inbound_sweep_ms = 100).await;
+    // A channel without an assistant: each event is refused quickly, which is all this needs.
+    let channel = app.sandbox_channel("Quiet line").await;
+    let channel_id = uuid::Uuid::parse_str(&channel).expect("uuid");
+    let db = app.db().await;
+    for n in 0..1_100 {
+        let message = InboundMessage {
+            wamid: format!("wamid.BULK{n}"),
+            from: Phone::try_from("+16505551234").expect("phone"),
+            profile_name: None,
+            sent_at: None,
+            content: InboundContent::Text {
+                body: format!("message {n}"),
+            },
+        };
+        parley_persistence::webhook_events::insert_if_new(
+            &db,
+            app.owner.workspace_id,
+            channel_id,
+            &message.wamid,
+            serde_json::to_value(&message).expect("payload"),
+            parley_persistence::clock::now(),
+        )
+        .await
+        .expect("stored");
+    }
+
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let due =
+            parley_persistence::webhook_events::due(&db, parley_persistence::clock::now(), 10)
+                .await
+                .expect("query");
+        if due.is_empty() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "events still waiting"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }

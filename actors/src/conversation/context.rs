@@ -1,22 +1,20 @@
-//! What a conversation actor keeps about its identity between turns: the identity, its stage's
-//! name and its memory. Loaded on the first turn, written through by the memory tools, dropped
-//! when the API changes them.
+//! What a conversation actor keeps about its identity between turns: the identity and its
+//! memory. Loaded on the first turn, written through by the built-in tools, dropped when a
+//! change to the identity is announced.
 
 use std::collections::BTreeMap;
 
-use parley_persistence::entities::{identity, memory_entry};
+use parley_persistence::entities::{identity, memory_entry, stage};
 use parley_persistence::{ConnectionTrait, Result, identities, memory};
 use serde_json::{Value, json};
 
-use crate::templating::nest_memory;
+use crate::domain::templating::nest_memory;
 
 /// The cached view of one identity.
 #[derive(Clone, Debug)]
 pub(crate) struct Context {
     /// The identity row.
     pub(crate) identity: identity::Model,
-    /// Name of its current stage.
-    pub(crate) stage: Option<String>,
     /// Its memory, by key.
     pub(crate) memory: BTreeMap<String, memory_entry::Model>,
 }
@@ -31,24 +29,12 @@ impl Context {
         let Some(identity) = identities::find(db, workspace_id, identity_id).await? else {
             return Ok(None);
         };
-        let stage = match identity.stage_id {
-            Some(id) => identities::stages_by_id(db, &[id])
-                .await?
-                .into_iter()
-                .next()
-                .map(|s| s.name),
-            None => None,
-        };
         let memory = memory::list(db, identity_id)
             .await?
             .into_iter()
             .map(|entry| (entry.key.clone(), entry))
             .collect();
-        Ok(Some(Self {
-            identity,
-            stage,
-            memory,
-        }))
+        Ok(Some(Self { identity, memory }))
     }
 
     /// The identity's language: `preferences.language` memory, else metadata `language`; the
@@ -62,15 +48,24 @@ impl Context {
             .filter(|lang| lang.len() == 2)
     }
 
+    /// The name of the identity's current stage among the workspace's `stages`.
+    pub(crate) fn stage_name<'a>(&self, stages: &'a [stage::Model]) -> Option<&'a str> {
+        let current = self.identity.stage_id?;
+        stages
+            .iter()
+            .find(|s| s.id == current)
+            .map(|s| s.name.as_str())
+    }
+
     /// The object instructions are rendered with.
-    pub(crate) fn template_context(&self) -> Value {
+    pub(crate) fn template_context(&self, stages: &[stage::Model]) -> Value {
         json!({
             "identity": {
                 "id": self.identity.id,
                 "name": self.identity.name,
                 "external_id": self.identity.external_id,
                 "metadata": self.identity.metadata,
-                "stage": self.stage,
+                "stage": self.stage_name(stages),
             },
             "memory": nest_memory(self.memory.iter().map(|(k, e)| (k.as_str(), &e.value))),
         })

@@ -3,20 +3,24 @@
 //! actor's cached context; their results go back to the model as JSON.
 
 use parley_persistence::entities::stage;
-use parley_persistence::{DatabaseConnection, clock, identities, memory, stages};
+use parley_persistence::{DatabaseConnection, clock, identities, memory};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::context::Context;
+use crate::domain::MemoryKey;
 use crate::llm::{ToolCall, ToolSpec};
-use crate::memory_key::MemoryKey;
 
-/// The tools' specifications; `stage_names` lists the workspace's stages for the model.
-pub(crate) fn specs(stage_names: &[String]) -> Vec<ToolSpec> {
-    let stages = if stage_names.is_empty() {
+/// The built-in tools' names, which MCP tools never take.
+pub const BUILTIN_TOOLS: [&str; 3] = ["remember", "forget", "set_stage"];
+
+/// The tools' specifications; the workspace's `stages` are listed for the model.
+pub(crate) fn specs(stages: &[stage::Model]) -> Vec<ToolSpec> {
+    let names: Vec<&str> = stages.iter().map(|s| s.name.as_str()).collect();
+    let stages = if names.is_empty() {
         "The workspace has no stages yet.".to_owned()
     } else {
-        format!("Available stages: {}.", stage_names.join(", "))
+        format!("Available stages: {}.", names.join(", "))
     };
     vec![
         ToolSpec {
@@ -64,6 +68,7 @@ pub(crate) fn specs(stage_names: &[String]) -> Vec<ToolSpec> {
 pub(crate) async fn execute(
     db: &DatabaseConnection,
     context: &mut Context,
+    stages: &[stage::Model],
     conversation_id: Uuid,
     call: &ToolCall,
 ) -> parley_persistence::Result<Value> {
@@ -75,7 +80,7 @@ pub(crate) async fn execute(
     match call.function.name.as_str() {
         "remember" => remember(db, context, conversation_id, &arguments).await,
         "forget" => forget(db, context, &arguments).await,
-        "set_stage" => set_stage(db, context, conversation_id, &arguments).await,
+        "set_stage" => set_stage(db, context, stages, conversation_id, &arguments).await,
         other => Ok(refusal(&format!("unknown tool '{other}'"))),
     }
 }
@@ -144,55 +149,35 @@ async fn forget(
 async fn set_stage(
     db: &DatabaseConnection,
     context: &mut Context,
+    stages: &[stage::Model],
     conversation_id: Uuid,
     arguments: &Value,
 ) -> parley_persistence::Result<Value> {
     let Some(wanted) = arguments["stage"].as_str().map(str::trim) else {
         return Ok(refusal("stage is required"));
     };
-    let workspace_id = context.identity.workspace_id;
-    let Some(stage) = find_stage(db, workspace_id, wanted).await? else {
+    let Some(stage) = find_stage(stages, wanted) else {
         return Ok(refusal(&format!("unknown stage '{wanted}'")));
     };
     let (updated, _) = identities::set_stage(
         db,
         context.identity.clone(),
-        &stage,
+        stage,
         json!({"source": "conversation", "conversation_id": conversation_id}),
         clock::now(),
     )
     .await?;
     context.identity = updated;
-    context.stage = Some(stage.name.clone());
     Ok(json!({"ok": true, "stage": stage.name}))
 }
 
 /// A stage by id, exact name, or name ignoring case.
-async fn find_stage(
-    db: &DatabaseConnection,
-    workspace_id: i64,
-    wanted: &str,
-) -> parley_persistence::Result<Option<stage::Model>> {
+fn find_stage<'a>(stages: &'a [stage::Model], wanted: &str) -> Option<&'a stage::Model> {
     if let Ok(id) = Uuid::parse_str(wanted) {
-        return stages::find(db, workspace_id, id).await;
+        return stages.iter().find(|s| s.id == id);
     }
-    if let Some(exact) = stages::find_by_name(db, workspace_id, wanted).await? {
-        return Ok(Some(exact));
-    }
-    Ok(stage_list(db, workspace_id)
-        .await?
-        .into_iter()
-        .find(|s| s.name.eq_ignore_ascii_case(wanted)))
-}
-
-/// Every stage of the workspace (bounded: stages are a short list by nature).
-pub(crate) async fn stage_list(
-    db: &DatabaseConnection,
-    workspace_id: i64,
-) -> parley_persistence::Result<Vec<stage::Model>> {
-    let page = parley_persistence::Page {
-        page: 1,
-        limit: 100,
-    };
-    Ok(stages::list(db, workspace_id, page).await?.items)
+    stages
+        .iter()
+        .find(|s| s.name == wanted)
+        .or_else(|| stages.iter().find(|s| s.name.eq_ignore_ascii_case(wanted)))
 }

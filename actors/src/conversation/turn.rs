@@ -1,109 +1,143 @@
-//! One turn of a conversation: route the message to an assistant, store it, build the prompt
-//! (rendered instructions, whole-turn history), run the model with the built-in tools in a
-//! bounded loop, store and answer the reply.
+//! One turn of a conversation: store the person's message(s) in the current conversation,
+//! build the prompt (rendered instructions, whole-turn history), run the model with the
+//! built-in tools in a bounded loop, store and answer the reply.
 
-use chrono::Utc;
-use parley_persistence::conversations::{self, NewMessage, OPEN};
-use parley_persistence::entities::{assistant, channel, conversation};
-use parley_persistence::{
-    DatabaseConnection, PersistenceError, assistants, channels, clock, deliveries,
-};
-use serde_json::{Value, json};
+mod reply;
+mod toolbox;
+
+use parley_persistence::conversations::{self, NewMessage};
+use parley_persistence::entities::{conversation, message, stage};
+use parley_persistence::{clock, deliveries};
+use serde_json::Value;
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
+use self::reply::ReplyPlan;
+use self::toolbox::Toolbox;
 use super::context::Context;
 use super::history::last_turns;
+use super::route::Routed;
+use super::thread::{self, Thread};
 use super::tools;
-use super::{Deps, ToolCallRecord, TurnError, TurnOutcome, TurnRequest};
+use super::{ConversationDeps, ToolCallRecord, TurnError, TurnEvent, TurnOutcome, TurnRequest};
+use crate::domain::templating;
 use crate::llm::{ChatMessage, ChatRequest, Completion, LlmError, Usage};
-use crate::templating;
+use crate::mcp::CallContext;
+use crate::outbound::Outgoing;
 
 /// Stored messages read back to build history; far more than any `history_turns` needs.
 const HISTORY_WINDOW: u64 = 400;
 
-/// Where a message goes: the channel and the assistant chosen for the identity.
-#[derive(Clone, Debug)]
-pub(crate) struct Route {
-    pub(crate) channel: channel::Model,
-    pub(crate) assistant: assistant::Model,
-}
-
-impl Route {
-    /// A setting of the assistant, read leniently (settings were validated when written).
-    fn setting(&self, name: &str) -> &Value {
-        &self.assistant.settings[name]
-    }
-
-    /// The debounce window of the assistant, in milliseconds.
-    pub(crate) fn debounce_ms(&self) -> u64 {
-        self.setting("debounce_ms").as_u64().unwrap_or(0)
-    }
-}
-
-impl From<PersistenceError> for TurnError {
-    fn from(error: PersistenceError) -> Self {
-        Self::Storage(error.to_string())
-    }
-}
-
-/// Finds the channel's worker's assistant for this identity: the oldest whose languages
-/// include the identity's language, else the oldest.
-pub(crate) async fn route(
-    db: &DatabaseConnection,
-    workspace_id: i64,
-    channel_id: Uuid,
-    context: &Context,
-) -> Result<Route, TurnError> {
-    let channel = channels::find(db, workspace_id, channel_id)
-        .await?
-        .ok_or(TurnError::ChannelNotFound)?;
-    let worker_id = channel.worker_id.ok_or(TurnError::NoAssistant)?;
-    let candidates = assistants::list_for_worker(db, workspace_id, worker_id).await?;
-    let language = context.language();
-    let speaks = |a: &assistant::Model| {
-        language.as_deref().is_some_and(|lang| {
-            a.languages
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .any(|tag| tag.get(..2) == Some(lang))
-        })
-    };
-    let assistant = candidates
-        .iter()
-        .find(|a| speaks(a))
-        .or_else(|| candidates.first())
-        .cloned()
-        .ok_or(TurnError::NoAssistant)?;
-    Ok(Route { channel, assistant })
+/// The person's side of a turn, stored.
+struct Stored {
+    conversation: conversation::Model,
+    /// The messages of this turn, so that history leaves them out.
+    new_ids: Vec<Uuid>,
 }
 
 /// Runs one turn for `batch` (one message, or a debounced burst on one channel).
 pub(crate) async fn run(
-    deps: &Deps,
+    deps: &ConversationDeps,
     context: &mut Context,
-    route: &Route,
+    stages: &[stage::Model],
+    routed: &Routed,
     batch: &[TurnRequest],
 ) -> Result<TurnOutcome, TurnError> {
+    let stored = match record_inbound(deps, context, routed, batch).await? {
+        Ok(stored) => stored,
+        Err(answered) => return Ok(answered),
+    };
+    let plan = ReplyPlan::new(batch, stored.new_ids.last().copied(), context.identity.id);
+    let mut messages = prompt(deps, context, stages, routed, &stored, batch).await?;
+    let context_of_call = CallContext {
+        workspace_id: context.identity.workspace_id,
+        assistant_id: Some(routed.assistant.id),
+        identity_id: Some(context.identity.id),
+        conversation_id: Some(stored.conversation.id),
+    };
+    let toolbox = Toolbox::assemble(&deps.mcp, routed, stages, context_of_call).await;
+    let specs = &toolbox.specs;
+    let streams: Vec<mpsc::Sender<TurnEvent>> =
+        batch.iter().filter_map(|r| r.events().cloned()).collect();
+
+    let mut usage = Usage::default();
+    let mut records = Vec::new();
+    let rounds = deps.settings.max_tool_rounds;
+    for round in 0..=rounds {
+        // The last round offers no tools, so the model has to answer in words.
+        let offer = if round < rounds { &specs[..] } else { &[] };
+        let request = ChatRequest {
+            model: routed.assistant.model.clone(),
+            messages: messages.clone(),
+            tools: offer.to_vec(),
+            temperature: routed.settings.temperature,
+            max_tokens: routed.settings.max_tokens,
+        };
+        let completion = match call_model(deps, &request, &streams).await {
+            Ok(completion) => completion,
+            Err(error) => {
+                let conversation = &stored.conversation;
+                return reply::fall_back(deps, conversation, routed, &streams, error, &plan)
+                    .await
+                    .map(|outcome| TurnOutcome {
+                        usage,
+                        tool_calls: records,
+                        ..outcome
+                    });
+            }
+        };
+        usage += completion.usage;
+        if completion.tool_calls.is_empty() || offer.is_empty() {
+            let stored_reply = plan
+                .store(&deps.db, &stored.conversation, &completion)
+                .await?;
+            return Ok(TurnOutcome {
+                conversation_id: stored.conversation.id,
+                message_id: stored_reply.id,
+                reply: completion.content,
+                tool_calls: records,
+                usage,
+                fallback: false,
+                delivery: Outgoing::from_stored(stored_reply.outbound.as_ref()),
+            });
+        }
+        let call = ToolRound {
+            deps,
+            context: &mut *context,
+            stages,
+            conversation: &stored.conversation,
+            toolbox: &toolbox,
+        };
+        records.extend(call.run(&completion, &mut messages).await?);
+    }
+    Err(TurnError::Storage(
+        "the tool loop ended without a reply".to_owned(),
+    ))
+}
+
+/// Stores the person's messages in the current conversation. A re-dispatched WhatsApp
+/// message resumes where the last attempt stopped: answered already, it gives the stored
+/// reply back (`Err`) instead of asking the model again.
+async fn record_inbound(
+    deps: &ConversationDeps,
+    context: &Context,
+    routed: &Routed,
+    batch: &[TurnRequest],
+) -> Result<Result<Stored, TurnOutcome>, TurnError> {
     let db = &deps.db;
-    // A re-dispatched WhatsApp message resumes where the last attempt stopped.
-    let mut resumed = None;
-    for id in batch
-        .iter()
-        .filter_map(|r| r.platform_message_id.as_deref())
-    {
-        if let Some(stored) = deliveries::find_by_platform_id(db, route.channel.id, id).await? {
+    let mut resumed: Option<message::Model> = None;
+    for wamid in batch.iter().filter_map(TurnRequest::wamid) {
+        if let Some(stored) = deliveries::find_by_platform_id(db, routed.channel.id, wamid).await? {
             if let Some(reply) = deliveries::reply_to(db, stored.id).await? {
-                return Ok(TurnOutcome {
+                return Ok(Err(TurnOutcome {
                     conversation_id: reply.conversation_id,
                     message_id: reply.id,
                     reply: reply.content,
                     tool_calls: Vec::new(),
                     usage: Usage::default(),
                     fallback: reply.error.is_some(),
-                });
+                    delivery: None,
+                }));
             }
             resumed = Some(stored);
         }
@@ -116,152 +150,116 @@ pub(crate) async fn run(
                     TurnError::Storage("the resumed message lost its conversation".to_owned())
                 })?
         }
-        None => current_conversation(deps, context, route).await?,
+        None => {
+            let here = Thread {
+                workspace_id: context.identity.workspace_id,
+                identity_id: context.identity.id,
+                channel_id: routed.channel.id,
+            };
+            let idle_after = deps.settings.idle_after;
+            thread::current(
+                db,
+                here,
+                idle_after,
+                Some(routed.assistant.id),
+                clock::now(),
+            )
+            .await?
+        }
     };
     let mut new_ids = Vec::with_capacity(batch.len());
     for request in batch {
+        let wamid = request.wamid();
         if let Some(stored) = resumed
             .as_ref()
-            .filter(|m| m.platform_message_id == request.platform_message_id)
+            .filter(|m| m.platform_message_id.as_deref() == wamid && wamid.is_some())
         {
             new_ids.push(stored.id);
             continue;
         }
-        let mut message = user_message(&request.text);
-        message.platform_message_id = request.platform_message_id.clone();
+        let mut message = NewMessage::from_person(request.text.clone());
+        message.platform_message_id = wamid.map(str::to_owned);
+        message.metadata = request.metadata.clone();
         let stored =
             conversations::append_message(db, &conversation, message, clock::now()).await?;
         new_ids.push(stored.id);
     }
-    let replying_to = new_ids.last().copied();
-    // A WhatsApp reply waits, stored, for its channel to send it.
-    let reply_status = if batch.iter().any(|r| r.platform_message_id.is_some()) {
-        deliveries::PENDING
-    } else {
-        "sent"
-    };
+    Ok(Ok(Stored {
+        conversation,
+        new_ids,
+    }))
+}
 
-    let earlier: Vec<_> = conversations::recent_messages(db, conversation.id, HISTORY_WINDOW)
-        .await?
-        .into_iter()
-        .filter(|m| !new_ids.contains(&m.id))
-        .collect();
-    let history_turns = route.setting("history_turns").as_u64().unwrap_or(20);
-    let system = templating::render(&route.assistant.instructions, &context.template_context())
-        .map_err(TurnError::Template)?;
-    let mut messages = vec![ChatMessage::text("system", system)];
-    messages.extend(last_turns(
-        &earlier,
-        usize::try_from(history_turns).unwrap_or(usize::MAX),
-    ));
-    let text: Vec<&str> = batch.iter().map(|r| r.text.as_str()).collect();
-    messages.push(ChatMessage::text("user", text.join("\n")));
-
-    let memory_enabled = route.setting("memory_enabled").as_bool().unwrap_or(true);
-    let tool_specs = if memory_enabled {
-        let names: Vec<String> = tools::stage_list(db, context.identity.workspace_id)
+/// The model's messages: rendered instructions, the last whole turns, the new text.
+async fn prompt(
+    deps: &ConversationDeps,
+    context: &Context,
+    stages: &[stage::Model],
+    routed: &Routed,
+    stored: &Stored,
+    batch: &[TurnRequest],
+) -> Result<Vec<ChatMessage>, TurnError> {
+    let earlier: Vec<_> =
+        conversations::recent_messages(&deps.db, stored.conversation.id, HISTORY_WINDOW)
             .await?
             .into_iter()
-            .map(|s| s.name)
+            .filter(|m| !stored.new_ids.contains(&m.id))
             .collect();
-        tools::specs(&names)
-    } else {
-        Vec::new()
-    };
-    let streams: Vec<mpsc::Sender<String>> =
-        batch.iter().filter_map(|r| r.stream.clone()).collect();
+    let system = templating::render(
+        &routed.assistant.instructions,
+        &context.template_context(stages),
+    )
+    .map_err(TurnError::Template)?;
+    let mut messages = vec![ChatMessage::system(system)];
+    messages.extend(last_turns(&earlier, routed.settings.history_turns()));
+    let text: Vec<&str> = batch.iter().map(|r| r.text.as_str()).collect();
+    messages.push(ChatMessage::user(text.join("\n")));
+    Ok(messages)
+}
 
-    let mut usage = Usage::default();
-    let mut records = Vec::new();
-    let rounds = deps.settings.max_tool_rounds;
-    for round in 0..=rounds {
-        // The last round offers no tools, so the model has to answer in words.
-        let offer_tools = round < rounds && !tool_specs.is_empty();
-        let request = ChatRequest {
-            model: route.assistant.model.clone(),
-            messages: messages.clone(),
-            tools: if offer_tools {
-                tool_specs.clone()
-            } else {
-                Vec::new()
-            },
-            temperature: route.setting("temperature").as_f64(),
-            max_tokens: route
-                .setting("max_tokens")
-                .as_u64()
-                .and_then(|t| u32::try_from(t).ok()),
-        };
-        let completion = match call_model(deps, &request, &streams).await {
-            Ok(completion) => completion,
-            Err(error) => {
-                let reply = Reply {
-                    to: replying_to,
-                    status: reply_status,
-                };
-                return fall_back(
-                    deps,
-                    &conversation,
-                    route,
-                    &streams,
-                    error,
-                    usage,
-                    records,
-                    reply,
-                )
-                .await;
-            }
-        };
-        usage += completion.usage;
-        if completion.tool_calls.is_empty() || !offer_tools {
-            let mut message = assistant_message(completion.content.clone(), &completion, None);
-            message.status = reply_status;
-            message.reply_to_message_id = replying_to;
-            let stored =
-                conversations::append_message(db, &conversation, message, clock::now()).await?;
-            return Ok(TurnOutcome {
-                conversation_id: conversation.id,
-                message_id: stored.id,
-                reply: completion.content,
-                tool_calls: records,
-                usage,
-                fallback: false,
-            });
-        }
+/// One round of tool calls the model asked for.
+struct ToolRound<'a> {
+    deps: &'a ConversationDeps,
+    context: &'a mut Context,
+    stages: &'a [stage::Model],
+    conversation: &'a conversation::Model,
+    toolbox: &'a Toolbox,
+}
+
+impl ToolRound<'_> {
+    /// Stores the model's request, runs each call, stores and hands back each result.
+    async fn run(
+        self,
+        completion: &Completion,
+        messages: &mut Vec<ChatMessage>,
+    ) -> Result<Vec<ToolCallRecord>, TurnError> {
+        let db = &self.deps.db;
         let calls_json = serde_json::to_value(&completion.tool_calls).unwrap_or(Value::Null);
-        conversations::append_message(
-            db,
-            &conversation,
-            assistant_message(completion.content.clone(), &completion, Some(calls_json)),
-            clock::now(),
-        )
-        .await?;
+        let mut request = NewMessage::to_person(
+            completion.content.clone(),
+            parley_persistence::MessageStatus::Sent,
+        );
+        request.usage = serde_json::to_value(completion.usage).ok();
+        request.tool_calls = Some(calls_json);
+        conversations::append_message(db, self.conversation, request, clock::now()).await?;
         let content = (!completion.content.is_empty()).then(|| completion.content.clone());
         messages.push(ChatMessage::tool_request(
             content,
             completion.tool_calls.clone(),
         ));
+        let mut records = Vec::with_capacity(completion.tool_calls.len());
         for call in &completion.tool_calls {
-            let result = tools::execute(db, context, conversation.id, call).await?;
-            let result_text = result.to_string();
-            conversations::append_message(
-                db,
-                &conversation,
-                NewMessage {
-                    direction: "outbound",
-                    role: "tool",
-                    content: result_text.clone(),
-                    status: "sent",
-                    platform_message_id: None,
-                    usage: None,
-                    tool_calls: None,
-                    tool_call_id: Some(call.id.clone()),
-                    error: None,
-                    reply_to_message_id: None,
-                },
-                clock::now(),
-            )
-            .await?;
-            messages.push(ChatMessage::tool_result(&call.id, result_text));
+            let result = match self.toolbox.run_mcp(&self.deps.mcp, call).await {
+                Some(result) => result,
+                None => {
+                    tools::execute(db, self.context, self.stages, self.conversation.id, call)
+                        .await?
+                }
+            };
+            let text = result.to_string();
+            let stored = NewMessage::tool_result(call.id.clone(), text.clone());
+            conversations::append_message(db, self.conversation, stored, clock::now()).await?;
+            messages.push(ChatMessage::tool_result(&call.id, text));
             records.push(ToolCallRecord {
                 name: call.function.name.clone(),
                 arguments: serde_json::from_str(&call.function.arguments)
@@ -269,46 +267,15 @@ pub(crate) async fn run(
                 result,
             });
         }
+        Ok(records)
     }
-    Err(TurnError::Storage(
-        "the tool loop ended without a reply".to_owned(),
-    ))
 }
 
-/// The open conversation of this identity on this channel, or a new one when there is none or
-/// it has been idle for longer than `conversation_idle_hours` (memory and stage carry over;
-/// history does not).
-async fn current_conversation(
-    deps: &Deps,
-    context: &Context,
-    route: &Route,
-) -> Result<conversation::Model, TurnError> {
-    let db = &deps.db;
-    let now = clock::now();
-    if let Some(latest) =
-        conversations::latest_for(db, context.identity.id, route.channel.id).await?
-        && latest.status == OPEN
-    {
-        if now.signed_duration_since(latest.last_message_at) < deps.settings.idle_after {
-            return Ok(latest);
-        }
-        conversations::close(db, latest.id).await?;
-    }
-    Ok(conversations::start(
-        db,
-        context.identity.workspace_id,
-        context.identity.id,
-        route.channel.id,
-        Some(route.assistant.id),
-        now,
-    )
-    .await?)
-}
-
+/// Calls the model, streaming its tokens to every listener when there are listeners.
 async fn call_model(
-    deps: &Deps,
+    deps: &ConversationDeps,
     request: &ChatRequest,
-    streams: &[mpsc::Sender<String>],
+    streams: &[mpsc::Sender<TurnEvent>],
 ) -> Result<Completion, LlmError> {
     if streams.is_empty() {
         return deps.llm.complete(request).await;
@@ -319,7 +286,7 @@ async fn call_model(
         while let Some(token) = rx.recv().await {
             for listener in &listeners {
                 // A listener that went away does not stop the turn.
-                let _ = listener.send(token.clone()).await;
+                let _ = listener.send(TurnEvent::Token(token.clone())).await;
             }
         }
     });
@@ -327,91 +294,4 @@ async fn call_model(
     drop(tx);
     let _ = forward.await;
     outcome
-}
-
-/// How a final reply is stored.
-struct Reply {
-    /// The message it answers.
-    to: Option<Uuid>,
-    /// `pending` when a channel will send it, `sent` when the API caller gets it.
-    status: &'static str,
-}
-
-/// The model failed after its retries: answer the assistant's fallback message when it has one
-/// (stored with the error), else the error. Either way the person's message stays stored.
-#[allow(clippy::too_many_arguments)]
-async fn fall_back(
-    deps: &Deps,
-    conversation: &conversation::Model,
-    route: &Route,
-    streams: &[mpsc::Sender<String>],
-    error: LlmError,
-    usage: Usage,
-    records: Vec<ToolCallRecord>,
-    reply: Reply,
-) -> Result<TurnOutcome, TurnError> {
-    tracing::warn!(%error, conversation_id = %conversation.id, "language model failed");
-    let Some(fallback) = route
-        .setting("fallback_message")
-        .as_str()
-        .map(str::to_owned)
-    else {
-        return Err(TurnError::Llm(error));
-    };
-    let code = if matches!(error, LlmError::Timeout(_)) {
-        "upstream_timeout"
-    } else {
-        "upstream_failed"
-    };
-    let mut message = assistant_message(fallback.clone(), &Completion::default(), None);
-    message.error = Some(json!({"code": code, "message": error.to_string(), "at": Utc::now()}));
-    message.status = reply.status;
-    message.reply_to_message_id = reply.to;
-    let stored =
-        conversations::append_message(&deps.db, conversation, message, clock::now()).await?;
-    for listener in streams {
-        let _ = listener.send(fallback.clone()).await;
-    }
-    Ok(TurnOutcome {
-        conversation_id: conversation.id,
-        message_id: stored.id,
-        reply: fallback,
-        tool_calls: records,
-        usage,
-        fallback: true,
-    })
-}
-
-fn user_message(text: &str) -> NewMessage {
-    NewMessage {
-        direction: "inbound",
-        role: "user",
-        content: text.to_owned(),
-        status: "received",
-        platform_message_id: None,
-        usage: None,
-        tool_calls: None,
-        tool_call_id: None,
-        error: None,
-        reply_to_message_id: None,
-    }
-}
-
-fn assistant_message(
-    content: String,
-    completion: &Completion,
-    tool_calls: Option<Value>,
-) -> NewMessage {
-    NewMessage {
-        direction: "outbound",
-        role: "assistant",
-        content,
-        status: "sent",
-        platform_message_id: None,
-        usage: serde_json::to_value(completion.usage).ok(),
-        tool_calls,
-        tool_call_id: None,
-        error: None,
-        reply_to_message_id: None,
-    }
 }

@@ -30,6 +30,21 @@ impl ChatMessage {
         }
     }
 
+    /// The system message (the assistant's instructions).
+    pub fn system(content: impl Into<String>) -> Self {
+        Self::text("system", content)
+    }
+
+    /// A message of the person.
+    pub fn user(content: impl Into<String>) -> Self {
+        Self::text("user", content)
+    }
+
+    /// A message of the assistant.
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Self::text("assistant", content)
+    }
+
     /// The assistant's request for `calls` (with any text it gave alongside).
     pub fn tool_request(content: Option<String>, calls: Vec<ToolCall>) -> Self {
         Self {

@@ -90,6 +90,22 @@ impl GraphClient {
             .ok_or_else(|| GraphError::Malformed("no messages[0].id in the answer".to_owned()))
     }
 
+    /// What Meta says of a phone number the token should hold: its display number and the
+    /// business's verified name. Succeeding proves the token reaches that number.
+    ///
+    /// # Errors
+    /// Meta's error (190 for a token Meta refuses, 100 for a number it does not hold), or why
+    /// Meta could not be asked.
+    pub async fn number(&self, token: &str, phone_number_id: &str) -> Result<Value, GraphError> {
+        self.call(
+            reqwest::Method::GET,
+            &format!("{phone_number_id}?fields=id,display_phone_number,verified_name"),
+            token,
+            None,
+        )
+        .await
+    }
+
     /// The templates of a WhatsApp Business Account.
     ///
     /// # Errors

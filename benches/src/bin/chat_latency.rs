@@ -10,12 +10,8 @@
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use parley::config::Settings;
-use parley::startup::Application;
-use parley::tenancy::{BootstrapRequest, bootstrap};
-use parley_benches::{Percentiles, ms};
-use parley_testkit::FakeModel;
-use serde_json::{Value, json};
+use parley_benches::{BenchServer, print_comparison};
+use serde_json::json;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -28,158 +24,88 @@ async fn main() -> anyhow::Result<()> {
         .next()
         .map_or(Ok(20), |a| a.parse())
         .context("identities")?;
-    parley_actors::llm::install_crypto_provider();
 
-    let dir = tempfile::tempdir()?;
-    let model = FakeModel::start().await;
-    let settings = Settings {
-        bind: "127.0.0.1:0".parse()?,
-        database_url: std::env::var("PARLEY_BENCH_DATABASE_URL").ok(),
-        data_dir: dir.path().to_path_buf(),
-        llm_base_url: Some(model.base_url()),
-        llm_model: Some("fake".to_owned()),
-        ..Settings::default()
-    };
-    let db_url = settings.effective_database_url();
-    let app = Application::build(settings).await?;
-    let base = format!("http://{}", app.local_addr()?);
-    let db = parley_persistence::connect(&db_url).await?;
-    let owner = bootstrap(
-        &db,
-        &BootstrapRequest {
-            workspace: "Bench".to_owned(),
-            business: "Bench".to_owned(),
-            email: None,
-        },
-    )
-    .await?;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(app.run_until(async {
-        let _ = stopped.await;
-    }));
-
-    let http = reqwest::Client::new();
-    let key = owner.api_key.clone();
-    let post = |path: String, body: Value| {
-        let request = http
-            .post(format!("{base}{path}"))
-            .bearer_auth(&key)
-            .json(&body);
-        async move {
-            let response = request.send().await?;
-            let status = response.status();
-            let body: Value = response.json().await?;
-            anyhow::ensure!(status.is_success(), "{status}: {body}");
-            Ok::<Value, anyhow::Error>(body)
-        }
-    };
-    let worker = post("/workers".into(), json!({"name": "Bench"})).await?["data"]["worker_id"]
-        .as_str()
-        .context("worker id")?
-        .to_owned();
-    post(
-        format!("/workers/{worker}/assistants"),
-        json!({"name": "Echo", "instructions": "You help {{identity.name}}. {{#if memory.profile.name}}Name: {{memory.profile.name}}{{/if}}"}),
-    )
-    .await?;
-    let channel = post(
-        "/channels/waba".into(),
-        json!({"name": "Bench line", "integration": "sandbox"}),
-    )
-    .await?["data"]["id"]
-        .as_str()
-        .context("channel id")?
-        .to_owned();
-    post(format!("/channels/{channel}/worker/{worker}"), json!({})).await?;
+    let server = BenchServer::start(|_| {}).await?;
+    let (_, channel) = server
+        .assistant_channel(
+            "You help {{identity.name}}. {{#if memory.profile.name}}Name: {{memory.profile.name}}{{/if}}",
+            &json!({"name": "Bench line", "integration": "sandbox"}),
+        )
+        .await?;
     for n in 0..identities {
-        let put = http
-            .put(format!("{base}/identity/bench-{n}"))
-            .bearer_auth(&key)
-            .json(&json!({"name": format!("Person {n}")}))
-            .send()
+        let body = json!({"name": format!("Person {n}")});
+        server
+            .send(reqwest::Method::PUT, &format!("/identity/bench-{n}"), &body)
             .await?;
-        anyhow::ensure!(put.status().is_success(), "identity: {}", put.status());
     }
+    let (baseline, turn_times) = measure(&server, &channel, turns, identities).await?;
+    report(&server, turns, identities, &baseline, &turn_times)?;
+    server.stop().await
+}
 
+/// Chat turns through Parley and the same request straight to the model, interleaved so that
+/// both see the same machine weather.
+async fn measure(
+    server: &BenchServer,
+    channel: &str,
+    turns: usize,
+    identities: usize,
+) -> anyhow::Result<(Vec<Duration>, Vec<Duration>)> {
     // Baseline: the request a turn makes, straight to the model.
     let direct_body = json!({"model": "fake", "stream": false, "messages": [
         {"role": "system", "content": "You help Person 0."}, {"role": "user", "content": "hello"}]});
-    let direct = |body: Value| {
-        let request = http
-            .post(format!("{}/chat/completions", model.base_url()))
-            .json(&body);
-        async move {
-            request
-                .send()
-                .await?
-                .bytes()
-                .await
-                .map_err(anyhow::Error::from)
-        }
+    let direct_url = format!("{}/chat/completions", server.model.base_url());
+    let direct = || async {
+        server
+            .http
+            .post(&direct_url)
+            .json(&direct_body)
+            .send()
+            .await?
+            .bytes()
+            .await
+            .map_err(anyhow::Error::from)
     };
     let chat = |n: usize| {
-        post(
-            format!("/conversation/bench-{}/chat/{channel}", n % identities),
-            json!({"message": format!("hello {n}")}),
-        )
+        let path = format!("/conversation/bench-{}/chat/{channel}", n % identities);
+        async move {
+            server
+                .post(&path, &json!({"message": format!("hello {n}")}))
+                .await
+        }
     };
-
     for n in 0..identities.max(20) {
-        direct(direct_body.clone()).await?;
+        direct().await?;
         chat(n).await?;
     }
     let mut baseline = Vec::with_capacity(turns);
     let mut turn_times = Vec::with_capacity(turns);
-    // Interleaved, so that both see the same machine weather.
     for n in 0..turns {
         let started = Instant::now();
-        direct(direct_body.clone()).await?;
+        direct().await?;
         baseline.push(started.elapsed());
         let started = Instant::now();
         chat(n).await?;
         turn_times.push(started.elapsed());
     }
+    Ok((baseline, turn_times))
+}
 
-    let base_p = Percentiles::of(&baseline).context("samples")?;
-    let turn_p = Percentiles::of(&turn_times).context("samples")?;
-    let added = |a: Duration, b: Duration| a.saturating_sub(b);
+fn report(
+    server: &BenchServer,
+    turns: usize,
+    identities: usize,
+    baseline: &[Duration],
+    turn_times: &[Duration],
+) -> anyhow::Result<()> {
     println!(
         "chat_latency: {turns} turns over {identities} identities, database {}",
-        if db_url.starts_with("sqlite") {
-            "SQLite"
-        } else {
-            "PostgreSQL"
-        }
+        server.database_kind()
     );
-    println!("{:<32} {:>12} {:>12} {:>12}", "", "p50", "p99", "mean");
-    println!(
-        "{:<32} {:>12} {:>12} {:>12}",
+    print_comparison(
         "model alone (baseline)",
-        ms(base_p.p50),
-        ms(base_p.p99),
-        ms(base_p.mean)
-    );
-    println!(
-        "{:<32} {:>12} {:>12} {:>12}",
+        baseline,
         "chat turn through Parley",
-        ms(turn_p.p50),
-        ms(turn_p.p99),
-        ms(turn_p.mean)
-    );
-    println!(
-        "{:<32} {:>12} {:>12} {:>12}",
-        "added by Parley",
-        ms(added(turn_p.p50, base_p.p50)),
-        ms(added(turn_p.p99, base_p.p99)),
-        ms(added(turn_p.mean, base_p.mean))
-    );
-    println!(
-        "ratio chat/model: p50 {:.1}x, p99 {:.1}x",
-        turn_p.p50.as_secs_f64() / base_p.p50.as_secs_f64().max(1e-9),
-        turn_p.p99.as_secs_f64() / base_p.p99.as_secs_f64().max(1e-9)
-    );
-
-    let _ = stop.send(());
-    server.await??;
-    Ok(())
+        turn_times,
+    )
 }

@@ -17,15 +17,15 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use futures_util::StreamExt;
-use parley::config::Settings;
-use parley::startup::Application;
 use parley::tenancy::{BootstrapRequest, bootstrap};
 use parley_actors::whatsapp::signature;
+
+use parley_benches::{BenchDatabase, BenchServer};
 use parley_persistence::conversations::{self, NewMessage};
 use parley_persistence::identities::{self, NewIdentity};
-use parley_persistence::{DatabaseConnection, clock, deliveries, webhook_events};
+use parley_persistence::{DatabaseConnection, MessageStatus, clock, deliveries, webhook_events};
+use parley_testkit::FakeGraph;
 use parley_testkit::graph::text_message;
-use parley_testkit::{FakeGraph, FakeModel};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -45,7 +45,8 @@ async fn main() -> anyhow::Result<()> {
     let parley = run_parley(messages).await?;
 
     println!(
-        "webhook_throughput: {messages} messages from distinct senders, {CONCURRENCY} webhooks in flight, SQLite, instant fakes"
+        "webhook_throughput: {messages} messages from distinct senders, {CONCURRENCY} webhooks in flight, {}, instant fakes",
+        database_kind()
     );
     println!(
         "{:<44} {:>14}",
@@ -108,70 +109,24 @@ async fn wait_for(graph: &FakeGraph, count: usize) -> anyhow::Result<()> {
 }
 
 async fn run_parley(messages: usize) -> anyhow::Result<f64> {
-    let dir = tempfile::tempdir()?;
-    let model = FakeModel::start().await;
-    let graph = FakeGraph::start().await;
-    let settings = Settings {
-        bind: "127.0.0.1:0".parse()?,
-        data_dir: dir.path().to_path_buf(),
-        llm_base_url: Some(model.base_url()),
-        whatsapp_graph_url: graph.base_url(),
-        whatsapp_app_secret: Some(SECRET.to_owned()),
-        whatsapp_pair_burst: 1000,
-        whatsapp_rate_per_sec: 100_000,
-        ..Settings::default()
-    };
-    let db_url = settings.effective_database_url();
-    let app = Application::build(settings).await?;
-    let base = format!("http://{}", app.local_addr()?);
-    let db = parley_persistence::connect(&db_url).await?;
-    let owner = bootstrap(
-        &db,
-        &BootstrapRequest {
-            workspace: "Bench".into(),
-            business: "Bench".into(),
-            email: None,
-        },
-    )
+    let server = BenchServer::start(|settings| {
+        settings.whatsapp.app_secret = Some(SECRET.into());
+        settings.whatsapp.pair_burst = 1000;
+        settings.whatsapp.rate_per_sec = 100_000;
+    })
     .await?;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(app.run_until(async {
-        let _ = stopped.await;
-    }));
-    let http = reqwest::Client::new();
-    let post = |path: &str, body: Value| {
-        http.post(format!("{base}{path}"))
-            .bearer_auth(&owner.api_key)
-            .json(&body)
-            .send()
-    };
-    let channel: Value = post("/channels/waba", json!({"name": "Bench line", "accessToken": "t", "phoneNumberId": NUMBER, "businessId": "w"}))
-        .await?
-        .json()
+    let (_, channel) = server
+        .assistant_channel(
+            "Echo.",
+            &json!({"name": "Bench line", "accessToken": "t", "phoneNumberId": NUMBER, "businessId": "w"}),
+        )
         .await?;
-    let channel = channel["data"]["id"]
-        .as_str()
-        .context("channel")?
-        .to_owned();
-    let worker: Value = post("/workers", json!({"name": "Bench"}))
-        .await?
-        .json()
-        .await?;
-    let worker = worker["data"]["id"].as_str().context("worker")?.to_owned();
-    post(
-        &format!("/workers/{worker}/assistants"),
-        json!({"name": "Echo", "instructions": "Echo."}),
-    )
-    .await?;
-    post(&format!("/channels/{channel}/worker/{worker}"), json!({})).await?;
-
     let bodies = payloads(messages);
     let started = Instant::now();
-    post_all(&format!("{base}/webhooks/waba/{channel}"), bodies).await?;
-    wait_for(&graph, messages).await?;
+    post_all(&format!("{}/webhooks/waba/{channel}", server.base), bodies).await?;
+    wait_for(&server.graph, messages).await?;
     let elapsed = started.elapsed();
-    let _ = stop.send(());
-    server.await??;
+    server.stop().await?;
     Ok(messages as f64 / elapsed.as_secs_f64())
 }
 
@@ -187,7 +142,8 @@ struct Baseline {
 async fn run_baseline(messages: usize) -> anyhow::Result<f64> {
     let dir = tempfile::tempdir()?;
     let graph = FakeGraph::start().await;
-    let db = parley_persistence::connect(&parley_persistence::sqlite_url_in(dir.path())).await?;
+    let database = BenchDatabase::create(dir.path()).await?;
+    let db = parley_persistence::connect(&database.url).await?;
     parley_persistence::migrate(&db).await?;
     let owner = bootstrap(
         &db,
@@ -203,17 +159,19 @@ async fn run_baseline(messages: usize) -> anyhow::Result<f64> {
         owner.workspace_id,
         parley_persistence::channels::NewChannel {
             name: "Base line".into(),
-            integration: "cloud_api".into(),
+            integration: parley_persistence::Integration::CloudApi,
             active: true,
             settings: json!({}),
             phone_number_id: Some(NUMBER.into()),
             business_account_id: Some("w".into()),
             access_token_encrypted: None,
             verify_token: "v".into(),
+            verified: None,
         },
         clock::now(),
     )
     .await?;
+    let state_db = db.clone();
     let state = Arc::new(Baseline {
         db,
         http: reqwest::Client::new(),
@@ -233,6 +191,8 @@ async fn run_baseline(messages: usize) -> anyhow::Result<f64> {
     wait_for(&graph, messages).await?;
     let elapsed = started.elapsed();
     server.abort();
+    state_db.close().await?;
+    database.drop_database().await?;
     Ok(messages as f64 / elapsed.as_secs_f64())
 }
 
@@ -257,27 +217,6 @@ async fn baseline_hook(
     }
 }
 
-fn message(
-    direction: &'static str,
-    role: &'static str,
-    content: &str,
-    status: &'static str,
-    wamid: Option<String>,
-) -> NewMessage {
-    NewMessage {
-        direction,
-        role,
-        content: content.to_owned(),
-        status,
-        platform_message_id: wamid,
-        usage: None,
-        tool_calls: None,
-        tool_call_id: None,
-        error: None,
-        reply_to_message_id: None,
-    }
-}
-
 async fn baseline_writes(state: &Baseline, body: &[u8]) -> anyhow::Result<()> {
     let payload: Value = serde_json::from_slice(body)?;
     let value = &payload["entry"][0]["changes"][0]["value"];
@@ -296,31 +235,7 @@ async fn baseline_writes(state: &Baseline, body: &[u8]) -> anyhow::Result<()> {
     )
     .await?
     .context("new event")?;
-    let phone = format!("+{from}");
-    let person =
-        match identities::find_by_contact(db, state.workspace_id, identities::PHONE, &phone).await?
-        {
-            Some(found) => found,
-            None => {
-                let new = NewIdentity {
-                    id: Uuid::now_v7(),
-                    name: Some("Bench".into()),
-                    external_id: None,
-                    metadata: json!({}),
-                };
-                let created = identities::create(db, state.workspace_id, new, now).await?;
-                identities::attach_contact(
-                    db,
-                    state.workspace_id,
-                    created.id,
-                    identities::PHONE,
-                    &phone,
-                    now,
-                )
-                .await?;
-                created
-            }
-        };
+    let person = baseline_identity(state, &from, now).await?;
     let conversation = conversations::start(
         db,
         state.workspace_id,
@@ -334,7 +249,10 @@ async fn baseline_writes(state: &Baseline, body: &[u8]) -> anyhow::Result<()> {
     conversations::append_message(
         db,
         &conversation,
-        message("inbound", "user", text, "received", Some(wamid)),
+        NewMessage {
+            platform_message_id: Some(wamid),
+            ..NewMessage::from_person(text.to_owned())
+        },
         now,
     )
     .await?;
@@ -342,7 +260,7 @@ async fn baseline_writes(state: &Baseline, body: &[u8]) -> anyhow::Result<()> {
     let stored = conversations::append_message(
         db,
         &conversation,
-        message("outbound", "assistant", &reply, deliveries::PENDING, None),
+        NewMessage::to_person(reply.clone(), MessageStatus::Pending),
         now,
     )
     .await?;
@@ -357,7 +275,54 @@ async fn baseline_writes(state: &Baseline, body: &[u8]) -> anyhow::Result<()> {
         .json()
         .await?;
     let platform_id = sent["messages"][0]["id"].as_str().map(str::to_owned);
-    deliveries::record_send(db, stored.id, "sent", platform_id.as_deref(), None).await?;
+    deliveries::record_send(
+        db,
+        stored.id,
+        MessageStatus::Sent,
+        platform_id.as_deref(),
+        None,
+    )
+    .await?;
     webhook_events::finish(db, event.id, None, clock::now()).await?;
     Ok(())
+}
+
+fn database_kind() -> &'static str {
+    if std::env::var_os("PARLEY_BENCH_DATABASE_URL").is_some() {
+        "PostgreSQL"
+    } else {
+        "SQLite"
+    }
+}
+
+/// The sender's identity, created with its phone on first contact.
+async fn baseline_identity(
+    state: &Baseline,
+    from: &str,
+    now: chrono::DateTime<chrono::Utc>,
+) -> anyhow::Result<parley_persistence::entities::identity::Model> {
+    let db = &state.db;
+    let phone = format!("+{from}");
+    if let Some(found) =
+        identities::find_by_contact(db, state.workspace_id, identities::PHONE, &phone).await?
+    {
+        return Ok(found);
+    }
+    let new = NewIdentity {
+        id: Uuid::now_v7(),
+        name: Some("Bench".into()),
+        external_id: None,
+        metadata: json!({}),
+    };
+    let created = identities::create(db, state.workspace_id, new, now).await?;
+    identities::attach_contact(
+        db,
+        state.workspace_id,
+        created.id,
+        identities::PHONE,
+        &phone,
+        now,
+    )
+    .await?;
+    Ok(created)
 }

@@ -2,6 +2,8 @@
 
 use sea_orm::entity::prelude::*;
 
+use crate::values::Integration;
+
 /// One row of `channels`.
 #[derive(Clone, Debug, PartialEq, DeriveEntityModel)]
 #[sea_orm(table_name = "channels")]
@@ -15,8 +17,8 @@ pub struct Model {
     pub name: String,
     /// Always `waba` for now.
     pub channel_type: String,
-    /// `cloud_api`, `mm_lite` or `sandbox`.
-    pub integration: String,
+    /// How it reaches WhatsApp.
+    pub integration: Integration,
     /// Whether it sends and receives.
     pub active: bool,
     /// Channel-specific settings object.
@@ -33,10 +35,17 @@ pub struct Model {
     pub verify_token: String,
     /// Why Meta refused the credentials (error 190), until they are replaced.
     pub credentials_error: Option<String>,
+    /// The number as Meta shows it, verified with the channel's credentials.
+    pub display_phone_number: Option<String>,
+    /// The business's verified name at Meta.
+    pub verified_name: Option<String>,
     /// When it was created.
     pub created_at: DateTimeUtc,
     /// When it last changed.
     pub updated_at: DateTimeUtc,
+    /// When it was deleted; a deleted channel is a tombstone that keeps its conversations'
+    /// channel id meaningful, invisible to the API.
+    pub deleted_at: Option<DateTimeUtc>,
 }
 
 /// Relations are expressed through explicit queries.

@@ -2,6 +2,8 @@
 
 use sea_orm::entity::prelude::*;
 
+use crate::values::ConversationStatus;
+
 /// One row of `conversations`.
 #[derive(Clone, Debug, PartialEq, DeriveEntityModel)]
 #[sea_orm(table_name = "conversations")]
@@ -17,8 +19,8 @@ pub struct Model {
     pub channel_id: Uuid,
     /// The assistant answering it.
     pub assistant_id: Option<Uuid>,
-    /// `open` or `closed`.
-    pub status: String,
+    /// Whether it still takes messages.
+    pub status: ConversationStatus,
     /// First message.
     pub started_at: DateTimeUtc,
     /// Latest message.

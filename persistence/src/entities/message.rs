@@ -2,6 +2,8 @@
 
 use sea_orm::entity::prelude::*;
 
+use crate::values::{Direction, MessageStatus, Role};
+
 /// One row of `messages`.
 #[derive(Clone, Debug, PartialEq, DeriveEntityModel)]
 #[sea_orm(table_name = "messages")]
@@ -15,15 +17,15 @@ pub struct Model {
     pub conversation_id: Uuid,
     /// The channel, for the uniqueness of platform ids.
     pub channel_id: Uuid,
-    /// `inbound` or `outbound`.
-    pub direction: String,
-    /// `user`, `assistant` or `tool`.
-    pub role: String,
+    /// Which way it went.
+    pub direction: Direction,
+    /// Who wrote it.
+    pub role: Role,
     /// Text content.
     #[sea_orm(column_type = "Text")]
     pub content: String,
-    /// `received`, `pending`, `sent`, `delivered`, `read` or `failed`.
-    pub status: String,
+    /// Where it stands.
+    pub status: MessageStatus,
     /// WhatsApp message id (`wamid…`); unique per channel.
     pub platform_message_id: Option<String>,
     /// Failure code and title, when failed.
@@ -38,6 +40,11 @@ pub struct Model {
     pub created_at: DateTimeUtc,
     /// For a reply, the inbound message it answers; a processed webhook event has one.
     pub reply_to_message_id: Option<Uuid>,
+    /// For an outbound message, what goes on the wire (recipient, text or template), so that
+    /// one left pending at a stop is sent again as what it was.
+    pub outbound: Option<Json>,
+    /// What an API caller attached to an inbound message (the chat call's `metadata`).
+    pub metadata: Option<Json>,
 }
 
 /// Relations are expressed through explicit queries.

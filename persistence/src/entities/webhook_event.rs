@@ -2,6 +2,8 @@
 
 use sea_orm::entity::prelude::*;
 
+use crate::values::EventStatus;
+
 /// One row of `webhook_events`.
 #[derive(Clone, Debug, PartialEq, DeriveEntityModel)]
 #[sea_orm(table_name = "webhook_events")]
@@ -17,14 +19,18 @@ pub struct Model {
     pub platform_message_id: String,
     /// The message object and the sender's profile name, as Meta sent them.
     pub payload: Json,
-    /// `pending` until answered, then `processed` (or `failed`).
-    pub status: String,
+    /// Pending until answered, then processed (or failed).
+    pub status: EventStatus,
     /// Why processing failed.
     pub error: Option<String>,
     /// When the webhook delivered it.
     pub received_at: DateTimeUtc,
     /// When it was answered.
     pub processed_at: Option<DateTimeUtc>,
+    /// Processing attempts that ended in a transient failure.
+    pub attempts: i32,
+    /// When a failed attempt may be retried; `None` for a fresh event.
+    pub next_attempt_at: Option<DateTimeUtc>,
 }
 
 /// Relations are expressed through explicit queries.

@@ -7,6 +7,8 @@ use std::hash::Hash;
 
 use ractor::{ActorCell, ActorId, ActorRef, SupervisionEvent};
 
+use super::ActorPath;
+
 /// How a supervised actor ended.
 #[derive(Debug)]
 pub(crate) enum Ending {
@@ -15,6 +17,24 @@ pub(crate) enum Ending {
     /// It failed (an error or a panic).
     Failed(String),
 }
+
+impl Ending {
+    /// Logs how the actor at `path` ended: a failure with what happens next (`then`), a stop
+    /// with its reason (`usual` when it gave none).
+    pub(crate) fn log(&self, path: &ActorPath, then: &str, usual: &str) {
+        match self {
+            Self::Failed(error) => tracing::error!(actor = %path, %error, "actor failed; {then}"),
+            Self::Stopped(reason) => tracing::info!(
+                actor = %path,
+                reason = reason.as_deref().unwrap_or(usual),
+                "actor stopped"
+            ),
+        }
+    }
+}
+
+/// How long a registry waits for its actors at shutdown.
+const SHUTDOWN_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The actor a supervision event says has ended, and how; `None` for any other event.
 pub(crate) fn ending(event: SupervisionEvent) -> Option<(ActorCell, Ending)> {
@@ -55,6 +75,11 @@ impl<K: Copy + Eq + Hash, M: ractor::Message> LiveActors<K, M> {
         self.live.insert(key, actor);
     }
 
+    /// Every live actor with its key.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&K, &ActorRef<M>)> {
+        self.live.iter()
+    }
+
     /// How many actors are live.
     pub(crate) fn len(&self) -> usize {
         self.live.len()
@@ -70,6 +95,22 @@ impl<K: Copy + Eq + Hash, M: ractor::Message> LiveActors<K, M> {
         if matches && let Some(actor) = self.live.remove(key) {
             let _ = actor.drain();
         }
+    }
+
+    /// Forgets the actor a supervision event says has ended and answers its key and how it
+    /// ended; `None` for any other event or an actor that was not one of ours.
+    pub(crate) fn ended(&mut self, event: SupervisionEvent) -> Option<(K, Ending)> {
+        let (cell, ending) = ending(event)?;
+        self.forget(&cell).map(|key| (key, ending))
+    }
+
+    /// Stops every live actor of a registry at shutdown (waiting a while for each to finish
+    /// its mailbox) and logs the registry's own stop.
+    pub(crate) async fn stop_all(&self, registry: &ActorCell, path: &ActorPath) {
+        registry
+            .stop_children_and_wait(Some("shutdown".to_owned()), Some(SHUTDOWN_WAIT))
+            .await;
+        tracing::info!(actor = %path, live = self.len(), "actor stopped");
     }
 
     /// Forgets an actor that ended; answers its key, or `None` when it was not one of ours.

@@ -87,7 +87,8 @@ impl SecretBox {
 
 fn read_or_create_key_file(path: &Path) -> anyhow::Result<String> {
     match std::fs::read_to_string(path) {
-        Ok(key) => return Ok(key),
+        // A key written by hand often ends with a newline.
+        Ok(key) => return Ok(key.trim().to_owned()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
     }
@@ -132,6 +133,16 @@ mod tests {
 
         let other = SecretBox::load(Some(&STANDARD.encode([7u8; 32])), dir.path()).expect("key");
         assert!(other.open(&sealed).is_err());
+    }
+
+    #[test]
+    fn a_hand_written_key_file_with_a_trailing_newline_is_accepted() {
+        let dir = tempfile::tempdir().expect("dir");
+        let key = STANDARD.encode([3u8; 32]);
+        std::fs::write(dir.path().join("secret.key"), format!("{key}\n")).expect("write");
+        let from_file = SecretBox::load(None, dir.path()).expect("loads");
+        let configured = SecretBox::load(Some(&key), dir.path()).expect("loads");
+        assert_eq!(configured.open(&from_file.seal("x")).expect("opens"), "x");
     }
 
     #[test]

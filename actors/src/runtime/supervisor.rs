@@ -1,8 +1,11 @@
-//! A child supervisor of the root: owns the live actors of one kind and logs their lifecycle.
+//! A plain child supervisor of the root for kinds of work whose actors are still to come
+//! (flows, scheduled tasks): owns the live actors of one kind and logs their lifecycle.
 
 use std::collections::HashMap;
 
 use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
+
+use super::ActorPath;
 
 /// Behaviour of a child supervisor (`root/channels`, `root/conversations`, …).
 pub(crate) struct Supervisor;
@@ -19,10 +22,10 @@ pub struct SupervisorSnapshot {
 /// State of a child supervisor.
 pub(crate) struct SupervisorState {
     /// Its own path; children are logged as `path/child-name`.
-    path: String,
-    /// Paths of the live children, by actor id: ractor's global names would collide between
-    /// runtimes in one process (tests), so names are kept here instead.
-    children: HashMap<ActorId, String>,
+    path: ActorPath,
+    /// Paths of the live children, by actor id: ractor's names are global to the process and
+    /// would collide between runtimes in one process (tests), so paths are kept here instead.
+    children: HashMap<ActorId, ActorPath>,
 }
 
 /// Messages a child supervisor handles; its children report through supervision events.
@@ -35,12 +38,12 @@ pub(crate) enum SupervisorMsg {
 impl Actor for Supervisor {
     type Msg = SupervisorMsg;
     type State = SupervisorState;
-    type Arguments = String;
+    type Arguments = ActorPath;
 
     async fn pre_start(
         &self,
         _myself: ActorRef<Self::Msg>,
-        path: String,
+        path: ActorPath,
     ) -> Result<Self::State, ActorProcessingErr> {
         Ok(SupervisorState {
             path,
@@ -82,7 +85,7 @@ impl Actor for Supervisor {
         match event {
             SupervisionEvent::ActorStarted(cell) => {
                 let name = cell.get_name().unwrap_or_else(|| cell.get_id().to_string());
-                let path = format!("{}/{name}", state.path);
+                let path = state.path.child(&name);
                 tracing::info!(actor = %path, "actor spawned");
                 state.children.insert(cell.get_id(), path);
             }

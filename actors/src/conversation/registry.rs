@@ -1,6 +1,7 @@
 //! The `conversations` supervisor and registry: exactly one ConversationActor per live
-//! identity, spawned on demand (virtual-actor style), forgotten when it stops or fails, and the
-//! [`Conversations`] handle the HTTP layer talks through.
+//! identity, spawned on demand (virtual-actor style), forgotten when it stops or fails, told
+//! about the changes that concern it; and the [`Conversations`] handle the rest of Parley
+//! talks through.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,11 +12,12 @@ use ractor::{
 };
 use uuid::Uuid;
 
-use crate::conversation::{
-    ConversationActor, ConversationArgs, ConversationKey, ConversationMsg, Deps, TurnError,
-    TurnOutcome, TurnRequest,
+use super::{
+    ConversationActor, ConversationArgs, ConversationDeps, ConversationKey, ConversationMsg,
+    TurnError, TurnOutcome, TurnRequest,
 };
-use crate::live::{Ending, LiveActors, ending};
+use crate::changes::Change;
+use crate::runtime::{ActorPath, LiveActors, RuntimeError, SupervisorKind};
 
 /// Behaviour of the `root/conversations` supervisor.
 pub(crate) struct ConversationRegistry;
@@ -23,7 +25,7 @@ pub(crate) struct ConversationRegistry;
 /// State of the registry.
 pub(crate) struct RegistryState {
     /// Shared with every conversation actor.
-    deps: Arc<Deps>,
+    deps: Arc<ConversationDeps>,
     /// The live actor of each identity.
     live: LiveActors<ConversationKey, ConversationMsg>,
 }
@@ -33,9 +35,10 @@ pub(crate) enum RegistryMsg {
     /// The identity's actor, spawned when there is none.
     Get(
         ConversationKey,
-        RpcReplyPort<Result<ActorRef<ConversationMsg>, String>>,
+        RpcReplyPort<Result<ActorRef<ConversationMsg>, RuntimeError>>,
     ),
     /// The identity's actor if it is live.
+    #[cfg(test)]
     Lookup(
         ConversationKey,
         RpcReplyPort<Option<ActorRef<ConversationMsg>>>,
@@ -43,23 +46,21 @@ pub(crate) enum RegistryMsg {
     /// An idle actor asks to stop: forget it first so no new turn reaches it, then let it
     /// finish what is already in its mailbox.
     Passivate(ConversationKey, ActorId),
-    /// How many actors are live.
-    Count(RpcReplyPort<usize>),
-}
-
-fn path(key: &ConversationKey) -> String {
-    format!("root/conversations/identity:{}", key.1)
+    /// Something conversation actors may cache changed.
+    Changed(Change),
+    /// How many actors are live (of one workspace, when given).
+    Count(Option<i64>, RpcReplyPort<usize>),
 }
 
 impl Actor for ConversationRegistry {
     type Msg = RegistryMsg;
     type State = RegistryState;
-    type Arguments = Arc<Deps>;
+    type Arguments = Arc<ConversationDeps>;
 
     async fn pre_start(
         &self,
         _myself: ActorRef<Self::Msg>,
-        deps: Arc<Deps>,
+        deps: Arc<ConversationDeps>,
     ) -> Result<Self::State, ActorProcessingErr> {
         Ok(RegistryState {
             deps,
@@ -72,14 +73,8 @@ impl Actor for ConversationRegistry {
         myself: ActorRef<Self::Msg>,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        myself
-            .stop_children_and_wait(Some("shutdown".to_owned()), Some(Duration::from_secs(10)))
-            .await;
-        tracing::info!(
-            actor = "root/conversations",
-            live = state.live.len(),
-            "actor stopped"
-        );
+        let path = ActorPath::supervisor(SupervisorKind::Conversations);
+        state.live.stop_all(&myself.get_cell(), &path).await;
         Ok(())
     }
 
@@ -91,33 +86,20 @@ impl Actor for ConversationRegistry {
     ) -> Result<(), ActorProcessingErr> {
         match message {
             RegistryMsg::Get(key, reply) => {
-                if let Some(actor) = state.live.get(&key) {
-                    let _ = reply.send(Ok(actor.clone()));
-                    return Ok(());
-                }
-                let args = ConversationArgs {
-                    key,
-                    deps: state.deps.clone(),
-                    registry: myself.clone(),
-                };
-                match Actor::spawn_linked(None, ConversationActor, args, myself.get_cell()).await {
-                    Ok((actor, _)) => {
-                        tracing::info!(actor = %path(&key), "actor spawned");
-                        state.live.insert(key, actor.clone());
-                        let _ = reply.send(Ok(actor));
-                    }
-                    Err(error) => {
-                        tracing::error!(actor = %path(&key), %error, "actor failed to start");
-                        let _ = reply.send(Err(error.to_string()));
-                    }
-                }
+                let _ = reply.send(get(&myself, state, key).await);
             }
+            #[cfg(test)]
             RegistryMsg::Lookup(key, reply) => {
                 let _ = reply.send(state.live.get(&key).cloned());
             }
             RegistryMsg::Passivate(key, id) => state.live.retire(&key, Some(id)),
-            RegistryMsg::Count(reply) => {
-                let _ = reply.send(state.live.len());
+            RegistryMsg::Changed(change) => fan_out(state, &change),
+            RegistryMsg::Count(workspace, reply) => {
+                let live = match workspace {
+                    None => state.live.len(),
+                    Some(ws) => state.live.iter().filter(|((w, _), _)| *w == ws).count(),
+                };
+                let _ = reply.send(live);
             }
         }
         Ok(())
@@ -129,29 +111,67 @@ impl Actor for ConversationRegistry {
         event: SupervisionEvent,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        let Some((cell, ending)) = ending(event) else {
-            return Ok(());
-        };
-        let Some(key) = state.live.forget(&cell) else {
-            return Ok(());
-        };
-        match ending {
-            Ending::Failed(error) => tracing::error!(
-                actor = %path(&key),
-                %error,
-                "actor failed; the next message for this identity restarts it"
-            ),
-            Ending::Stopped(reason) => tracing::info!(
-                actor = %path(&key),
-                reason = reason.as_deref().unwrap_or("passivated"),
-                "actor stopped"
-            ),
+        if let Some(((_, identity_id), ending)) = state.live.ended(event) {
+            ending.log(
+                &ActorPath::conversation(identity_id),
+                "the next message for this identity restarts it",
+                "passivated",
+            );
         }
         Ok(())
     }
 }
 
-/// The HTTP layer's handle on the conversation actors; cheap to clone.
+async fn get(
+    myself: &ActorRef<RegistryMsg>,
+    state: &mut RegistryState,
+    key: ConversationKey,
+) -> Result<ActorRef<ConversationMsg>, RuntimeError> {
+    if let Some(actor) = state.live.get(&key) {
+        return Ok(actor.clone());
+    }
+    let args = ConversationArgs {
+        key,
+        deps: state.deps.clone(),
+        registry: myself.clone(),
+    };
+    let path = ActorPath::conversation(key.1);
+    match Actor::spawn_linked(None, ConversationActor, args, myself.get_cell()).await {
+        Ok((actor, _)) => {
+            tracing::info!(actor = %path, "actor spawned");
+            state.live.insert(key, actor.clone());
+            Ok(actor)
+        }
+        Err(error) => {
+            tracing::error!(actor = %path, %error, "actor failed to start");
+            Err(error.into())
+        }
+    }
+}
+
+/// Tells every live actor the change concerns: the identity's own actor, or every actor of
+/// the workspace for a change they all may cache.
+fn fan_out(state: &RegistryState, change: &Change) {
+    let workspace_id = change.workspace_id();
+    let concerned: Vec<&ActorRef<ConversationMsg>> = match change {
+        Change::Identity { identity_id, .. } => state
+            .live
+            .get(&(workspace_id, *identity_id))
+            .into_iter()
+            .collect(),
+        _ => state
+            .live
+            .iter()
+            .filter(|((ws, _), _)| *ws == workspace_id)
+            .map(|(_, actor)| actor)
+            .collect(),
+    };
+    for actor in concerned {
+        let _ = actor.send_message(ConversationMsg::Changed(change.clone()));
+    }
+}
+
+/// The handle on the conversation actors; cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Conversations {
     registry: ActorRef<RegistryMsg>,
@@ -183,8 +203,7 @@ impl Conversations {
         // second attempt reaches its successor.
         for _ in 0..2 {
             let actor = call_t!(self.registry, RegistryMsg::Get, 5_000, key)
-                .map_err(|e| TurnError::Unavailable(e.to_string()))?
-                .map_err(TurnError::Unavailable)?;
+                .map_err(|e| RuntimeError::Unavailable(e.to_string()))??;
             let sent = actor
                 .call(
                     |reply| ConversationMsg::Turn(request.clone(), reply),
@@ -195,38 +214,40 @@ impl Conversations {
                 Ok(CallResult::Success(outcome)) => return outcome,
                 Ok(CallResult::Timeout) => return Err(TurnError::Timeout),
                 Ok(CallResult::SenderError) => {
-                    return Err(TurnError::Unavailable(
+                    return Err(RuntimeError::Unavailable(
                         "the conversation actor stopped during the turn".to_owned(),
-                    ));
+                    )
+                    .into());
                 }
                 Err(MessagingErr::SendErr(_) | MessagingErr::ChannelClosed) => continue,
-                Err(error) => return Err(TurnError::Unavailable(error.to_string())),
+                Err(error) => return Err(RuntimeError::Unavailable(error.to_string()).into()),
             }
         }
-        Err(TurnError::Unavailable(
-            "the conversation actor kept stopping".to_owned(),
-        ))
+        Err(RuntimeError::Unavailable("the conversation actor kept stopping".to_owned()).into())
     }
 
-    /// Tells the identity's live actor, if any, to reload its cached identity, stage and memory.
-    pub async fn invalidate(&self, workspace_id: i64, identity_id: Uuid) {
-        if let Ok(Some(actor)) = call_t!(
-            self.registry,
-            RegistryMsg::Lookup,
-            5_000,
-            (workspace_id, identity_id)
-        ) {
-            let _ = actor.send_message(ConversationMsg::Reload);
-        }
+    /// Tells the registry about a change; it passes it to every live actor it concerns.
+    pub(crate) fn changed(&self, change: &Change) {
+        let _ = self
+            .registry
+            .send_message(RegistryMsg::Changed(change.clone()));
     }
 
     /// How many conversation actors are live.
     ///
     /// # Errors
     /// Fails when the registry does not answer.
-    pub async fn live(&self) -> Result<usize, TurnError> {
-        call_t!(self.registry, RegistryMsg::Count, 5_000)
-            .map_err(|e| TurnError::Unavailable(e.to_string()))
+    pub async fn live(&self) -> Result<usize, RuntimeError> {
+        self.live_in(None).await
+    }
+
+    /// How many conversation actors are live for `workspace` (all, for `None`).
+    ///
+    /// # Errors
+    /// Fails when the registry does not answer.
+    pub async fn live_in(&self, workspace: Option<i64>) -> Result<usize, RuntimeError> {
+        call_t!(self.registry, RegistryMsg::Count, 5_000, workspace)
+            .map_err(|e| RuntimeError::Unavailable(e.to_string()))
     }
 
     #[cfg(test)]
@@ -243,23 +264,23 @@ mod tests {
 
     use super::*;
     use crate::ActorRuntime;
-    use crate::test_support::{channel_deps, deps, world};
+    use crate::conversation::TurnOrigin;
+    use crate::test_support::{runtime_deps, world};
 
     fn says(channel_id: Uuid, text: &str) -> TurnRequest {
         TurnRequest {
             channel_id,
             text: text.to_owned(),
-            stream: None,
-            platform_message_id: None,
+            origin: TurnOrigin::Api { events: None },
+            metadata: None,
         }
     }
 
     #[tokio::test]
     async fn a_crashed_conversation_actor_is_replaced_and_other_identities_are_untouched() {
-        let (deps, _dir, _model) = deps().await;
-        let (ws, channel, a, b) = world(&deps.db).await;
-        let channels = channel_deps(&deps);
-        let runtime = ActorRuntime::start(deps, channels).await.expect("runtime");
+        let (deps, _dir, _model) = runtime_deps().await;
+        let (ws, channel, a, b) = world(&deps.conversations.db).await;
+        let runtime = ActorRuntime::start(deps).await.expect("runtime");
         let conversations = runtime.conversations().expect("registry");
         conversations
             .turn(ws, a, says(channel, "hi"))
@@ -300,10 +321,9 @@ mod tests {
 
     #[tokio::test]
     async fn concurrent_first_messages_of_one_identity_spawn_one_actor() {
-        let (deps, _dir, _model) = deps().await;
-        let (ws, channel, a, _) = world(&deps.db).await;
-        let channels = channel_deps(&deps);
-        let runtime = ActorRuntime::start(deps, channels).await.expect("runtime");
+        let (deps, _dir, _model) = runtime_deps().await;
+        let (ws, channel, a, _) = world(&deps.conversations.db).await;
+        let runtime = ActorRuntime::start(deps).await.expect("runtime");
         let conversations = runtime.conversations().expect("registry");
 
         let turns = (0..8).map(|n| {

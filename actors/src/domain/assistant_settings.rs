@@ -1,9 +1,15 @@
-//! The assistant's `settings` object: model parameters and conversation behaviour.
+//! The assistant's `settings` object: model parameters and conversation behaviour. The API
+//! validates it when it is written; the actors read it back with [`AssistantSettings::from_stored`],
+//! so that its defaults live here and nowhere else.
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::TEXT_LIMIT;
 
 /// Settings with every default filled in, as stored and answered.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct AssistantSettings {
     /// Sampling temperature, 0 to 2; the model's default when absent.
     pub temperature: Option<f64>,
@@ -43,6 +49,20 @@ pub struct InvalidSetting {
 }
 
 impl AssistantSettings {
+    /// The settings stored with an assistant (validated when written); a field missing from an
+    /// older row takes its default, and a row that cannot be read at all takes every default.
+    pub fn from_stored(stored: &Value) -> Self {
+        serde_json::from_value(stored.clone()).unwrap_or_else(|error| {
+            tracing::warn!(%error, "unreadable assistant settings; using the defaults");
+            Self::default()
+        })
+    }
+
+    /// The history to send, as a count of whole turns.
+    pub fn history_turns(&self) -> usize {
+        usize::try_from(self.history_turns).unwrap_or(usize::MAX)
+    }
+
     /// Checks every field's range, reporting each problem.
     pub fn problems(&self) -> Vec<InvalidSetting> {
         let mut problems = Vec::new();
@@ -74,7 +94,7 @@ impl AssistantSettings {
         check(
             self.fallback_message
                 .as_ref()
-                .is_none_or(|m| m.chars().count() <= 4096 && !m.trim().is_empty()),
+                .is_none_or(|m| m.chars().count() <= TEXT_LIMIT && !m.trim().is_empty()),
             "fallback_message",
             "must be 1 to 4096 characters",
         );
@@ -85,6 +105,15 @@ impl AssistantSettings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stored_object_missing_fields_takes_the_defaults() {
+        let stored = serde_json::json!({"history_turns": 3});
+        let settings = AssistantSettings::from_stored(&stored);
+        assert_eq!(settings.history_turns, 3);
+        assert!(settings.memory_enabled);
+        assert_eq!(settings.debounce_ms, 0);
+    }
 
     #[test]
     fn defaults_are_valid() {

@@ -1,5 +1,5 @@
 //! Phone numbers, normalised to E.164 with libphonenumber's metadata (the `phonenumber` crate).
-//! The API and the WhatsApp webhook both read them, so the type lives here.
+//! The API, the WhatsApp webhook and the outbound path all read them.
 
 use std::fmt;
 
@@ -50,6 +50,19 @@ impl TryFrom<&str> for Phone {
             return Err(InvalidPhone);
         }
         Ok(Self(parsed.format().mode(Mode::E164).to_string()))
+    }
+}
+
+impl serde::Serialize for Phone {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Phone {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let raw = String::deserialize(deserializer)?;
+        Self::try_from(raw.as_str()).map_err(serde::de::Error::custom)
     }
 }
 

@@ -1,0 +1,61 @@
+//! What actors cache, and how they learn that it changed. Writers describe the change once
+//! ([`crate::ActorRuntime::changed`]); the registries work out which live actors hold it, so a
+//! writer never needs to know who caches what.
+//!
+//! | cached by | fact | change |
+//! |---|---|---|
+//! | a ConversationActor | its identity, stage name, memory | [`Change::Identity`] |
+//! | every ConversationActor of the workspace | stage names (instructions, tool text) | [`Change::Stages`] |
+//! | every ConversationActor of the workspace | a channel's route (worker, assistants) | [`Change::Channel`], [`Change::Assistants`] |
+//! | the ChannelActor | its channel row and token | [`Change::Channel`] (restart), [`Change::ChannelDeleted`] (stop) |
+
+use uuid::Uuid;
+
+/// A change to something live actors may hold in memory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// An identity, its stage, contact points or memory changed (or it was deleted or merged).
+    Identity {
+        /// Its workspace.
+        workspace_id: i64,
+        /// The identity.
+        identity_id: Uuid,
+    },
+    /// A stage of the workspace was created, renamed or deleted.
+    Stages {
+        /// The workspace.
+        workspace_id: i64,
+    },
+    /// A channel changed: credentials, activity, settings or its synced worker.
+    Channel {
+        /// Its workspace.
+        workspace_id: i64,
+        /// The channel.
+        channel_id: Uuid,
+    },
+    /// A channel was deleted: its actor stops.
+    ChannelDeleted {
+        /// Its workspace.
+        workspace_id: i64,
+        /// The channel.
+        channel_id: Uuid,
+    },
+    /// Workers or assistants of the workspace changed, so which assistant answers may differ.
+    Assistants {
+        /// The workspace.
+        workspace_id: i64,
+    },
+}
+
+impl Change {
+    /// The workspace the change belongs to.
+    pub fn workspace_id(&self) -> i64 {
+        match self {
+            Self::Identity { workspace_id, .. }
+            | Self::Stages { workspace_id }
+            | Self::Channel { workspace_id, .. }
+            | Self::ChannelDeleted { workspace_id, .. }
+            | Self::Assistants { workspace_id } => *workspace_id,
+        }
+    }
+}

@@ -1,0 +1,322 @@
+//! The `channels` supervisor and registry: one ChannelActor per channel in use, started at boot
+//! for every active channel and on first use, restarted with fresh data when the channel
+//! changes, stopped when it is deleted or deactivated; and the [`Channels`] handle the rest of Parley sends
+//! through.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use parley_persistence::channels;
+use parley_persistence::entities::channel;
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent, call_t};
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::{Accepted, ChannelActor, ChannelArgs, ChannelDeps, ChannelMsg, SendError, SendRequest};
+use crate::changes::Change;
+use crate::runtime::{ActorPath, LiveActors, RuntimeError, SupervisorKind};
+use crate::whatsapp::GraphError;
+
+/// Behaviour of the `root/channels` supervisor.
+pub(crate) struct ChannelRegistry;
+
+/// State of the registry.
+pub(crate) struct ChannelRegistryState {
+    deps: Arc<ChannelDeps>,
+    /// The live actor of each channel.
+    live: LiveActors<Uuid, ChannelMsg>,
+    /// The workspace of each live channel, for workspace-scoped counts.
+    workspaces: std::collections::HashMap<Uuid, i64>,
+}
+
+/// Why a channel's actor could not be had.
+#[derive(Clone, Debug, thiserror::Error)]
+pub(crate) enum LookupError {
+    /// No such channel.
+    #[error("unknown channel")]
+    Unknown,
+    /// It could not be read or started.
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+}
+
+/// Messages of the registry.
+pub(crate) enum ChannelRegistryMsg {
+    /// The channel's actor, started when there is none.
+    Get(
+        Uuid,
+        RpcReplyPort<Result<ActorRef<ChannelMsg>, LookupError>>,
+    ),
+    /// Something a channel actor caches changed.
+    Changed(Change),
+    /// How many actors are live (of one workspace, when given).
+    Count(Option<i64>, RpcReplyPort<usize>),
+}
+
+impl Actor for ChannelRegistry {
+    type Msg = ChannelRegistryMsg;
+    type State = ChannelRegistryState;
+    type Arguments = Arc<ChannelDeps>;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        deps: Arc<ChannelDeps>,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        Ok(ChannelRegistryState {
+            deps,
+            live: LiveActors::new(),
+            workspaces: std::collections::HashMap::new(),
+        })
+    }
+
+    async fn post_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        for channel in channels::all_active(&state.deps.db).await? {
+            // A channel that cannot start now is started again on its first use.
+            let _ = spawn(&myself, state, channel).await;
+        }
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        let path = ActorPath::supervisor(SupervisorKind::Channels);
+        state.live.stop_all(&myself.get_cell(), &path).await;
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        message: Self::Msg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            ChannelRegistryMsg::Get(id, reply) => {
+                let _ = reply.send(get(&myself, state, id).await);
+            }
+            ChannelRegistryMsg::Changed(Change::Channel { channel_id, .. }) => {
+                // The old actor finishes what is already in its mailbox; an active channel gets
+                // a new actor with the new data at once.
+                state.live.retire(&channel_id, None);
+                match channels::find_any(&state.deps.db, channel_id).await {
+                    Ok(Some(channel)) if channel.active => {
+                        let _ = spawn(&myself, state, channel).await;
+                    }
+                    Ok(_) => {}
+                    Err(error) => {
+                        tracing::warn!(%channel_id, %error, "changed channel not reloaded; its next use starts it");
+                    }
+                }
+            }
+            ChannelRegistryMsg::Changed(Change::ChannelDeleted { channel_id, .. }) => {
+                state.live.retire(&channel_id, None);
+            }
+            ChannelRegistryMsg::Changed(_) => {}
+            ChannelRegistryMsg::Count(workspace, reply) => {
+                let live = state
+                    .live
+                    .iter()
+                    .filter(|(id, _)| {
+                        workspace.is_none_or(|ws| state.workspaces.get(*id) == Some(&ws))
+                    })
+                    .count();
+                let _ = reply.send(live);
+            }
+        }
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        event: SupervisionEvent,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        if let Some((id, ending)) = state.live.ended(event) {
+            if state.live.get(&id).is_none() {
+                state.workspaces.remove(&id);
+            }
+            ending.log(
+                &ActorPath::channel(id),
+                "the next use restarts it",
+                "retired",
+            );
+        }
+        Ok(())
+    }
+}
+
+async fn get(
+    myself: &ActorRef<ChannelRegistryMsg>,
+    state: &mut ChannelRegistryState,
+    id: Uuid,
+) -> Result<ActorRef<ChannelMsg>, LookupError> {
+    if let Some(actor) = state.live.get(&id) {
+        return Ok(actor.clone());
+    }
+    let channel = channels::find_any(&state.deps.db, id)
+        .await
+        .map_err(|e| RuntimeError::Unavailable(e.to_string()))?
+        .ok_or(LookupError::Unknown)?;
+    Ok(spawn(myself, state, channel).await?)
+}
+
+async fn spawn(
+    myself: &ActorRef<ChannelRegistryMsg>,
+    state: &mut ChannelRegistryState,
+    channel: channel::Model,
+) -> Result<ActorRef<ChannelMsg>, RuntimeError> {
+    let path = ActorPath::channel(channel.id);
+    let id = channel.id;
+    state.workspaces.insert(id, channel.workspace_id);
+    let args = ChannelArgs {
+        channel,
+        deps: state.deps.clone(),
+    };
+    match Actor::spawn_linked(None, ChannelActor, args, myself.get_cell()).await {
+        Ok((actor, _)) => {
+            tracing::info!(actor = %path, "actor spawned");
+            state.live.insert(id, actor.clone());
+            Ok(actor)
+        }
+        Err(error) => {
+            tracing::error!(actor = %path, %error, "actor failed to start");
+            Err(error.into())
+        }
+    }
+}
+
+/// The handle on the channel actors; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Channels {
+    registry: ActorRef<ChannelRegistryMsg>,
+}
+
+/// Longest wait for a channel actor's answer (a send includes its waits and retries; the
+/// send is recorded by the actor even when the caller stops waiting).
+const CALL_TIMEOUT: Duration = Duration::from_secs(120);
+
+impl Channels {
+    pub(crate) fn new(registry: ActorRef<ChannelRegistryMsg>) -> Self {
+        Self { registry }
+    }
+
+    async fn actor(&self, channel_id: Uuid) -> Result<ActorRef<ChannelMsg>, LookupError> {
+        call_t!(self.registry, ChannelRegistryMsg::Get, 10_000, channel_id)
+            .map_err(|e| RuntimeError::Unavailable(e.to_string()))?
+    }
+
+    /// Sends through the channel.
+    ///
+    /// # Errors
+    /// Why the message was not sent.
+    pub async fn send(
+        &self,
+        channel_id: Uuid,
+        request: SendRequest,
+    ) -> Result<Accepted, SendError> {
+        // An actor retired between the lookup and the send refuses the message; the second
+        // attempt reaches its successor.
+        for _ in 0..2 {
+            let actor = self.actor(channel_id).await.map_err(|error| match error {
+                LookupError::Unknown => SendError::UnknownChannel,
+                LookupError::Runtime(e) => SendError::Unavailable(e.to_string()),
+            })?;
+            match actor
+                .call(
+                    |reply| ChannelMsg::Send(request.clone(), reply),
+                    Some(CALL_TIMEOUT),
+                )
+                .await
+            {
+                Ok(ractor::rpc::CallResult::Success(outcome)) => return outcome,
+                Ok(_) => {
+                    return Err(SendError::Unavailable(
+                        "the channel actor did not answer in time".to_owned(),
+                    ));
+                }
+                Err(_) => continue,
+            }
+        }
+        Err(SendError::Unavailable(
+            "the channel actor kept stopping".to_owned(),
+        ))
+    }
+
+    async fn ask<T: Send + 'static>(
+        &self,
+        channel_id: Uuid,
+        message: impl FnOnce(RpcReplyPort<Result<T, GraphError>>) -> ChannelMsg,
+    ) -> Result<T, GraphError> {
+        let actor = self
+            .actor(channel_id)
+            .await
+            .map_err(|e| GraphError::Connection(e.to_string()))?;
+        match actor.call(message, Some(Duration::from_secs(60))).await {
+            Ok(ractor::rpc::CallResult::Success(outcome)) => outcome,
+            Ok(_) => Err(GraphError::Timeout(60_000)),
+            Err(error) => Err(GraphError::Connection(error.to_string())),
+        }
+    }
+
+    /// The channel's templates from Meta.
+    ///
+    /// # Errors
+    /// Meta's error, or why Meta could not be asked.
+    pub async fn list_templates(&self, channel_id: Uuid) -> Result<Vec<Value>, GraphError> {
+        self.ask(channel_id, ChannelMsg::ListTemplates).await
+    }
+
+    /// Submits a template to Meta.
+    ///
+    /// # Errors
+    /// Meta's error, or why Meta could not be asked.
+    pub async fn create_template(
+        &self,
+        channel_id: Uuid,
+        body: Value,
+    ) -> Result<Value, GraphError> {
+        self.ask(channel_id, |reply| ChannelMsg::CreateTemplate(body, reply))
+            .await
+    }
+
+    /// Registers Parley's webhook with Meta when a public URL is configured; `false` when there
+    /// was nothing to register.
+    ///
+    /// # Errors
+    /// Meta's error, or why Meta could not be asked.
+    pub async fn register_webhook(&self, channel_id: Uuid) -> Result<bool, GraphError> {
+        self.ask(channel_id, ChannelMsg::RegisterWebhook).await
+    }
+
+    /// Starts the channel's actor now rather than at its first send.
+    pub async fn start(&self, channel_id: Uuid) {
+        if let Err(error) = self.actor(channel_id).await {
+            tracing::warn!(%channel_id, %error, "channel actor did not start");
+        }
+    }
+
+    /// How many channel actors are live for `workspace` (all, for `None`).
+    ///
+    /// # Errors
+    /// Fails when the registry does not answer.
+    pub async fn live_in(&self, workspace: Option<i64>) -> Result<usize, RuntimeError> {
+        call_t!(self.registry, ChannelRegistryMsg::Count, 5_000, workspace)
+            .map_err(|e| RuntimeError::Unavailable(e.to_string()))
+    }
+
+    /// Tells the registry about a change; it restarts or stops the actors concerned.
+    pub(crate) fn changed(&self, change: &Change) {
+        let _ = self
+            .registry
+            .send_message(ChannelRegistryMsg::Changed(change.clone()));
+    }
+}

@@ -1,0 +1,208 @@
+//! One send, with its retries, outside the actor so that sends of one number run concurrently.
+//! A stored message is claimed (`pending` → `sending`) right before each HTTP attempt and
+//! given back (`sending` → `pending`) while the job waits to retry, so that a stop during a
+//! wait sends it again at start-up and a stop during an attempt is never sent twice. The job
+//! records Meta's answer itself: the caller may have stopped waiting.
+
+use std::time::Duration;
+
+use parley_persistence::{DatabaseConnection, MessageStatus, deliveries};
+use ractor::ActorRef;
+use uuid::Uuid;
+
+use super::limits::Limits;
+use super::{Accepted, ChannelMsg, ChannelSettings, SendError};
+use crate::outbound::Outgoing;
+use crate::whatsapp::{GraphClient, GraphError};
+
+/// Longest single wait between attempts.
+const MAX_RETRY_WAIT: Duration = Duration::from_secs(30);
+
+/// The stored side of a send: which message to claim and record, if any.
+pub(super) struct SendJob {
+    pub(super) db: DatabaseConnection,
+    pub(super) message_id: Option<Uuid>,
+    pub(super) keep_when_unavailable: bool,
+}
+
+/// The live number a job sends from.
+pub(super) struct LiveSend {
+    pub(super) graph: GraphClient,
+    pub(super) settings: ChannelSettings,
+    pub(super) limits: Limits,
+    pub(super) phone_number_id: String,
+    pub(super) marketing: bool,
+    pub(super) token: String,
+    pub(super) me: ActorRef<ChannelMsg>,
+}
+
+/// What to do after a failed attempt.
+enum Next {
+    /// Try again after this long.
+    Retry(Duration),
+    /// Give up with this error.
+    Stop(SendError),
+}
+
+impl SendJob {
+    /// Records a refusal that came before any attempt (inactive channel, closed window).
+    pub(super) async fn refuse(&self, error: SendError) -> Result<Accepted, SendError> {
+        if !error.is_transient() {
+            self.record_failure(&error).await;
+        }
+        Err(error)
+    }
+
+    /// A sandbox channel talks to no one: the message is delivered as soon as it is claimed.
+    pub(super) async fn record_sandbox(&self) -> Result<Accepted, SendError> {
+        self.claim().await?;
+        let accepted = Accepted {
+            platform_message_id: format!("sandbox.{}", Uuid::now_v7()),
+            status: MessageStatus::Delivered,
+        };
+        self.record_success(&accepted).await;
+        Ok(accepted)
+    }
+
+    /// Sends through Meta, retrying what Meta asks to retry.
+    pub(super) async fn run(
+        &self,
+        live: &LiveSend,
+        outgoing: Outgoing,
+    ) -> Result<Accepted, SendError> {
+        let body = outgoing.wire_body();
+        let marketing = live.marketing && outgoing.is_template();
+        let mut attempt = 0;
+        loop {
+            live.limits.until_ready(&outgoing.to).await;
+            self.claim().await?;
+            let outcome = live
+                .graph
+                .send(&live.token, &live.phone_number_id, &body, marketing)
+                .await;
+            let error = match outcome {
+                Ok(wamid) => {
+                    let accepted = Accepted {
+                        platform_message_id: wamid,
+                        status: MessageStatus::Sent,
+                    };
+                    self.record_success(&accepted).await;
+                    return Ok(accepted);
+                }
+                Err(error) => error,
+            };
+            match next_step(live, &error, attempt) {
+                Next::Retry(delay) => {
+                    self.release().await?;
+                    attempt += 1;
+                    tracing::warn!(%error, attempt, ?delay, "send failed; retrying");
+                    tokio::time::sleep(delay.min(MAX_RETRY_WAIT)).await;
+                }
+                Next::Stop(error) => {
+                    if error.is_transient() && self.keep_when_unavailable {
+                        // Meta kept failing: the message waits, pending, for a later try.
+                        self.release().await?;
+                    } else {
+                        self.record_failure(&error).await;
+                    }
+                    return Err(error);
+                }
+            }
+        }
+    }
+
+    async fn claim(&self) -> Result<(), SendError> {
+        let Some(id) = self.message_id else {
+            return Ok(());
+        };
+        if deliveries::claim(&self.db, id).await? {
+            Ok(())
+        } else {
+            Err(SendError::AlreadyTaken)
+        }
+    }
+
+    async fn release(&self) -> Result<(), SendError> {
+        if let Some(id) = self.message_id {
+            deliveries::release(&self.db, id).await?;
+        }
+        Ok(())
+    }
+
+    async fn record_success(&self, accepted: &Accepted) {
+        let Some(id) = self.message_id else {
+            return;
+        };
+        let recorded = deliveries::record_send(
+            &self.db,
+            id,
+            accepted.status,
+            Some(&accepted.platform_message_id),
+            None,
+        )
+        .await;
+        if let Err(error) = recorded {
+            // Meta has it; left `sending`, it is failed `interrupted` at the next start-up
+            // rather than sent twice.
+            tracing::error!(message_id = %id, %error, "a sent message could not be recorded");
+        }
+    }
+
+    async fn record_failure(&self, error: &SendError) {
+        let Some(id) = self.message_id else {
+            return;
+        };
+        let recorded = deliveries::record_send(
+            &self.db,
+            id,
+            MessageStatus::Failed,
+            None,
+            Some(error.to_json()),
+        )
+        .await;
+        if let Err(failure) = recorded {
+            tracing::error!(message_id = %id, error = %failure, "a failed send could not be recorded");
+        }
+    }
+}
+
+/// How Meta's answer decides the next step.
+fn next_step(live: &LiveSend, error: &GraphError, attempt: u32) -> Next {
+    let settings = &live.settings;
+    let backoff = settings
+        .retry_backoff
+        .saturating_mul(2u32.saturating_pow(attempt));
+    let retry_after = match error.code() {
+        // Throughput exceeded: Meta counts per second, so wait at least that long.
+        Some(130429) => backoff.max(Duration::from_secs(1)),
+        // Pair limit: wait out the recipient's spacing; others are unaffected.
+        Some(131056) => settings.pair_period,
+        Some(190) => {
+            let _ = live
+                .me
+                .send_message(ChannelMsg::CredentialsRejected(error.to_string()));
+            return Next::Stop(SendError::CredentialsInvalid(error.to_string()));
+        }
+        Some(131047) => return Next::Stop(SendError::WindowClosed),
+        // 131026, 131049, 131050, 100 and the rest: permanent for this message.
+        Some(code) if code != 0 => {
+            let message = match error {
+                GraphError::Api { message, .. } => message.clone(),
+                other => other.to_string(),
+            };
+            return Next::Stop(SendError::Refused { code, message });
+        }
+        // 5xx without a code, connection errors, timeouts.
+        _ => backoff,
+    };
+    if attempt >= settings.max_retries {
+        return Next::Stop(match error.code() {
+            Some(code) if code != 0 => SendError::Refused {
+                code,
+                message: error.to_string(),
+            },
+            _ => SendError::Unavailable(error.to_string()),
+        });
+    }
+    Next::Retry(retry_after)
+}

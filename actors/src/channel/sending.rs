@@ -1,0 +1,93 @@
+//! What a send asks of a channel actor and what it answers.
+
+use parley_persistence::MessageStatus;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::outbound::Outgoing;
+
+/// Meta accepted the message (or the sandbox recorded it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Accepted {
+    /// The message's platform id.
+    pub platform_message_id: String,
+    /// Sent (accepted by Meta) or delivered (sandbox).
+    pub status: MessageStatus,
+}
+
+/// Why a message was not sent.
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SendError {
+    /// The channel does not exist (any more).
+    #[error("the channel does not exist")]
+    UnknownChannel,
+    /// The channel is inactive.
+    #[error("the channel is not active")]
+    Inactive,
+    /// Meta refused the credentials earlier (190); new ones are needed.
+    #[error("the channel's credentials are invalid: {0}")]
+    CredentialsInvalid(String),
+    /// More than 24 hours since the person's last message: only a template may be sent.
+    #[error("outside the 24-hour window since the person's last message; send a template")]
+    WindowClosed,
+    /// Meta refused the message; `code` is Meta's.
+    #[error("Meta refused the message ({code}): {message}")]
+    Refused {
+        /// Meta's error code.
+        code: i64,
+        /// Meta's message.
+        message: String,
+    },
+    /// Meta could not be reached or kept failing; the message may be tried again later.
+    #[error("Meta could not take the message: {0}")]
+    Unavailable(String),
+    /// The stored message was not pending: another sender has it, or it was sent already.
+    #[error("the message is being sent or was sent already")]
+    AlreadyTaken,
+    /// The database failed.
+    #[error("storage failed: {0}")]
+    Storage(String),
+}
+
+impl SendError {
+    /// The error object stored with a failed message.
+    pub fn to_json(&self) -> Value {
+        match self {
+            Self::Refused { code, message } => json!({"code": code, "message": message}),
+            Self::CredentialsInvalid(message) => json!({"code": 190, "message": message}),
+            Self::WindowClosed => json!({"code": 131047, "message": self.to_string()}),
+            other => json!({"code": null, "message": other.to_string()}),
+        }
+    }
+
+    /// Whether trying again later may succeed (Meta or the database was down).
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Self::Unavailable(_) | Self::Storage(_))
+    }
+}
+
+impl From<parley_persistence::PersistenceError> for SendError {
+    fn from(error: parley_persistence::PersistenceError) -> Self {
+        Self::Storage(error.to_string())
+    }
+}
+
+impl From<crate::runtime::RuntimeError> for SendError {
+    fn from(error: crate::runtime::RuntimeError) -> Self {
+        Self::Unavailable(error.to_string())
+    }
+}
+
+/// A send asked of a channel actor.
+#[derive(Clone, Debug)]
+pub struct SendRequest {
+    /// The stored message to claim before each attempt and to record the answer on; `None`
+    /// for a message nobody stored.
+    pub message_id: Option<Uuid>,
+    /// What to send to whom.
+    pub outgoing: Outgoing,
+    /// Whether a stored message Meta could not take (down, timing out) stays pending for a
+    /// later try (replies, retried with their webhook event) rather than being failed (a
+    /// caller who is told it failed).
+    pub keep_when_unavailable: bool,
+}

@@ -1,0 +1,149 @@
+//! What a turn is asked and what it answers: the request with its origin (an API caller,
+//! perhaps streaming, or a WhatsApp sender), the outcome, and why a turn can fail.
+
+use serde::Serialize;
+use serde_json::Value;
+use tokio::sync::mpsc;
+use uuid::Uuid;
+
+use crate::domain::Phone;
+use crate::llm::{LlmError, Usage};
+use crate::outbound::Outgoing;
+use crate::runtime::RuntimeError;
+
+/// One message of an identity to answer.
+#[derive(Clone, Debug)]
+pub struct TurnRequest {
+    /// The channel it arrived on (or is addressed to).
+    pub channel_id: Uuid,
+    /// Its text.
+    pub text: String,
+    /// Who is waiting for the reply.
+    pub origin: TurnOrigin,
+    /// What an API caller attached to the message; kept on the stored message.
+    pub metadata: Option<Value>,
+}
+
+/// Who a turn answers, which decides what happens to the reply.
+#[derive(Clone, Debug)]
+pub enum TurnOrigin {
+    /// An API caller waits for the reply; a streaming caller also gets [`TurnEvent`]s.
+    Api {
+        /// Where to send events as the turn goes, for streaming callers.
+        events: Option<mpsc::Sender<TurnEvent>>,
+    },
+    /// A WhatsApp message. The reply is stored `pending` for the channel to send, and a turn
+    /// for a message already answered answers the stored reply instead of asking the model
+    /// again.
+    WhatsApp {
+        /// WhatsApp's id of the inbound message.
+        wamid: String,
+        /// The sender, who receives the reply.
+        from: Phone,
+    },
+}
+
+/// What a streaming caller hears while its turn runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TurnEvent {
+    /// The turn was accepted: the identity, channel and assistant exist; the model is next.
+    Accepted,
+    /// A piece of the reply, as the model produced it.
+    Token(String),
+}
+
+impl TurnRequest {
+    pub(crate) fn wamid(&self) -> Option<&str> {
+        match &self.origin {
+            TurnOrigin::WhatsApp { wamid, .. } => Some(wamid),
+            TurnOrigin::Api { .. } => None,
+        }
+    }
+
+    pub(crate) fn events(&self) -> Option<&mpsc::Sender<TurnEvent>> {
+        match &self.origin {
+            TurnOrigin::Api { events } => events.as_ref(),
+            TurnOrigin::WhatsApp { .. } => None,
+        }
+    }
+}
+
+/// A tool the assistant used during a turn.
+#[derive(Clone, Debug, Serialize)]
+pub struct ToolCallRecord {
+    /// Tool name.
+    pub name: String,
+    /// Arguments as the model gave them (parsed when they were JSON).
+    pub arguments: Value,
+    /// What the tool answered.
+    pub result: Value,
+}
+
+/// The answer of a turn.
+#[derive(Clone, Debug)]
+pub struct TurnOutcome {
+    /// The conversation the turn belongs to.
+    pub conversation_id: Uuid,
+    /// The stored reply.
+    pub message_id: Uuid,
+    /// The reply's text.
+    pub reply: String,
+    /// Tools used on the way.
+    pub tool_calls: Vec<ToolCallRecord>,
+    /// Tokens used by every model call of the turn.
+    pub usage: Usage,
+    /// Whether the reply is the assistant's fallback message because the model failed.
+    pub fallback: bool,
+    /// For a reply stored for a channel to send (a WhatsApp turn), what goes on the wire.
+    pub delivery: Option<Outgoing>,
+}
+
+/// Why a turn produced no reply.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum TurnError {
+    /// The identity does not exist (any more).
+    #[error("identity not found")]
+    IdentityNotFound,
+    /// The channel does not exist in the identity's workspace.
+    #[error("channel not found")]
+    ChannelNotFound,
+    /// The channel has no synced worker, or the worker no assistant.
+    #[error("the channel has no synced worker with an assistant")]
+    NoAssistant,
+    /// The model failed and the assistant has no fallback message.
+    #[error(transparent)]
+    Llm(LlmError),
+    /// The instructions could not be rendered.
+    #[error("the assistant's instructions could not be rendered: {0}")]
+    Template(String),
+    /// The database failed.
+    #[error("storage failed: {0}")]
+    Storage(String),
+    /// The turn did not finish within the caller's patience; it goes on and is stored.
+    #[error("the turn did not finish in time")]
+    Timeout,
+    /// The conversation actor could not be reached or failed during the turn.
+    #[error("the conversation actor is unavailable: {0}")]
+    Unavailable(#[from] RuntimeError),
+}
+
+impl From<parley_persistence::PersistenceError> for TurnError {
+    fn from(error: parley_persistence::PersistenceError) -> Self {
+        Self::Storage(error.to_string())
+    }
+}
+
+impl TurnError {
+    /// Whether the same turn may succeed later (the model, the database or the actor was
+    /// down), as opposed to a request that can never be answered.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::Llm(error) => !matches!(error, LlmError::NotConfigured),
+            Self::Storage(_) | Self::Timeout | Self::Unavailable(_) => true,
+            Self::IdentityNotFound
+            | Self::ChannelNotFound
+            | Self::NoAssistant
+            | Self::Template(_) => false,
+        }
+    }
+}

@@ -1,0 +1,61 @@
+//! Which conversation a message belongs to: the one place that opens the current conversation
+//! of an identity on a channel or starts a new one, for turns and for every outbound message.
+
+use chrono::{DateTime, Utc};
+use parley_persistence::entities::conversation;
+use parley_persistence::{ConnectionTrait, ConversationStatus, PersistenceError, conversations};
+use uuid::Uuid;
+
+/// Where a message goes: an identity on a channel of a workspace.
+#[derive(Clone, Copy, Debug)]
+pub struct Thread {
+    /// The workspace.
+    pub workspace_id: i64,
+    /// The identity.
+    pub identity_id: Uuid,
+    /// The channel.
+    pub channel_id: Uuid,
+}
+
+/// The open conversation of the thread, or a new one when there is none or when it has been
+/// idle for `idle_after` or longer (memory and stage carry over; history does not). A new
+/// conversation records `assistant_id` as the assistant answering it.
+///
+/// # Errors
+/// Fails on a database error.
+pub async fn current(
+    db: &impl ConnectionTrait,
+    thread: Thread,
+    idle_after: chrono::Duration,
+    assistant_id: Option<Uuid>,
+    now: DateTime<Utc>,
+) -> Result<conversation::Model, PersistenceError> {
+    if let Some(latest) = conversations::latest_for(db, thread.identity_id, thread.channel_id)
+        .await?
+        .filter(|c| c.status == ConversationStatus::Open)
+    {
+        if !is_idle(&latest, idle_after, now) {
+            return Ok(latest);
+        }
+        conversations::close(db, latest.id).await?;
+    }
+    conversations::start(
+        db,
+        thread.workspace_id,
+        thread.identity_id,
+        thread.channel_id,
+        assistant_id,
+        now,
+    )
+    .await
+}
+
+/// Whether the conversation has been without messages for `idle_after` or longer, which
+/// closes it whatever its stored status says.
+pub fn is_idle(
+    conversation: &conversation::Model,
+    idle_after: chrono::Duration,
+    now: DateTime<Utc>,
+) -> bool {
+    now.signed_duration_since(conversation.last_message_at) >= idle_after
+}

@@ -1,0 +1,277 @@
+//! The inbound worker (`root/inbound`): answers stored webhook events, at most `concurrency`
+//! at a time and one at a time per sender, so that a person's messages are answered in order.
+//! A burst waits in the database, not in memory: the worker holds a bounded queue and, when
+//! it is full, reads the rest from the events table as it catches up. Events that failed on
+//! a transient error are tried again after a capped, growing backoff, found by a periodic
+//! sweep of the table, which also picks up whatever was left at a restart.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parley_persistence::entities::webhook_event;
+use parley_persistence::{clock, webhook_events};
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use uuid::Uuid;
+
+use super::{Processed, process};
+use crate::runtime::{ActorPath, Handles, SupervisorKind};
+use crate::whatsapp::payload::InboundMessage;
+
+/// How the worker paces itself; from configuration.
+#[derive(Clone, Debug)]
+pub struct InboundSettings {
+    /// Events answered at the same time.
+    pub concurrency: usize,
+    /// Events held in memory beyond those being answered; the rest wait in the database.
+    pub queue: usize,
+    /// First retry delay after a transient failure; doubles per attempt.
+    pub retry_base: Duration,
+    /// Longest retry delay.
+    pub retry_max: Duration,
+    /// How often the events table is swept for due retries and leftovers.
+    pub sweep_every: Duration,
+}
+
+impl Default for InboundSettings {
+    fn default() -> Self {
+        Self {
+            concurrency: 32,
+            queue: 1024,
+            retry_base: Duration::from_secs(2),
+            retry_max: Duration::from_secs(300),
+            sweep_every: Duration::from_secs(2),
+        }
+    }
+}
+
+impl InboundSettings {
+    /// The wait before attempt `attempts + 1`.
+    fn backoff(&self, attempts: i32) -> Duration {
+        let doublings = u32::try_from(attempts.clamp(0, 30)).unwrap_or(30);
+        self.retry_base
+            .saturating_mul(2u32.saturating_pow(doublings))
+            .min(self.retry_max)
+    }
+}
+
+/// Behaviour of the inbound worker.
+pub(crate) struct InboundWorker;
+
+/// What it starts with.
+pub(crate) struct InboundWorkerArgs {
+    pub(crate) settings: InboundSettings,
+    pub(crate) handles: Arc<Handles>,
+}
+
+/// Who sent an event: a person on a channel. Their events are answered one at a time.
+type Sender = (Uuid, String);
+
+/// An event being answered: its sender and workspace.
+type Running = (Sender, i64);
+
+/// State of the inbound worker.
+pub(crate) struct InboundWorkerState {
+    settings: InboundSettings,
+    handles: Arc<Handles>,
+    path: ActorPath,
+    /// Events being answered, with their sender and workspace.
+    running: HashMap<Uuid, Running>,
+    /// Senders with an event being answered.
+    busy: HashSet<Sender>,
+    /// Events waiting their turn, oldest first; bounded by `settings.queue`.
+    waiting: VecDeque<(webhook_event::Model, Sender)>,
+    /// Every event id the worker holds (running or waiting), so a sweep does not take one twice.
+    known: HashSet<Uuid>,
+    /// Whether events may be waiting in the database that the worker does not hold.
+    behind: bool,
+}
+
+/// Messages of the inbound worker.
+pub(crate) enum InboundWorkerMsg {
+    /// The webhook stored this event.
+    Stored(Box<webhook_event::Model>),
+    /// An event's processing ended.
+    Done(Uuid),
+    /// Read due events from the database.
+    Sweep,
+    /// How many events are being answered (of one workspace, when given).
+    Count(Option<i64>, ractor::RpcReplyPort<usize>),
+}
+
+impl Actor for InboundWorker {
+    type Msg = InboundWorkerMsg;
+    type State = InboundWorkerState;
+    type Arguments = InboundWorkerArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        args: InboundWorkerArgs,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        // Whatever was left at the last stop is picked up at once.
+        let _ = myself.send_message(InboundWorkerMsg::Sweep);
+        Ok(InboundWorkerState {
+            settings: args.settings,
+            handles: args.handles,
+            path: ActorPath::supervisor(SupervisorKind::Inbound),
+            running: HashMap::new(),
+            busy: HashSet::new(),
+            waiting: VecDeque::new(),
+            known: HashSet::new(),
+            behind: true,
+        })
+    }
+
+    #[tracing::instrument(name = "inbound_worker", skip_all, fields(actor = %state.path))]
+    async fn handle(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        message: Self::Msg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            InboundWorkerMsg::Stored(event) => {
+                hold(state, *event);
+                start_ready(state, &myself);
+            }
+            InboundWorkerMsg::Done(id) => {
+                if let Some((sender, _)) = state.running.remove(&id) {
+                    state.busy.remove(&sender);
+                }
+                state.known.remove(&id);
+                start_ready(state, &myself);
+                if state.waiting.is_empty() && state.behind {
+                    sweep(state).await;
+                    start_ready(state, &myself);
+                }
+            }
+            InboundWorkerMsg::Count(workspace, reply) => {
+                let running = state
+                    .running
+                    .values()
+                    .filter(|(_, ws)| workspace.is_none_or(|w| w == *ws))
+                    .count();
+                let _ = reply.send(running);
+            }
+            InboundWorkerMsg::Sweep => {
+                sweep(state).await;
+                start_ready(state, &myself);
+                myself.send_after(state.settings.sweep_every, || InboundWorkerMsg::Sweep);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Keeps `event` in the queue, or leaves it to the database when the queue is full.
+fn hold(state: &mut InboundWorkerState, event: webhook_event::Model) {
+    if state.known.contains(&event.id) {
+        return;
+    }
+    if state.waiting.len() >= state.settings.queue {
+        state.behind = true;
+        return;
+    }
+    let sender = sender_of(&event);
+    state.known.insert(event.id);
+    state.waiting.push_back((event, sender));
+}
+
+/// Reads due events the worker does not hold yet, up to what the queue takes.
+async fn sweep(state: &mut InboundWorkerState) {
+    let room = state.settings.queue.saturating_sub(state.waiting.len());
+    if room == 0 {
+        state.behind = true;
+        return;
+    }
+    let limit = u64::try_from(room + state.known.len()).unwrap_or(u64::MAX);
+    match webhook_events::due(&state.handles.db, clock::now(), limit).await {
+        Ok(events) => {
+            state.behind = events.len() as u64 >= limit;
+            for event in events {
+                hold(state, event);
+            }
+        }
+        Err(error) => tracing::warn!(%error, "the events table could not be swept"),
+    }
+}
+
+/// Starts waiting events, oldest first, while there is capacity, skipping senders that have
+/// an event under way (their later events keep their place).
+fn start_ready(state: &mut InboundWorkerState, myself: &ActorRef<InboundWorkerMsg>) {
+    let mut index = 0;
+    while state.running.len() < state.settings.concurrency && index < state.waiting.len() {
+        if state.busy.contains(&state.waiting[index].1) {
+            index += 1;
+            continue;
+        }
+        let Some((event, sender)) = state.waiting.remove(index) else {
+            break;
+        };
+        state.busy.insert(sender.clone());
+        state.running.insert(event.id, (sender, event.workspace_id));
+        let handles = state.handles.clone();
+        let settings = state.settings.clone();
+        let worker = myself.clone();
+        tokio::spawn(async move {
+            let id = event.id;
+            settle(&handles, &settings, &event, process(&handles, &event).await).await;
+            let _ = worker.send_message(InboundWorkerMsg::Done(id));
+        });
+    }
+}
+
+/// Records how processing ended: done, failed for good, or due again after a backoff.
+async fn settle(
+    handles: &Handles,
+    settings: &InboundSettings,
+    event: &webhook_event::Model,
+    processed: Processed,
+) {
+    let db = &handles.db;
+    let recorded = match processed {
+        Processed::Answered => webhook_events::finish(db, event.id, None, clock::now()).await,
+        Processed::Refused(why) => {
+            tracing::warn!(event_id = %event.id, %why, "inbound message not answered");
+            webhook_events::finish(db, event.id, Some(why), clock::now()).await
+        }
+        Processed::Retry(why) => {
+            let attempts = event.attempts.saturating_add(1);
+            let wait = settings.backoff(event.attempts);
+            let at = clock::now()
+                + chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::seconds(300));
+            tracing::warn!(event_id = %event.id, %why, attempts, ?wait, "inbound message will be tried again");
+            webhook_events::retry_later(db, event.id, attempts, at, why).await
+        }
+    };
+    if let Err(error) = recorded {
+        tracing::error!(event_id = %event.id, %error, "the outcome of an event could not be recorded");
+    }
+}
+
+/// The sender of an event; an unreadable event is its own sender.
+fn sender_of(event: &webhook_event::Model) -> Sender {
+    let from = InboundMessage::from_stored(&event.payload)
+        .map(|m| m.from.to_string())
+        .unwrap_or_else(|_| event.id.to_string());
+    (event.channel_id, from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_retry_backoff_doubles_and_is_capped() {
+        let settings = InboundSettings {
+            retry_base: Duration::from_secs(1),
+            retry_max: Duration::from_secs(10),
+            ..InboundSettings::default()
+        };
+        assert_eq!(settings.backoff(0), Duration::from_secs(1));
+        assert_eq!(settings.backoff(2), Duration::from_secs(4));
+        assert_eq!(settings.backoff(10), Duration::from_secs(10));
+        assert_eq!(settings.backoff(i32::MAX), Duration::from_secs(10));
+    }
+}

@@ -1,0 +1,119 @@
+//! What an outbound message is on the wire: free text or a template, to one recipient. Stored
+//! with the message (`messages.outbound`) so that a message left pending at a stop is sent
+//! again as exactly what it was.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+/// The content of an outbound message.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum OutboundContent {
+    /// Free-form text; only inside the 24-hour window.
+    Text {
+        /// The text (at most [`crate::domain::TEXT_LIMIT`] characters).
+        body: String,
+        /// The inbound message this answers (`wamid`), shown as a reply in WhatsApp.
+        context: Option<String>,
+    },
+    /// An approved template; allowed any time.
+    Template(TemplateMessage),
+}
+
+/// A template with its parameters, ready to send.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TemplateMessage {
+    /// Template name.
+    pub name: String,
+    /// Language code (`en_US`).
+    pub language: String,
+    /// Meta's components with their parameters (lower-case types).
+    pub components: Value,
+}
+
+/// A message for one recipient.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Outgoing {
+    /// Recipient's phone digits (no `+`), as the Cloud API wants them.
+    pub to: String,
+    /// Recipient's identity, for the 24-hour window check of free-form text.
+    pub identity_id: Option<Uuid>,
+    /// What to send.
+    pub content: OutboundContent,
+}
+
+impl Outgoing {
+    /// Whether this is a template (marketing integrations send those elsewhere).
+    pub fn is_template(&self) -> bool {
+        matches!(self.content, OutboundContent::Template(_))
+    }
+
+    /// The Cloud API body of the message.
+    pub fn wire_body(&self) -> Value {
+        match &self.content {
+            OutboundContent::Text { body, context } => {
+                let mut wire = json!({"messaging_product": "whatsapp", "recipient_type": "individual",
+                                      "to": self.to, "type": "text",
+                                      "text": {"body": body, "preview_url": false}});
+                if let Some(wamid) = context {
+                    wire["context"] = json!({"message_id": wamid});
+                }
+                wire
+            }
+            OutboundContent::Template(template) => json!({
+                "messaging_product": "whatsapp", "recipient_type": "individual", "to": self.to,
+                "type": "template",
+                "template": {"name": template.name, "language": {"code": template.language},
+                             "components": template.components}
+            }),
+        }
+    }
+
+    /// The form stored with the message.
+    pub fn to_stored(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+
+    /// Reads the stored form back; `None` for a message stored without one.
+    pub fn from_stored(stored: Option<&Value>) -> Option<Self> {
+        stored.and_then(|v| serde_json::from_value(v.clone()).ok())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_text_reply_quotes_the_message_it_answers() {
+        let wire = Outgoing {
+            to: "16505551234".to_owned(),
+            identity_id: None,
+            content: OutboundContent::Text {
+                body: "Yes".to_owned(),
+                context: Some("wamid.1".to_owned()),
+            },
+        }
+        .wire_body();
+        assert_eq!(wire["context"]["message_id"], "wamid.1");
+        assert_eq!(wire["text"]["preview_url"], false);
+        assert_eq!(wire["recipient_type"], "individual");
+    }
+
+    #[test]
+    fn a_stored_template_reads_back_as_the_same_template() {
+        let outgoing = Outgoing {
+            to: "351912345678".to_owned(),
+            identity_id: Some(Uuid::nil()),
+            content: OutboundContent::Template(TemplateMessage {
+                name: "order_update".to_owned(),
+                language: "en_US".to_owned(),
+                components: json!([{"type": "body", "parameters": [{"type": "text", "text": "7"}]}]),
+            }),
+        };
+        let stored = outgoing.to_stored();
+        assert_eq!(stored["content"]["kind"], "template");
+        assert_eq!(Outgoing::from_stored(Some(&stored)), Some(outgoing));
+    }
+}

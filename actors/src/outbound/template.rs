@@ -1,0 +1,193 @@
+//! Templates on the way out: finding the one a send names among a channel's templates,
+//! turning the caller's parameters into Meta's send components, and rendering the text the
+//! person sees (stored in the conversation so that the assistant knows what was said).
+
+use serde_json::{Map, Value, json};
+
+use super::content::TemplateMessage;
+
+/// Parameters of a send: a lower-case component type (`header`, `body`, `button`) mapped to
+/// its array of Meta parameter objects, e.g. `{"body": [{"type": "text", "text": "Ana"}]}`.
+pub type TemplateParameters = Map<String, Value>;
+
+/// The template a send asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TemplateRef {
+    /// The template's name, or its Meta id.
+    pub name_or_id: String,
+    /// Its language (`en_US`).
+    pub language: String,
+    /// Whether the sender expects a carousel template (`templateType: carousel`).
+    pub carousel: bool,
+}
+
+/// A template ready to send, with the text the person will see.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RenderedTemplate {
+    /// What goes on the wire.
+    pub message: TemplateMessage,
+    /// The body with its placeholders filled.
+    pub text: String,
+}
+
+impl TemplateRef {
+    /// The template among `templates` (as Meta lists them) that this names, in its language.
+    pub fn find<'a>(&self, templates: &'a [Value]) -> Option<&'a Value> {
+        templates.iter().find(|t| {
+            (t["name"] == self.name_or_id.as_str() || t["id"] == self.name_or_id.as_str())
+                && t["language"] == self.language.as_str()
+        })
+    }
+
+    /// Whether `template` (Meta's definition) has the shape the sender expects: a carousel
+    /// has a CAROUSEL component, other types have none.
+    pub fn shape_matches(&self, template: &Value) -> bool {
+        let is_carousel = template["components"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| {
+                c["type"]
+                    .as_str()
+                    .is_some_and(|t| t.eq_ignore_ascii_case("carousel"))
+            });
+        is_carousel == self.carousel
+    }
+
+    /// Renders `template` (Meta's definition) with `parameters`.
+    pub fn render(&self, template: &Value, parameters: &TemplateParameters) -> RenderedTemplate {
+        let name = template["name"]
+            .as_str()
+            .unwrap_or(&self.name_or_id)
+            .to_owned();
+        RenderedTemplate {
+            message: TemplateMessage {
+                name,
+                language: self.language.clone(),
+                components: wire_components(parameters),
+            },
+            text: render_body(template, parameters),
+        }
+    }
+
+    /// Renders a template of a sandbox channel, which has no definition at Meta: the name and
+    /// the body parameters.
+    pub fn render_sandbox(&self, parameters: &TemplateParameters) -> RenderedTemplate {
+        let body = body_parameters(parameters);
+        let texts: Vec<&str> = body.iter().filter_map(|p| p["text"].as_str()).collect();
+        RenderedTemplate {
+            message: TemplateMessage {
+                name: self.name_or_id.clone(),
+                language: self.language.clone(),
+                components: wire_components(parameters),
+            },
+            text: format!("[template {}] {}", self.name_or_id, texts.join(" "))
+                .trim()
+                .to_owned(),
+        }
+    }
+}
+
+fn body_parameters(parameters: &TemplateParameters) -> Vec<Value> {
+    parameters
+        .get("body")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Meta's `components` of a send: one per type, and one per button with its index.
+pub fn wire_components(parameters: &TemplateParameters) -> Value {
+    let mut components = Vec::new();
+    for (kind, values) in parameters {
+        let values = values.as_array().cloned().unwrap_or_default();
+        if kind.starts_with("button") {
+            for (index, parameter) in values.into_iter().enumerate() {
+                components.push(json!({"type": "button", "sub_type": "quick_reply",
+                                       "index": index.to_string(), "parameters": [parameter]}));
+            }
+        } else {
+            components.push(json!({"type": kind, "parameters": values}));
+        }
+    }
+    Value::Array(components)
+}
+
+/// The text the person sees: the BODY with `{{1}}`… (or `{{name}}`) filled from the body's
+/// parameters.
+pub fn render_body(template: &Value, parameters: &TemplateParameters) -> String {
+    let mut rendered = template["components"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| {
+            c["type"]
+                .as_str()
+                .is_some_and(|t| t.eq_ignore_ascii_case("body"))
+        })
+        .and_then(|c| c["text"].as_str())
+        .unwrap_or_default()
+        .to_owned();
+    for (index, parameter) in body_parameters(parameters).iter().enumerate() {
+        let value = parameter["text"].as_str().unwrap_or_default();
+        rendered = rendered.replace(&format!("{{{{{}}}}}", index + 1), value);
+        if let Some(name) = parameter["parameter_name"].as_str() {
+            rendered = rendered.replace(&format!("{{{{{name}}}}}"), value);
+        }
+    }
+    rendered
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_template_body_is_rendered_with_positional_and_named_parameters() {
+        let template = json!({"components": [{"type": "HEADER", "text": "x"}, {"type": "BODY", "text": "Hi {{1}}, order {{order}} ships {{2}}."}]});
+        let mut parameters = Map::new();
+        parameters.insert(
+            "body".to_owned(),
+            json!([{"type": "text", "text": "Ana"}, {"type": "text", "text": "today", "parameter_name": "order"}]),
+        );
+        assert_eq!(
+            render_body(&template, &parameters),
+            "Hi Ana, order today ships today."
+        );
+    }
+
+    #[test]
+    fn buttons_become_one_component_each_with_their_index() {
+        let mut parameters = Map::new();
+        parameters.insert(
+            "button".to_owned(),
+            json!([{"type": "payload", "payload": "a"}, {"type": "payload", "payload": "b"}]),
+        );
+        let wire = wire_components(&parameters);
+        assert_eq!(wire[1]["index"], "1");
+        assert_eq!(wire[0]["sub_type"], "quick_reply");
+    }
+
+    #[test]
+    fn a_template_is_found_by_name_or_id_in_its_language() {
+        let templates = vec![
+            json!({"id": "1", "name": "hello", "language": "en_US"}),
+            json!({"id": "2", "name": "hello", "language": "pt_BR"}),
+        ];
+        let by_name = TemplateRef {
+            name_or_id: "hello".to_owned(),
+            language: "pt_BR".to_owned(),
+            carousel: false,
+        };
+        assert_eq!(
+            by_name.find(&templates).map(|t| &t["id"]),
+            Some(&json!("2"))
+        );
+        let by_id = TemplateRef {
+            name_or_id: "1".to_owned(),
+            language: "en_US".to_owned(),
+            carousel: false,
+        };
+        assert!(by_id.find(&templates).is_some());
+    }
+}

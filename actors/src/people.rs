@@ -1,0 +1,82 @@
+//! Finding the person behind a phone number: the one place where an identity is found or
+//! created by phone, used by the inbound pipeline (the sender of a WhatsApp message), the
+//! template send endpoint, flows and scheduled tasks.
+
+use parley_persistence::entities::identity;
+use parley_persistence::identities::{self, IdentityChanges, NewIdentity, PHONE};
+use parley_persistence::{ConnectionTrait, DatabaseConnection, PersistenceError, clock};
+use serde_json::json;
+use uuid::Uuid;
+
+use crate::domain::Phone;
+
+/// The identity owning `phone` in the workspace, created when there is none. `name` (a
+/// WhatsApp profile name, or the name an integrator gave) becomes the name of a new identity
+/// and fills in the name of an existing one that has none. Two first messages of one new
+/// number at once end with one identity: the contact point is unique in the database.
+///
+/// # Errors
+/// Fails on a database error.
+pub async fn find_or_create_by_phone(
+    db: &DatabaseConnection,
+    workspace_id: i64,
+    phone: &Phone,
+    name: Option<&str>,
+) -> Result<identity::Model, PersistenceError> {
+    let name = name.map(str::trim).filter(|n| !n.is_empty());
+    for _ in 0..3 {
+        if let Some(found) =
+            identities::find_by_contact(db, workspace_id, PHONE, phone.as_str()).await?
+        {
+            return match (&found.name, name) {
+                (None, Some(name)) => {
+                    let changes = IdentityChanges {
+                        name: Some(Some(name.to_owned())),
+                        ..IdentityChanges::default()
+                    };
+                    identities::update(db, found, changes, clock::now()).await
+                }
+                _ => Ok(found),
+            };
+        }
+        let txn = parley_persistence::begin_write(db).await?;
+        let now = clock::now();
+        let new = NewIdentity {
+            id: Uuid::now_v7(),
+            name: name.map(str::to_owned),
+            external_id: None,
+            metadata: json!({}),
+        };
+        let created = identities::create(&txn, workspace_id, new, now).await?;
+        match identities::attach_contact(&txn, workspace_id, created.id, PHONE, phone.as_str(), now)
+            .await
+        {
+            Ok(()) => {
+                txn.commit().await?;
+                return Ok(created);
+            }
+            // Someone created them meanwhile: theirs wins, found on the next round.
+            Err(PersistenceError::Conflict(_)) => txn.rollback().await?,
+            Err(other) => return Err(other),
+        }
+    }
+    Err(PersistenceError::Conflict(format!(
+        "could not settle the identity of {phone}"
+    )))
+}
+
+/// The phone to reach an identity on: its primary phone contact point, else any.
+///
+/// # Errors
+/// Fails on a database error.
+pub async fn phone_of(
+    db: &impl ConnectionTrait,
+    identity_id: Uuid,
+) -> Result<Option<Phone>, PersistenceError> {
+    let contacts = identities::contacts_of(db, &[identity_id]).await?;
+    Ok(contacts
+        .iter()
+        .filter(|c| c.kind == PHONE)
+        .max_by_key(|c| c.is_primary)
+        .and_then(|c| Phone::try_from(c.value.as_str()).ok()))
+}

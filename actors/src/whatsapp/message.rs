@@ -1,0 +1,205 @@
+//! An inbound WhatsApp message, typed: who wrote, when, and what. It is the one stored shape
+//! of a webhook event, whether it came from Meta or the sandbox.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::payload::{Contact, Profile};
+use crate::domain::Phone;
+
+/// Why an inbound message was not taken.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Unreadable {
+    /// It has no message id, so it could not be deduplicated.
+    #[error("the message has no id")]
+    NoId,
+    /// Its sender is not a valid phone number.
+    #[error("the sender {0:?} is not a valid phone number")]
+    Sender(String),
+}
+
+/// An inbound WhatsApp message: who wrote, when, and what. Stored as the webhook event's
+/// payload and read back by the inbound pipeline.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct InboundMessage {
+    /// WhatsApp's message id (`wamid…`), unique per channel.
+    pub wamid: String,
+    /// The sender.
+    pub from: Phone,
+    /// The sender's profile name, when Meta gave one.
+    pub profile_name: Option<String>,
+    /// When the person sent it, by Meta's clock.
+    pub sent_at: Option<DateTime<Utc>>,
+    /// What it says.
+    pub content: InboundContent,
+}
+
+/// What an inbound message carries.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum InboundContent {
+    /// Plain text.
+    Text {
+        /// The text.
+        body: String,
+    },
+    /// The title of a chosen button or list row (interactive replies, template quick replies).
+    Reply {
+        /// The title the person tapped.
+        title: String,
+    },
+    /// An image, video or document, with its caption.
+    Media {
+        /// `image`, `video` or `document`.
+        kind: String,
+        /// The caption, when there is one.
+        caption: Option<String>,
+    },
+    /// A reaction to an earlier message.
+    Reaction {
+        /// The emoji.
+        emoji: String,
+    },
+    /// A shared location.
+    Location {
+        /// Latitude.
+        latitude: f64,
+        /// Longitude.
+        longitude: f64,
+        /// The place's name.
+        name: Option<String>,
+    },
+    /// Anything else (audio, stickers, contacts, …), described to the model.
+    Other {
+        /// Meta's message type.
+        kind: String,
+    },
+}
+
+impl InboundMessage {
+    /// Reads one raw message of a delivery; `contacts` gives the sender's profile name.
+    ///
+    /// # Errors
+    /// [`Unreadable`] when the message has no id or its sender is not a phone number.
+    pub fn parse(raw: &Value, contacts: &[Contact]) -> Result<Self, Unreadable> {
+        let wamid = text(&raw["id"]).ok_or(Unreadable::NoId)?;
+        let sender = raw["from"].as_str().unwrap_or_default();
+        let from = Phone::try_from(sender).map_err(|_| Unreadable::Sender(clean(sender)))?;
+        let profile_name = contacts
+            .iter()
+            .find(|c| c.wa_id == sender)
+            .or(contacts.first())
+            .and_then(|c| text(&Value::String(c.profile.name.clone())));
+        let sent_at = raw["timestamp"]
+            .as_str()
+            .and_then(|t| t.parse::<i64>().ok())
+            .and_then(|seconds| DateTime::from_timestamp(seconds, 0));
+        Ok(Self {
+            wamid,
+            from,
+            profile_name,
+            sent_at,
+            content: InboundContent::parse(raw),
+        })
+    }
+
+    /// Reads a stored event payload: this type, or the raw `{"message", "profile_name"}`
+    /// shape that events stored before typed payloads have.
+    ///
+    /// # Errors
+    /// [`Unreadable`] when the stored message cannot be read in either shape.
+    pub fn from_stored(payload: &Value) -> Result<Self, Unreadable> {
+        if let Ok(typed) = serde_json::from_value::<Self>(payload.clone()) {
+            return Ok(typed);
+        }
+        let raw = &payload["message"];
+        let name = payload["profile_name"].as_str().unwrap_or_default();
+        let contacts = [Contact {
+            wa_id: raw["from"].as_str().unwrap_or_default().to_owned(),
+            profile: Profile {
+                name: name.to_owned(),
+            },
+        }];
+        Self::parse(raw, &contacts)
+    }
+}
+
+impl InboundContent {
+    fn parse(raw: &Value) -> Self {
+        let kind = raw["type"].as_str().unwrap_or("unknown");
+        let parsed = match kind {
+            "text" => text(&raw["text"]["body"]).map(|body| Self::Text { body }),
+            "interactive" => {
+                let reply = &raw["interactive"];
+                text(&reply["button_reply"]["title"])
+                    .or_else(|| text(&reply["list_reply"]["title"]))
+                    .map(|title| Self::Reply { title })
+            }
+            "button" => text(&raw["button"]["text"]).map(|title| Self::Reply { title }),
+            "image" | "video" | "document" => Some(Self::Media {
+                kind: kind.to_owned(),
+                caption: text(&raw[kind]["caption"]).filter(|c| !c.trim().is_empty()),
+            }),
+            "reaction" => text(&raw["reaction"]["emoji"]).map(|emoji| Self::Reaction { emoji }),
+            "location" => {
+                let location = &raw["location"];
+                match (
+                    location["latitude"].as_f64(),
+                    location["longitude"].as_f64(),
+                ) {
+                    (Some(latitude), Some(longitude)) => Some(Self::Location {
+                        latitude,
+                        longitude,
+                        name: text(&location["name"]),
+                    }),
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        parsed.unwrap_or_else(|| Self::Other { kind: clean(kind) })
+    }
+
+    /// What the assistant reads: the text, the chosen reply, a caption, or a description of
+    /// what was sent.
+    pub fn text(&self) -> String {
+        match self {
+            Self::Text { body } => body.clone(),
+            Self::Reply { title } => title.clone(),
+            Self::Media {
+                kind,
+                caption: Some(caption),
+            } => format!("[{kind}] {caption}"),
+            Self::Reaction { emoji } => format!("[reacted with {emoji}]"),
+            Self::Location {
+                latitude,
+                longitude,
+                name,
+            } => format!(
+                "[shared a location: {latitude}, {longitude}{}]",
+                name.as_deref()
+                    .map(|n| format!(" ({n})"))
+                    .unwrap_or_default()
+            ),
+            Self::Media {
+                kind,
+                caption: None,
+            }
+            | Self::Other { kind } => {
+                format!("[The person sent a {kind} message that cannot be shown as text]")
+            }
+        }
+    }
+}
+
+/// A non-empty string value, with NUL characters replaced: PostgreSQL refuses them in text,
+/// and one such message must not fail a whole delivery.
+pub(super) fn text(value: &Value) -> Option<String> {
+    value.as_str().filter(|s| !s.is_empty()).map(clean)
+}
+
+/// `raw` with every NUL character replaced by U+FFFD.
+pub(super) fn clean(raw: &str) -> String {
+    raw.replace('\0', "\u{FFFD}")
+}

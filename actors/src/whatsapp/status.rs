@@ -1,0 +1,48 @@
+//! A status Meta reports about a message Parley sent.
+
+use parley_persistence::MessageStatus;
+use serde_json::Value;
+
+use super::message::text;
+
+/// What Meta reports about a message Parley sent.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StatusReport {
+    /// The sent message's id.
+    pub wamid: String,
+    /// `sent`, `delivered`, `read` or `failed`.
+    pub status: MessageStatus,
+    /// Meta's error (code, title, message, details) for a failure.
+    pub error: Option<Value>,
+}
+
+impl StatusReport {
+    /// Reads one raw status; `None` for a status Parley does not track.
+    pub fn parse(raw: &Value) -> Option<Self> {
+        let wamid = text(&raw["id"])?;
+        let status = MessageStatus::parse(raw["status"].as_str()?).filter(|s| {
+            matches!(
+                s,
+                MessageStatus::Sent
+                    | MessageStatus::Delivered
+                    | MessageStatus::Read
+                    | MessageStatus::Failed
+            )
+        })?;
+        let error = raw["errors"].get(0).map(|e| {
+            let text = |v: &Value| text(v).map_or(Value::Null, Value::String);
+            serde_json::json!({"code": e["code"].as_i64(), "title": text(&e["title"]),
+                               "message": text(&e["message"]), "details": text(&e["error_data"]["details"])})
+        });
+        Some(Self {
+            wamid,
+            status,
+            error,
+        })
+    }
+
+    /// Meta's error code of a failure.
+    pub fn error_code(&self) -> Option<i64> {
+        self.error.as_ref().and_then(|e| e["code"].as_i64())
+    }
+}

@@ -1,0 +1,213 @@
+//! How much time a chat turn with one MCP tool call adds over the model's and the tool's own
+//! time.
+//!
+//! Starts Parley in-process on SQLite (or `PARLEY_BENCH_DATABASE_URL`) with the testkit fake
+//! model and a fake MCP server (both answering at once), for each transport:
+//! - baseline: the turn's own outside work done directly, back to back: the model request
+//!   that asks for the tool, the tool call itself (`POST {url}/call`, or `tools/call` through an
+//!   rmcp client on a kept session), and the model request that answers;
+//! - turn: `POST /conversation/{id}/chat/{channel}` in which the model calls the tool once.
+//!
+//! Run: `cargo run --release -p parley-benches --bin mcp_turn -- [turns]`
+
+use std::time::Instant;
+
+use anyhow::Context;
+use parley_benches::{BenchServer, print_comparison};
+use parley_testkit::{FakeMcp, FakeToolCall, McpFlavour, Reply};
+use rmcp::model::{CallToolRequestParams, ClientConfig, ProtocolVersion};
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ClientLifecycleMode, ClientServiceExt};
+use serde_json::{Value, json};
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let turns: usize = std::env::args()
+        .nth(1)
+        .map_or(Ok(300), |a| a.parse())
+        .context("turns")?;
+    for flavour in [McpFlavour::Http, McpFlavour::Stateless, McpFlavour::Session] {
+        run(flavour, turns).await?;
+    }
+    Ok(())
+}
+
+async fn run(flavour: McpFlavour, turns: usize) -> anyhow::Result<()> {
+    let server = BenchServer::start(|_| {}).await?;
+    let fake = FakeMcp::start(flavour).await;
+    fake.tool("lookup", "Looks an order up");
+    let (assistant, channel) = server
+        .assistant_channel(
+            "You help with orders.",
+            &json!({"name": "Bench line", "integration": "sandbox"}),
+        )
+        .await?;
+    let mcp = server
+        .post(
+            "/workspace/mcps",
+            &json!({"name": "orders", "transport": fake.transport(), "url": fake.url(),
+                    "headers": [{"key": "Authorization", "value": "Bearer bench"}]}),
+        )
+        .await?;
+    let mcp = mcp["mcp_id"].as_str().context("mcp_id")?.to_owned();
+    server
+        .send(
+            reqwest::Method::PUT,
+            &format!("/assistant/{assistant}/mcp/{mcp}"),
+            &json!({}),
+        )
+        .await?;
+    server
+        .send(
+            reqwest::Method::PUT,
+            "/identity/bench-1",
+            &json!({"name": "Person"}),
+        )
+        .await?;
+    let direct = Direct::connect(&server, &fake, flavour).await?;
+
+    let turn = || async {
+        server.model.push([
+            Reply::ToolCalls(vec![FakeToolCall::new(
+                "orders__lookup",
+                json!({"input": "A-1"}),
+            )]),
+            Reply::Text("On its way.".to_owned()),
+        ]);
+        let answer = server
+            .post(
+                &format!("/conversation/bench-1/chat/{channel}"),
+                &json!({"message": "Where is A-1?"}),
+            )
+            .await?;
+        anyhow::ensure!(
+            answer["tool_calls"][0]["result"]
+                .as_str()
+                .is_some_and(|r| r.contains("A-1")),
+            "the tool did not answer: {answer}"
+        );
+        Ok(())
+    };
+    // Warm up both paths (connections, sessions, caches).
+    for _ in 0..20 {
+        direct.round().await?;
+        turn().await?;
+    }
+    let mut baseline = Vec::with_capacity(turns);
+    let mut measured = Vec::with_capacity(turns);
+    for _ in 0..turns {
+        let started = Instant::now();
+        direct.round().await?;
+        baseline.push(started.elapsed());
+        let started = Instant::now();
+        turn().await?;
+        measured.push(started.elapsed());
+    }
+    println!(
+        "mcp_turn: {turns} turns with one `{}` tool call ({flavour:?}), database {}",
+        fake.transport(),
+        server.database_kind()
+    );
+    print_comparison(
+        "2 model requests + 1 tool call",
+        &baseline,
+        "chat turn with the tool call",
+        &measured,
+    )?;
+    println!();
+    drop(direct);
+    server.stop().await
+}
+
+/// The outside work of one turn, done directly.
+struct Direct<'a> {
+    server: &'a BenchServer,
+    call_url: String,
+    session: Option<RunningService<RoleClient, ClientConfig>>,
+}
+
+impl<'a> Direct<'a> {
+    async fn connect(
+        server: &'a BenchServer,
+        fake: &FakeMcp,
+        flavour: McpFlavour,
+    ) -> anyhow::Result<Self> {
+        let session = match flavour {
+            McpFlavour::Http => None,
+            _ => {
+                let transport = StreamableHttpClientTransport::with_client(
+                    reqwest::Client::new(),
+                    StreamableHttpClientTransportConfig::with_uri(fake.url()),
+                );
+                let lifecycle = if flavour == McpFlavour::Stateless {
+                    ClientLifecycleMode::Discover {
+                        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                    }
+                } else {
+                    ClientLifecycleMode::Initialize
+                };
+                Some(
+                    ClientConfig::default()
+                        .with_protocol_version(ProtocolVersion::V_2025_11_25)
+                        .serve_with_lifecycle(transport, lifecycle)
+                        .await?,
+                )
+            }
+        };
+        Ok(Self {
+            server,
+            call_url: format!("{}/call", fake.url()),
+            session,
+        })
+    }
+
+    async fn model(&self, messages: Value) -> anyhow::Result<()> {
+        self.server
+            .http
+            .post(format!("{}/chat/completions", self.server.model.base_url()))
+            .json(&json!({"model": "fake", "stream": false, "messages": messages}))
+            .send()
+            .await?
+            .bytes()
+            .await?;
+        Ok(())
+    }
+
+    async fn tool(&self) -> anyhow::Result<()> {
+        let arguments = json!({"input": "A-1"});
+        match &self.session {
+            None => {
+                self.server
+                    .http
+                    .post(&self.call_url)
+                    .json(&json!({"name": "lookup", "arguments": arguments}))
+                    .send()
+                    .await?
+                    .bytes()
+                    .await?;
+            }
+            Some(session) => {
+                let Value::Object(arguments) = arguments else {
+                    anyhow::bail!("arguments are an object");
+                };
+                session
+                    .call_tool(CallToolRequestParams::new("lookup").with_arguments(arguments))
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn round(&self) -> anyhow::Result<()> {
+        let asked = json!([{"role": "system", "content": "You help with orders."},
+                           {"role": "user", "content": "Where is A-1?"}]);
+        self.model(asked).await?;
+        self.tool().await?;
+        let answered = json!([{"role": "system", "content": "You help with orders."},
+                              {"role": "user", "content": "Where is A-1?"},
+                              {"role": "tool", "content": "lookup: {\"input\":\"A-1\"}"}]);
+        self.model(answered).await
+    }
+}

@@ -1,0 +1,89 @@
+//! What the actor runtime needs, built from configuration.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use parley_actors::channel::{ChannelDeps, ChannelSettings};
+use parley_actors::domain::SecretBox;
+use parley_actors::inbound::worker::InboundSettings;
+use parley_actors::llm::{LlmClient, LlmConfig};
+use parley_actors::mcp::{McpHub, McpSettings};
+use parley_actors::whatsapp::GraphClient;
+use parley_actors::{ConversationDeps, ConversationSettings, RuntimeDeps};
+use parley_persistence::DatabaseConnection;
+
+use super::Settings;
+
+impl Settings {
+    /// What the actor runtime needs from configuration.
+    pub fn runtime_deps(&self, db: DatabaseConnection, secrets: Arc<SecretBox>) -> RuntimeDeps {
+        let actors = &self.actors;
+        RuntimeDeps {
+            conversations: self.conversation_deps(db.clone(), secrets.clone()),
+            channels: self.channel_deps(db, secrets),
+            inbound: InboundSettings {
+                concurrency: actors.inbound_concurrency.max(1),
+                queue: actors.inbound_queue.max(1),
+                retry_base: Duration::from_millis(actors.inbound_retry_base_ms),
+                retry_max: Duration::from_secs(actors.inbound_retry_max_secs),
+                sweep_every: Duration::from_millis(actors.inbound_sweep_ms.max(10)),
+            },
+        }
+    }
+
+    fn conversation_deps(
+        &self,
+        db: DatabaseConnection,
+        secrets: Arc<SecretBox>,
+    ) -> ConversationDeps {
+        let llm = &self.llm;
+        let client = LlmClient::new(LlmConfig {
+            base_url: llm.base_url.clone(),
+            api_key: llm.api_key.as_ref().map(|k| k.expose().to_owned()),
+            default_model: llm.model.clone(),
+            timeout: Duration::from_secs(llm.timeout_secs),
+            max_retries: llm.max_retries,
+            retry_backoff: Duration::from_millis(llm.retry_backoff_ms),
+        });
+        let mcp = McpHub::new(
+            reqwest::Client::new(),
+            McpSettings {
+                timeout: Duration::from_secs(self.mcp.timeout_secs.max(1)),
+                max_response_bytes: self.mcp.max_response_bytes,
+                tool_cache_ttl: Duration::from_secs(self.mcp.tool_cache_secs),
+            },
+            secrets,
+        );
+        ConversationDeps {
+            db,
+            llm: client,
+            mcp: Arc::new(mcp),
+            settings: ConversationSettings {
+                idle_after: self.actors.conversation_idle(),
+                actor_idle: Duration::from_secs(self.actors.conversation_actor_idle_secs),
+                max_tool_rounds: llm.max_tool_rounds,
+                turn_timeout: Duration::from_secs(self.actors.turn_timeout_secs),
+            },
+        }
+    }
+
+    fn channel_deps(&self, db: DatabaseConnection, secrets: Arc<SecretBox>) -> ChannelDeps {
+        let whatsapp = &self.whatsapp;
+        ChannelDeps {
+            db,
+            graph: GraphClient::new(
+                &whatsapp.graph_url,
+                Duration::from_secs(whatsapp.timeout_secs),
+            ),
+            secrets,
+            settings: ChannelSettings {
+                per_second: whatsapp.rate_per_sec,
+                pair_burst: whatsapp.pair_burst,
+                pair_period: Duration::from_millis(whatsapp.pair_period_ms),
+                max_retries: whatsapp.max_retries,
+                retry_backoff: Duration::from_millis(whatsapp.retry_backoff_ms),
+                public_url: self.server.public_url.clone(),
+            },
+        }
+    }
+}

@@ -1,0 +1,288 @@
+//! The sections of [`super::Settings`], each with its defaults.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use parley_actors::inbound::worker::InboundSettings;
+use serde::{Deserialize, Serialize};
+
+use super::LogFormat;
+
+/// A secret value: shown as `<redacted>` in debug output and never logged.
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(pub String);
+
+impl Secret {
+    /// The secret itself.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+impl From<&str> for Secret {
+    fn from(value: &str) -> Self {
+        Self(value.to_owned())
+    }
+}
+
+/// `[server]`: the HTTP front door.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ServerSettings {
+    /// Address the HTTP server binds; port 0 picks a free port.
+    pub bind: SocketAddr,
+    /// Public base URL of this service, used to register webhooks with Meta.
+    pub public_url: Option<String>,
+    /// Largest accepted request body, in bytes.
+    pub body_limit_bytes: usize,
+    /// Longest time a plain request may take to produce its response head, in seconds.
+    pub request_timeout_secs: u64,
+    /// Longest a template send endpoint waits for Meta, in seconds (504 after; the send goes
+    /// on and its outcome is recorded).
+    pub send_timeout_secs: u64,
+    /// Longest wait for in-flight requests and actors at shutdown, in seconds.
+    pub shutdown_timeout_secs: u64,
+    /// Longest wait for a request's headers to arrive in full, in seconds (the connection is
+    /// closed after).
+    pub header_read_timeout_secs: u64,
+    /// Longest a keep-alive connection may stay without a request, in seconds.
+    pub idle_timeout_secs: u64,
+    /// Most connections open at once; further clients wait in the listen backlog.
+    pub max_connections: usize,
+    /// The operator's token: `GET /admin/actors` with it shows the whole installation's
+    /// actor tree (a workspace admin key shows its own workspace's).
+    pub operator_token: Option<Secret>,
+    /// Failed authentications a client address may make per minute before it gets 429s
+    /// (0: no limit). Valid keys are never counted.
+    pub auth_failures_per_minute: u32,
+}
+
+impl Default for ServerSettings {
+    fn default() -> Self {
+        Self {
+            bind: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            public_url: None,
+            body_limit_bytes: 1024 * 1024,
+            request_timeout_secs: 30,
+            send_timeout_secs: 60,
+            shutdown_timeout_secs: 10,
+            header_read_timeout_secs: 10,
+            idle_timeout_secs: 60,
+            max_connections: 8192,
+            operator_token: None,
+            auth_failures_per_minute: 60,
+        }
+    }
+}
+
+/// `[database]`.
+#[derive(Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DatabaseSettings {
+    /// `sqlite://…` or `postgres://…`; defaults to `parley.db` in [`Settings::data_dir`].
+    pub url: Option<String>,
+}
+
+// The URL's password stays out of logs and panic messages.
+impl std::fmt::Debug for DatabaseSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DatabaseSettings")
+            .field("url", &self.url.as_deref().map(redact_url))
+            .finish()
+    }
+}
+
+/// `[log]`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LogSettings {
+    /// `tracing` filter, e.g. `info,parley=debug`.
+    pub filter: String,
+    /// Output format.
+    pub format: LogFormat,
+}
+
+impl Default for LogSettings {
+    fn default() -> Self {
+        Self {
+            filter: "info".to_owned(),
+            format: LogFormat::Pretty,
+        }
+    }
+}
+
+/// `[llm]`: the OpenAI-compatible model endpoint.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LlmSettings {
+    /// Base URL (`{url}/chat/completions`).
+    pub base_url: Option<String>,
+    /// Key for the endpoint.
+    pub api_key: Option<Secret>,
+    /// Default model name.
+    pub model: Option<String>,
+    /// Longest wait for an answer, or for the next streamed chunk, in seconds.
+    pub timeout_secs: u64,
+    /// Further attempts after a 429, 5xx, connection error or timeout.
+    pub max_retries: u32,
+    /// First retry delay in milliseconds; doubles per attempt.
+    pub retry_backoff_ms: u64,
+    /// Most model calls with tool use in one turn.
+    pub max_tool_rounds: u32,
+}
+
+impl Default for LlmSettings {
+    fn default() -> Self {
+        Self {
+            base_url: None,
+            api_key: None,
+            model: None,
+            timeout_secs: 60,
+            max_retries: 2,
+            retry_backoff_ms: 500,
+            max_tool_rounds: 8,
+        }
+    }
+}
+
+/// `[whatsapp]`: Meta's Graph API and the pace of each number.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default)]
+pub struct WhatsAppSettings {
+    /// Graph API base URL including its version.
+    pub graph_url: String,
+    /// App secret that signs Meta's webhooks.
+    pub app_secret: Option<Secret>,
+    /// Development only: accept webhooks without a signature.
+    pub allow_unsigned: bool,
+    /// Messages per second per number.
+    pub rate_per_sec: u32,
+    /// Messages a recipient may get in a burst before spacing applies.
+    pub pair_burst: u32,
+    /// Spacing between messages to one recipient after a burst, in milliseconds.
+    pub pair_period_ms: u64,
+    /// Retries of a send after 130429, 131056, 5xx or a connection error.
+    pub max_retries: u32,
+    /// First retry delay of a send, in milliseconds; doubles per attempt.
+    pub retry_backoff_ms: u64,
+    /// Longest wait for a Graph API answer, in seconds.
+    pub timeout_secs: u64,
+}
+
+impl Default for WhatsAppSettings {
+    fn default() -> Self {
+        Self {
+            graph_url: "https://graph.facebook.com/v23.0".to_owned(),
+            app_secret: None,
+            allow_unsigned: false,
+            rate_per_sec: 80,
+            pair_burst: 5,
+            pair_period_ms: 6000,
+            max_retries: 3,
+            retry_backoff_ms: 1000,
+            timeout_secs: 30,
+        }
+    }
+}
+
+/// `[mcp]`: calling MCP servers.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default)]
+pub struct McpConfig {
+    /// Longest wait for an MCP server's answer, in seconds.
+    pub timeout_secs: u64,
+    /// Largest answer accepted from an MCP server, in bytes.
+    pub max_response_bytes: usize,
+    /// How long turns reuse a server's tool list, in seconds.
+    pub tool_cache_secs: u64,
+}
+
+impl Default for McpConfig {
+    fn default() -> Self {
+        Self {
+            timeout_secs: 15,
+            max_response_bytes: 1024 * 1024,
+            tool_cache_secs: 60,
+        }
+    }
+}
+
+/// `[actors]`: conversations and the inbound pipeline.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ActorSettings {
+    /// Hours without messages after which the next message starts a new conversation.
+    pub conversation_idle_hours: u64,
+    /// Seconds without turns after which an identity's conversation actor stops.
+    pub conversation_actor_idle_secs: u64,
+    /// Longest an API chat call waits for its turn, in seconds.
+    pub turn_timeout_secs: u64,
+    /// Webhook events answered at the same time.
+    pub inbound_concurrency: usize,
+    /// Webhook events held in memory beyond those being answered.
+    pub inbound_queue: usize,
+    /// First retry delay of an event after a transient failure, in milliseconds; doubles.
+    pub inbound_retry_base_ms: u64,
+    /// Longest retry delay of an event, in seconds.
+    pub inbound_retry_max_secs: u64,
+    /// How often the events table is swept for due retries, in milliseconds.
+    pub inbound_sweep_ms: u64,
+}
+
+impl Default for ActorSettings {
+    fn default() -> Self {
+        let inbound = InboundSettings::default();
+        Self {
+            conversation_idle_hours: 24,
+            conversation_actor_idle_secs: 600,
+            turn_timeout_secs: 300,
+            inbound_concurrency: inbound.concurrency,
+            inbound_queue: inbound.queue,
+            inbound_retry_base_ms: millis(inbound.retry_base),
+            inbound_retry_max_secs: inbound.retry_max.as_secs(),
+            inbound_sweep_ms: millis(inbound.sweep_every),
+        }
+    }
+}
+
+impl WhatsAppSettings {
+    /// The app secret that verifies webhook signatures; an empty one counts as none (an empty
+    /// HMAC key would let anyone sign).
+    pub fn webhook_secret(&self) -> Option<&str> {
+        self.app_secret
+            .as_ref()
+            .map(Secret::expose)
+            .filter(|s| !s.trim().is_empty())
+    }
+}
+
+impl ActorSettings {
+    /// The idle time after which a conversation closes.
+    pub fn conversation_idle(&self) -> chrono::Duration {
+        let hours = i64::try_from(self.conversation_idle_hours).unwrap_or(i64::MAX);
+        chrono::Duration::try_hours(hours).unwrap_or(chrono::Duration::MAX)
+    }
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Drops the password from a database URL.
+fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let credentials = &url[scheme + 3..at];
+            let user = credentials.split(':').next().unwrap_or_default();
+            format!("{}{user}:<redacted>{}", &url[..scheme + 3], &url[at..])
+        }
+        _ => url.to_owned(),
+    }
+}

@@ -1,0 +1,459 @@
+//! MCP servers of a workspace (snake_case): `POST|GET /workspace/mcps`,
+//! `GET|PATCH|DELETE /workspace/mcps/{id}` and `GET /workspace/mcps/{id}/tools`; attaching them
+//! to assistants: `PUT|DELETE /assistant/{a}/mcp/{m}` and `GET /assistant/{a}/mcp/tools`.
+//! Header values are sealed at rest and answered as `****`; listings always ask the servers.
+
+use axum::Router;
+use axum::extract::State;
+use axum::routing::{get, put};
+use chrono::{DateTime, Utc};
+use parley_actors::Change;
+use parley_actors::conversation::BUILTIN_TOOLS;
+use parley_actors::mcp::naming::expose;
+use parley_actors::mcp::{CallContext, McpError, McpTool};
+use parley_persistence::entities::mcp_server;
+use parley_persistence::mcp_servers::{self, McpServerFields};
+use parley_persistence::{McpTransport, assistants, clock};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::domain::Permission;
+use crate::http::AppState;
+use crate::http::auth::Caller;
+use crate::http::envelope::Envelope;
+use crate::http::error::{ApiError, FieldError, Result};
+use crate::http::extract::{Json, Path, Query};
+use crate::http::pagination::{ListQuery, PageResponse};
+use crate::http::validation::{Problems, parse_uuid};
+
+/// Most headers a server may have.
+const MAX_HEADERS: usize = 20;
+/// Longest name and URL.
+const MAX_NAME: usize = 100;
+const MAX_URL: usize = 2048;
+/// What every header value is answered as.
+const MASK: &str = "****";
+
+pub(crate) fn router() -> Router<AppState> {
+    Router::new()
+        .route("/workspace/mcps", get(list_mcps).post(create_mcp))
+        .route(
+            "/workspace/mcps/{mcp_id}",
+            get(get_mcp).patch(update_mcp).delete(delete_mcp),
+        )
+        .route("/workspace/mcps/{mcp_id}/tools", get(list_server_tools))
+        .route(
+            "/assistant/{assistant_id}/mcp/{mcp_id}",
+            put(attach_mcp).delete(detach_mcp),
+        )
+        .route(
+            "/assistant/{assistant_id}/mcp/tools",
+            get(list_assistant_tools),
+        )
+}
+
+/// An MCP server as the API shows it: header values masked.
+#[derive(Debug, Serialize)]
+struct McpRecord {
+    id: Uuid,
+    name: String,
+    transport: McpTransport,
+    url: String,
+    headers: Vec<Value>,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+impl From<mcp_server::Model> for McpRecord {
+    fn from(m: mcp_server::Model) -> Self {
+        let headers = m
+            .headers
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|h| json!({"key": h["key"], "value": MASK}))
+            .collect();
+        Self {
+            id: m.id,
+            name: m.name,
+            transport: m.transport,
+            url: m.url,
+            headers,
+            created_at: m.created_at,
+            updated_at: m.updated_at,
+        }
+    }
+}
+
+/// The create answer: `mcp_id` beside the record.
+#[derive(Debug, Serialize)]
+struct CreatedMcp {
+    mcp_id: Uuid,
+    #[serde(flatten)]
+    record: McpRecord,
+}
+
+#[derive(Debug, Deserialize)]
+struct HeaderBody {
+    key: String,
+    value: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct McpBody {
+    name: Option<String>,
+    transport: Option<String>,
+    url: Option<String>,
+    headers: Option<Vec<HeaderBody>>,
+}
+
+/// Checks a body laid over `current` (for a PATCH) and seals the header values.
+fn fields(
+    state: &AppState,
+    body: McpBody,
+    current: Option<&mcp_server::Model>,
+) -> Result<McpServerFields> {
+    let mut problems = Problems::default();
+    let name = body
+        .name
+        .map(|n| n.trim().to_owned())
+        .or_else(|| current.map(|c| c.name.clone()));
+    match &name {
+        None => problems.add(["name"], "is required"),
+        Some(n) if n.is_empty() || n.chars().count() > MAX_NAME => {
+            problems.add(["name"], format!("must be 1 to {MAX_NAME} characters"));
+        }
+        Some(_) => {}
+    }
+    let transport = match body.transport.as_deref() {
+        Some(raw) => {
+            let parsed = McpTransport::parse(raw);
+            if parsed.is_none() {
+                problems.add(["transport"], "must be http or streamable-http");
+            }
+            parsed
+        }
+        None => current.map(|c| c.transport).or_else(|| {
+            problems.add(["transport"], "is required");
+            None
+        }),
+    };
+    let url = body.url.or_else(|| current.map(|c| c.url.clone()));
+    match &url {
+        None => problems.add(["url"], "is required"),
+        Some(u) if !is_http_url(u) => {
+            problems.add(["url"], "must be an http or https URL");
+        }
+        Some(_) => {}
+    }
+    let headers = body
+        .headers
+        .map(|given| sealed_headers(state, &mut problems, given));
+    problems.finish()?;
+    let headers = headers
+        .or_else(|| current.map(|c| c.headers.clone()))
+        .unwrap_or_else(|| json!([]));
+    match (name, transport, url) {
+        (Some(name), Some(transport), Some(url)) => Ok(McpServerFields {
+            name,
+            transport,
+            url,
+            headers,
+        }),
+        _ => Err(ApiError::invalid(Vec::new())),
+    }
+}
+
+fn is_http_url(raw: &str) -> bool {
+    let lower = raw.to_ascii_lowercase();
+    let rest = lower
+        .strip_prefix("https://")
+        .or_else(|| lower.strip_prefix("http://"));
+    raw.len() <= MAX_URL
+        && rest.is_some_and(|r| !r.is_empty() && !r.starts_with('/'))
+        && reqwest::Url::parse(raw).is_ok()
+}
+
+fn sealed_headers(state: &AppState, problems: &mut Problems, given: Vec<HeaderBody>) -> Value {
+    if given.len() > MAX_HEADERS {
+        problems.add(
+            ["headers"],
+            format!("must have at most {MAX_HEADERS} items"),
+        );
+    }
+    let mut sealed = Vec::with_capacity(given.len());
+    for (index, header) in given.iter().enumerate() {
+        if reqwest::header::HeaderName::try_from(header.key.as_str()).is_err() {
+            problems.add(
+                [
+                    crate::http::error::PathSegment::from("headers"),
+                    index.into(),
+                    "key".into(),
+                ],
+                "must be a valid HTTP header name",
+            );
+        }
+        if reqwest::header::HeaderValue::try_from(header.value.as_str()).is_err() {
+            problems.add(
+                [
+                    crate::http::error::PathSegment::from("headers"),
+                    index.into(),
+                    "value".into(),
+                ],
+                "must be a valid HTTP header value",
+            );
+        }
+        sealed.push(json!({"key": header.key, "value": state.actors.mcp().seal(&header.value)}));
+    }
+    Value::Array(sealed)
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+async fn create_mcp(
+    caller: Caller,
+    State(state): State<AppState>,
+    Json(body): Json<McpBody>,
+) -> Result<Envelope<CreatedMcp>> {
+    caller.require(Permission::Write)?;
+    let fields = fields(&state, body, None)?;
+    let created = mcp_servers::create(&state.db, caller.workspace_id, fields, clock::now()).await?;
+    tracing::info!(mcp_id = %created.id, "MCP server registered");
+    Ok(Envelope::created(
+        "MCP server registered successfully",
+        CreatedMcp {
+            mcp_id: created.id,
+            record: created.into(),
+        },
+    ))
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+async fn list_mcps(
+    caller: Caller,
+    State(state): State<AppState>,
+    Query(query): Query<ListQuery>,
+) -> Result<PageResponse<McpRecord>> {
+    caller.require(Permission::Read)?;
+    let page = query.page()?;
+    let paged = mcp_servers::list(&state.db, caller.workspace_id, page).await?;
+    Ok(PageResponse::new(
+        "MCP servers retrieved successfully",
+        page,
+        paged,
+        McpRecord::from,
+    ))
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+async fn get_mcp(
+    caller: Caller,
+    State(state): State<AppState>,
+    Path(mcp_id): Path<String>,
+) -> Result<Envelope<McpRecord>> {
+    caller.require(Permission::Read)?;
+    let found = find_mcp(&state, &caller, &mcp_id).await?;
+    Ok(Envelope::ok(
+        "MCP server retrieved successfully",
+        found.into(),
+    ))
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+async fn update_mcp(
+    caller: Caller,
+    State(state): State<AppState>,
+    Path(mcp_id): Path<String>,
+    Json(body): Json<McpBody>,
+) -> Result<Envelope<McpRecord>> {
+    caller.require(Permission::Write)?;
+    let current = find_mcp(&state, &caller, &mcp_id).await?;
+    let fields = fields(&state, body, Some(&current))?;
+    let updated = mcp_servers::update(&state.db, current, fields, clock::now()).await?;
+    state.actors.mcp().forget(updated.id);
+    state.changed(Change::Assistants {
+        workspace_id: caller.workspace_id,
+    });
+    Ok(Envelope::ok(
+        "MCP server updated successfully",
+        updated.into(),
+    ))
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+async fn delete_mcp(
+    caller: Caller,
+    State(state): State<AppState>,
+    Path(mcp_id): Path<String>,
+) -> Result<Envelope<Value>> {
+    caller.require(Permission::Write)?;
+    let id = parse_uuid(&mcp_id, "mcp_id")?;
+    let txn = parley_persistence::begin_write(&state.db).await?;
+    if !mcp_servers::delete(&txn, caller.workspace_id, id).await? {
+        return Err(ApiError::NotFound("MCP server"));
+    }
+    txn.commit()
+        .await
+        .map_err(parley_persistence::PersistenceError::from)?;
+    state.actors.mcp().forget(id);
+    state.changed(Change::Assistants {
+        workspace_id: caller.workspace_id,
+    });
+    Ok(Envelope::ok(
+        "MCP server deleted and detached from every assistant",
+        json!({ "id": id }),
+    ))
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+async fn list_server_tools(
+    caller: Caller,
+    State(state): State<AppState>,
+    Path(mcp_id): Path<String>,
+) -> Result<Envelope<Vec<McpTool>>> {
+    caller.require(Permission::Read)?;
+    let server = find_mcp(&state, &caller, &mcp_id).await?;
+    let context = CallContext {
+        workspace_id: caller.workspace_id,
+        ..CallContext::default()
+    };
+    let tools = state
+        .actors
+        .mcp()
+        .list_tools(&server, &context)
+        .await
+        .map_err(|e| unreachable(&server, &e))?;
+    Ok(Envelope::ok("Tools retrieved successfully", tools))
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+async fn attach_mcp(
+    caller: Caller,
+    State(state): State<AppState>,
+    Path((assistant_id, mcp_id)): Path<(String, String)>,
+) -> Result<Envelope<Value>> {
+    caller.require(Permission::Write)?;
+    let assistant = find_assistant_id(&state, &caller, &assistant_id).await?;
+    let server = find_mcp(&state, &caller, &mcp_id).await?;
+    let context = CallContext {
+        workspace_id: caller.workspace_id,
+        assistant_id: Some(assistant),
+        ..CallContext::default()
+    };
+    // Only a server that answers is attached; listing also refreshes the turns' cache.
+    let tools = state
+        .actors
+        .mcp()
+        .list_tools(&server, &context)
+        .await
+        .map_err(|e| unreachable(&server, &e))?;
+    mcp_servers::attach(
+        &state.db,
+        caller.workspace_id,
+        assistant,
+        server.id,
+        clock::now(),
+    )
+    .await?;
+    state.changed(Change::Assistants {
+        workspace_id: caller.workspace_id,
+    });
+    Ok(Envelope::ok(
+        "MCP server attached",
+        json!({"assistant_id": assistant, "mcp_id": server.id, "tools": tools}),
+    ))
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+async fn detach_mcp(
+    caller: Caller,
+    State(state): State<AppState>,
+    Path((assistant_id, mcp_id)): Path<(String, String)>,
+) -> Result<Envelope<Value>> {
+    caller.require(Permission::Write)?;
+    let assistant = find_assistant_id(&state, &caller, &assistant_id).await?;
+    let server = find_mcp(&state, &caller, &mcp_id).await?;
+    mcp_servers::detach(&state.db, assistant, server.id).await?;
+    state.changed(Change::Assistants {
+        workspace_id: caller.workspace_id,
+    });
+    Ok(Envelope::ok(
+        "MCP server detached",
+        json!({"assistant_id": assistant, "mcp_id": server.id}),
+    ))
+}
+
+/// One tool of an attached server, as `GET /assistant/{a}/mcp/tools` answers it.
+#[derive(Debug, Serialize)]
+struct AssistantToolRecord {
+    mcp_id: Uuid,
+    server: String,
+    name: String,
+    exposed_name: String,
+    description: String,
+    input_schema: Value,
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+async fn list_assistant_tools(
+    caller: Caller,
+    State(state): State<AppState>,
+    Path(assistant_id): Path<String>,
+) -> Result<Envelope<Vec<AssistantToolRecord>>> {
+    caller.require(Permission::Read)?;
+    let assistant = find_assistant_id(&state, &caller, &assistant_id).await?;
+    let context = CallContext {
+        workspace_id: caller.workspace_id,
+        assistant_id: Some(assistant),
+        ..CallContext::default()
+    };
+    let hub = state.actors.mcp();
+    let mut listed = Vec::new();
+    for server in mcp_servers::attached_to(&state.db, assistant).await? {
+        let tools = hub
+            .list_tools(&server, &context)
+            .await
+            .map_err(|e| unreachable(&server, &e))?;
+        listed.push((server.id, server.name.clone(), tools));
+    }
+    // The names the model sees, next to the built-in tools' names.
+    let records = expose(&listed, &BUILTIN_TOOLS)
+        .into_iter()
+        .map(|t| AssistantToolRecord {
+            mcp_id: t.mcp_id,
+            server: t.server,
+            name: t.tool.name,
+            exposed_name: t.exposed_name,
+            description: t.tool.description,
+            input_schema: t.tool.input_schema,
+        })
+        .collect();
+    Ok(Envelope::ok("Tools retrieved successfully", records))
+}
+
+async fn find_mcp(state: &AppState, caller: &Caller, raw: &str) -> Result<mcp_server::Model> {
+    let id = parse_uuid(raw, "mcp_id")?;
+    mcp_servers::find(&state.db, caller.workspace_id, id)
+        .await?
+        .ok_or(ApiError::NotFound("MCP server"))
+}
+
+async fn find_assistant_id(state: &AppState, caller: &Caller, raw: &str) -> Result<Uuid> {
+    let id = parse_uuid(raw, "assistant_id")?;
+    assistants::find(&state.db, caller.workspace_id, id)
+        .await?
+        .map(|a| a.id)
+        .ok_or(ApiError::NotFound("Assistant"))
+}
+
+/// 502 `mcp_unreachable`, naming the server and the cause.
+fn unreachable(server: &mcp_server::Model, error: &McpError) -> ApiError {
+    ApiError::BadGateway {
+        code: "mcp_unreachable",
+        message: format!("The MCP server '{}' did not answer: {error}", server.name),
+        details: vec![FieldError::new(
+            ["mcp_servers", server.id.to_string().as_str()],
+            format!("{}: {error}", server.name),
+        )],
+    }
+}

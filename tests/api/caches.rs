@@ -1,0 +1,80 @@
+//! What live actors cache follows what changes through the API: the next turn of a live
+//! conversation sees a renamed stage, a changed assistant, and a deleted channel's actor stops.
+
+use reqwest::Method;
+use serde_json::json;
+
+use crate::helpers::{expect_error, expect_status, spawn_app};
+
+const STAGED: &str = "Stage: {{identity.stage}}.";
+
+#[tokio::test]
+async fn renaming_or_deleting_a_stage_reaches_a_live_conversation() {
+    let app = spawn_app().await;
+    let (_, channel) = app.chat_channel(STAGED, json!({})).await;
+    let stage = app.stage("Lead").await;
+    app.put_identity("crm-1", json!({"name": "Ana"})).await;
+    let set = app
+        .send_json(
+            Method::POST,
+            "/identity/crm-1/stage",
+            &json!({"stage_id": "Lead"}),
+        )
+        .await;
+    expect_status(set, 200).await;
+    expect_status(app.chat("crm-1", &channel, "one").await, 200).await;
+    assert_eq!(app.last_system_prompt(), "Stage: Lead.");
+    assert_eq!(app.live_actors("root/conversations").await, 1);
+
+    let renamed = app
+        .send_json(
+            Method::PUT,
+            &format!("/stages/{stage}"),
+            &json!({"name": "Qualified"}),
+        )
+        .await;
+    expect_status(renamed, 200).await;
+    expect_status(app.chat("crm-1", &channel, "two").await, 200).await;
+    assert_eq!(app.last_system_prompt(), "Stage: Qualified.");
+
+    expect_status(app.delete(&format!("/stages/{stage}")).await, 200).await;
+    expect_status(app.chat("crm-1", &channel, "three").await, 200).await;
+    assert_eq!(app.last_system_prompt(), "Stage: .");
+    let tools = app.model.last_request().expect("request")["tools"].to_string();
+    assert!(!tools.contains("Qualified"), "{tools}");
+}
+
+#[tokio::test]
+async fn a_changed_assistant_answers_the_next_turn_of_a_live_conversation() {
+    let app = spawn_app().await;
+    let (assistant, channel) = app.chat_channel("First instructions.", json!({})).await;
+    app.put_identity("crm-1", json!({"name": "Ana"})).await;
+    expect_status(app.chat("crm-1", &channel, "one").await, 200).await;
+    assert_eq!(app.last_system_prompt(), "First instructions.");
+
+    let patched = app
+        .send_json(
+            Method::PATCH,
+            &format!("/assistant/{assistant}"),
+            &json!({"instructions": "Second instructions."}),
+        )
+        .await;
+    expect_status(patched, 200).await;
+    expect_status(app.chat("crm-1", &channel, "two").await, 200).await;
+    assert_eq!(app.last_system_prompt(), "Second instructions.");
+
+    expect_status(app.delete(&format!("/assistant/{assistant}")).await, 200).await;
+    let refused = app.chat("crm-1", &channel, "three").await;
+    expect_error(refused, 409, "conflict").await;
+}
+
+#[tokio::test]
+async fn deleting_a_channel_stops_its_actor() {
+    let app = spawn_app().await;
+    let channel = app.live_channel("106540352242922").await;
+    app.wait_for_live_actors("root/channels", 1).await;
+
+    expect_status(app.delete(&format!("/channels/{channel}")).await, 200).await;
+
+    app.wait_for_live_actors("root/channels", 0).await;
+}
