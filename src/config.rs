@@ -101,7 +101,7 @@ fn env_key(flat: &str) -> String {
         "idle_timeout_secs",
         "max_connections",
     ];
-    const ACTORS: [&str; 3] = ["conversation_", "turn_timeout", "inbound_"];
+    const ACTORS: [&str; 4] = ["conversation_", "turn_timeout", "inbound_", "stop_words"];
     if SERVER.contains(&flat) {
         return format!("server.{flat}");
     }

@@ -12,6 +12,7 @@ use parley_persistence::assistants::{self, AssistantFields};
 use parley_persistence::channels::{self, ChannelChanges, NewChannel};
 use parley_persistence::entities::channel;
 use parley_persistence::mcp_servers::{self, McpServerFields};
+use parley_persistence::sandbox_templates;
 use parley_persistence::workers::{self, NewWorker};
 use parley_persistence::{
     DatabaseConnection, Integration, McpTransport, Page, clock, tenancy, workspaces,
@@ -29,6 +30,7 @@ use crate::tenancy::{BootstrapRequest, bootstrap, issue_api_key};
 const WORKSPACE: &str = "Demo";
 const CHANNEL: &str = "Demo sandbox";
 const CLOCK: &str = "demo_clock";
+const TEMPLATE: &str = "order_update";
 const FIRST_PAGE: Page = Page {
     page: 1,
     limit: 100,
@@ -78,6 +80,7 @@ async fn prepare(db: &DatabaseConnection, clock_url: &str) -> anyhow::Result<Dem
     let (workspace_id, api_key) = demo_workspace(db).await?;
     let channel = demo_channel(db, workspace_id).await?;
     demo_clock(db, workspace_id, &channel, clock_url).await?;
+    demo_template(db, &channel).await?;
     Ok(Demo {
         api_key,
         channel_id: channel.id,
@@ -202,6 +205,30 @@ async fn demo_clock(
     Ok(())
 }
 
+/// The sandbox channel's `order_update` template (approved, as sandbox templates are), which
+/// the walkthrough's campaign sends.
+async fn demo_template(db: &DatabaseConnection, channel: &channel::Model) -> anyhow::Result<()> {
+    let known = sandbox_templates::list(db, channel.id)
+        .await?
+        .iter()
+        .any(|t| t["name"] == TEMPLATE);
+    if !known {
+        let components = json!([{"type": "BODY", "text": "Hi {{1}}, your order {{2}} has shipped.",
+                                 "example": {"body_text": [["Maria", "A-17"]]}}]);
+        sandbox_templates::create(
+            db,
+            channel.id,
+            TEMPLATE,
+            "en_US",
+            "UTILITY",
+            components,
+            clock::now(),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
 fn print_walkthrough(base: &str, demo: &Demo) {
     let key = &demo.api_key;
     let channel = demo.channel_id;
@@ -229,6 +256,13 @@ API key (all permissions): {key}
         -d '{{"message": "My timezone is Asia/Tokyo"}}' {base}/conversation/+351912345678/chat/{channel}
    curl -s -H 'Authorization: Bearer {key}' -H 'Content-Type: application/json' \
         -d '{{"message": "What time is it?"}}' {base}/conversation/+351912345678/chat/{channel}
+
+5. A campaign of the channel's order_update template, sent by a flow (see the README):
+   curl -s -H 'Authorization: Bearer {key}' -H 'Content-Type: application/json' {base}/campaigns \
+        -d '{{"channelUid": "{channel}", "name": "Orders", "status": "ACTIVE", "templateName": "order_update",
+             "templateParamsStrategy": "USE_CONTACT_ASSOCIATION", "templateParameters": {{"1": "name", "2": "default"}}}}'
+   curl -s -H 'Authorization: Bearer {key}' -H 'Content-Type: application/json' {base}/flows \
+        -d '{{"channelUid": "{channel}", "campaignUid": "<uid from above>", "contactUids": ["+351912345678"]}}'
 
 Stop with ctrl-c.
 "#

@@ -6,6 +6,7 @@ mod admin;
 mod api_keys;
 mod assistants;
 mod auth;
+mod campaigns;
 pub(crate) use auth::AuthFailures;
 mod channels;
 mod chat;
@@ -13,6 +14,7 @@ mod conversations;
 mod envelope;
 mod error;
 mod extract;
+mod flows;
 mod health;
 mod idempotency;
 mod identities;
@@ -85,6 +87,7 @@ pub fn router(state: AppState) -> Router {
         .merge(sandbox::router())
         .merge(templates::router())
         .merge(mcps::router())
+        .merge(campaigns::router())
         .route_layer(axum::middleware::from_fn(move |req, next| {
             middleware::limit_duration(timeout, req, next)
         }));
@@ -92,6 +95,7 @@ pub fn router(state: AppState) -> Router {
     let upstream_bound = Router::new()
         .merge(chat::router())
         .merge(send::router())
+        .merge(flows::router())
         .route_layer(acting);
     with_middleware(plain.merge(upstream_bound), body_limit).with_state(state)
 }

@@ -8,6 +8,7 @@
 
 mod limits;
 pub mod registry;
+mod sandbox;
 mod send_job;
 mod sending;
 
@@ -123,6 +124,16 @@ impl Actor for ChannelActor {
     ) -> Result<(), ActorProcessingErr> {
         match message {
             ChannelMsg::Send(request, reply) => send(state, &myself, request, reply).await,
+            ChannelMsg::ListTemplates(reply)
+                if state.channel.integration == Integration::Sandbox =>
+            {
+                let _ = reply.send(sandbox::list(state).await);
+            }
+            ChannelMsg::CreateTemplate(body, reply)
+                if state.channel.integration == Integration::Sandbox =>
+            {
+                let _ = reply.send(sandbox::create(state, &body).await);
+            }
             ChannelMsg::ListTemplates(reply) => {
                 let outcome = match (&state.token, &state.channel.business_account_id) {
                     (Some(token), Some(waba)) => state.deps.graph.list_templates(token, waba).await,

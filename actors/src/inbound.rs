@@ -6,7 +6,10 @@
 //! [`worker`] decides when events are processed: a bounded number at a time, one at a time
 //! per sender, retried with backoff after a transient failure.
 
+mod opt_out;
 pub mod worker;
+
+pub use opt_out::CONFIRMATION as OPT_OUT_CONFIRMATION;
 
 use std::sync::Arc;
 
@@ -34,7 +37,11 @@ pub(crate) enum Processed {
 
 /// Answers one stored event.
 #[tracing::instrument(name = "inbound", skip_all, fields(event_id = %event.id, channel_id = %event.channel_id, workspace_id = event.workspace_id))]
-pub(crate) async fn process(handles: &Arc<Handles>, event: &webhook_event::Model) -> Processed {
+pub(crate) async fn process(
+    handles: &Arc<Handles>,
+    stop_words: &[String],
+    event: &webhook_event::Model,
+) -> Processed {
     let inbound = match InboundMessage::from_stored(&event.payload) {
         Ok(inbound) => inbound,
         Err(unreadable) => return Processed::Refused(unreadable.to_string()),
@@ -50,6 +57,9 @@ pub(crate) async fn process(handles: &Arc<Handles>, event: &webhook_event::Model
         Ok(person) => person,
         Err(error) => return Processed::Retry(error.to_string()),
     };
+    if opt_out::is_stop_word(stop_words, &inbound.content.text()) {
+        return opt_out::opt_out(handles, event, &inbound, &person).await;
+    }
     let request = TurnRequest {
         channel_id: event.channel_id,
         text: inbound.content.text(),

@@ -20,6 +20,7 @@ pub mod changes;
 pub mod channel;
 pub mod conversation;
 pub mod domain;
+pub mod flow;
 pub mod inbound;
 pub mod llm;
 pub mod mcp;
@@ -37,6 +38,7 @@ pub use conversation::{
     ConversationDeps, ConversationSettings, ToolCallRecord, TurnError, TurnEvent, TurnOrigin,
     TurnOutcome, TurnRequest,
 };
+pub use flow::registry::Flows;
 pub use outbound::Outbox;
 pub use runtime::{
     ActorPath, ActorRuntime, RuntimeDeps, RuntimeError, SupervisorKind, SupervisorSnapshot,

@@ -130,41 +130,75 @@ impl Outbox {
 
     async fn template_now(&self, send: TemplateSend) -> Result<Sent, OutboundError> {
         let rendered = self.render(&send).await?;
-        let db = &self.handles.db;
-        let person = people::find_or_create_by_phone(
-            db,
+        self.rendered_now(
             send.workspace_id,
+            send.channel.id,
             &send.phone,
             send.name.as_deref(),
+            rendered,
         )
-        .await?;
+        .await
+    }
+
+    /// Sends a template already found and rendered (a flow renders its campaign's template
+    /// once per recipient from one listing) to a phone number, as [`Outbox::send_template`]
+    /// does otherwise.
+    ///
+    /// # Errors
+    /// As [`Outbox::send_template`].
+    pub async fn send_rendered(
+        &self,
+        workspace_id: i64,
+        channel_id: Uuid,
+        phone: Phone,
+        rendered: RenderedTemplate,
+    ) -> Result<Sent, OutboundError> {
+        let outbox = self.clone();
+        detached(async move {
+            outbox
+                .rendered_now(workspace_id, channel_id, &phone, None, rendered)
+                .await
+        })
+        .await
+    }
+
+    async fn rendered_now(
+        &self,
+        workspace_id: i64,
+        channel_id: Uuid,
+        phone: &Phone,
+        name: Option<&str>,
+        rendered: RenderedTemplate,
+    ) -> Result<Sent, OutboundError> {
+        let db = &self.handles.db;
+        let person = people::find_or_create_by_phone(db, workspace_id, phone, name).await?;
         let outgoing = Outgoing {
-            to: send.phone.digits().to_owned(),
+            to: phone.digits().to_owned(),
             identity_id: Some(person.id),
             content: OutboundContent::Template(rendered.message),
         };
         let thread = Thread {
-            workspace_id: send.workspace_id,
+            workspace_id,
             identity_id: person.id,
-            channel_id: send.channel.id,
+            channel_id,
         };
         self.record_and_send(thread, outgoing, rendered.text).await
     }
 
-    /// The template a send names, found among the channel's templates and rendered.
+    /// The template a send names, found among the channel's templates and rendered. A sandbox
+    /// channel renders a name it does not know as just that name and its body parameters.
     async fn render(&self, send: &TemplateSend) -> Result<RenderedTemplate, OutboundError> {
-        if send.channel.integration == Integration::Sandbox {
-            return Ok(send.template.render_sandbox(&send.parameters));
-        }
         let templates = self
             .handles
             .channels()?
             .list_templates(send.channel.id)
             .await?;
-        let found = send
-            .template
-            .find(&templates)
-            .ok_or(OutboundError::TemplateNotFound)?;
+        let Some(found) = send.template.find(&templates) else {
+            if send.channel.integration == Integration::Sandbox {
+                return Ok(send.template.render_sandbox(&send.parameters));
+            }
+            return Err(OutboundError::TemplateNotFound);
+        };
         if !send.template.shape_matches(found) {
             return Err(OutboundError::TemplateShape);
         }

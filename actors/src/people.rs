@@ -46,6 +46,7 @@ pub async fn find_or_create_by_phone(
             name: name.map(str::to_owned),
             external_id: None,
             metadata: json!({}),
+            opted_out: false,
         };
         let created = identities::create(&txn, workspace_id, new, now).await?;
         match identities::attach_contact(&txn, workspace_id, created.id, PHONE, phone.as_str(), now)

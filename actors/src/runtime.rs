@@ -32,11 +32,14 @@ use crate::channel::ChannelDeps;
 use crate::channel::registry::{ChannelRegistryMsg, Channels};
 use crate::conversation::ConversationDeps;
 use crate::conversation::registry::{Conversations, RegistryMsg};
+use crate::flow::registry::{FlowRegistryMsg, Flows};
 use crate::inbound::worker::{InboundSettings, InboundWorkerMsg};
 use crate::mcp::McpHub;
 use crate::outbound::Outbox;
+use crate::whatsapp::status::StatusReport;
 use crate::whatsapp::{GraphClient, GraphError};
 use parley_persistence::channels::VerifiedNumber;
+use uuid::Uuid;
 
 /// The kinds of live work, each under its own supervisor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -120,6 +123,7 @@ pub(crate) struct Handles {
     conversations: RwLock<Option<ActorRef<RegistryMsg>>>,
     channels: RwLock<Option<ActorRef<ChannelRegistryMsg>>>,
     inbound: RwLock<Option<ActorRef<InboundWorkerMsg>>>,
+    flows: RwLock<Option<ActorRef<FlowRegistryMsg>>>,
 }
 
 impl Handles {
@@ -133,6 +137,7 @@ impl Handles {
             conversations: RwLock::new(None),
             channels: RwLock::new(None),
             inbound: RwLock::new(None),
+            flows: RwLock::new(None),
         }
     }
 
@@ -161,6 +166,11 @@ impl Handles {
         Self::read(&self.channels, SupervisorKind::Channels).map(Channels::new)
     }
 
+    /// The handle on the flow actors.
+    pub(crate) fn flows(&self) -> Result<Flows, RuntimeError> {
+        Self::read(&self.flows, SupervisorKind::Flows).map(Flows::new)
+    }
+
     fn inbound(&self) -> Result<ActorRef<InboundWorkerMsg>, RuntimeError> {
         Self::read(&self.inbound, SupervisorKind::Inbound)
     }
@@ -177,7 +187,10 @@ impl Handles {
             SupervisorKind::Inbound => {
                 Self::publish(&self.inbound, cell.map(|c| c.clone().into()));
             }
-            SupervisorKind::Flows | SupervisorKind::Scheduler => {}
+            SupervisorKind::Flows => {
+                Self::publish(&self.flows, cell.map(|c| c.clone().into()));
+            }
+            SupervisorKind::Scheduler => {}
         }
     }
 }
@@ -225,6 +238,29 @@ impl ActorRuntime {
     /// Fails while the channels supervisor is restarting.
     pub fn channels(&self) -> Result<Channels, RuntimeError> {
         self.handles.channels()
+    }
+
+    /// The handle on the flow actors.
+    ///
+    /// # Errors
+    /// Fails while the flows supervisor is restarting.
+    pub fn flows(&self) -> Result<Flows, RuntimeError> {
+        self.handles.flows()
+    }
+
+    /// Applies a delivery report Meta sent about a message of `channel_id`: the message's
+    /// status moves forward, and so does a flow recipient's (whose flow hears of it); Meta's
+    /// 131050 (the person stopped marketing messages) opts the identity out. `true` when the
+    /// message's status moved.
+    ///
+    /// # Errors
+    /// Fails on a database error.
+    pub async fn apply_status(
+        &self,
+        channel_id: Uuid,
+        report: &StatusReport,
+    ) -> Result<bool, PersistenceError> {
+        crate::flow::apply_report(&self.handles, channel_id, report).await
     }
 
     /// The one way to send a message to a person.
@@ -428,7 +464,7 @@ mod tests {
         let before = ids(&runtime);
         runtime
             .root()
-            .send_message(RootMsg::CrashChild(SupervisorKind::Flows))
+            .send_message(RootMsg::CrashChild(SupervisorKind::Scheduler))
             .expect("send");
 
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
@@ -446,7 +482,7 @@ mod tests {
             before.len() - 1,
             "only the failed supervisor is replaced"
         );
-        assert!(paths(&runtime).await.contains(&"root/flows".to_owned()));
+        assert!(paths(&runtime).await.contains(&"root/scheduler".to_owned()));
         runtime.shutdown(Duration::from_secs(5)).await;
     }
 

@@ -162,6 +162,7 @@ pub(crate) async fn world(db: &parley_persistence::DatabaseConnection) -> (i64, 
         name: Some(name.into()),
         external_id: None,
         metadata: json!({}),
+        opted_out: false,
     };
     let a = identities::create(db, ws, person("A"), now)
         .await

@@ -165,6 +165,8 @@ pub struct NewIdentity {
     pub external_id: Option<String>,
     /// Custom metadata object.
     pub metadata: Value,
+    /// Opted out of campaign templates.
+    pub opted_out: bool,
 }
 
 /// Stores a new identity (without contact points; see [`attach_contact`]).
@@ -184,6 +186,7 @@ pub async fn create(
         external_id: Set(new.external_id),
         metadata: Set(new.metadata),
         stage_id: Set(None),
+        opted_out: Set(new.opted_out),
         created_at: Set(now),
         updated_at: Set(now),
     }
@@ -200,6 +203,8 @@ pub struct IdentityChanges {
     pub external_id: Option<Option<String>>,
     /// New metadata object.
     pub metadata: Option<Value>,
+    /// Whether the person opted out of campaign templates.
+    pub opted_out: Option<bool>,
 }
 
 /// Applies `changes` and touches `updated_at`.
@@ -221,6 +226,9 @@ pub async fn update(
     }
     if let Some(metadata) = changes.metadata {
         active.metadata = Set(metadata);
+    }
+    if let Some(opted_out) = changes.opted_out {
+        active.opted_out = Set(opted_out);
     }
     active.updated_at = Set(now);
     Ok(active.update(db).await?)
@@ -354,4 +362,90 @@ pub async fn stage_history(
         .order_by_asc(identity_stage::Column::CreatedAt)
         .order_by_asc(identity_stage::Column::Id);
     fetch_page(db, query, page).await
+}
+
+/// Marks the identity as opted out of campaign templates (a stop word, or Meta's 131050).
+///
+/// # Errors
+/// The database's.
+pub async fn opt_out(db: &impl ConnectionTrait, id: Uuid, now: DateTime<Utc>) -> Result<()> {
+    identity::Entity::update_many()
+        .col_expr(identity::Column::OptedOut, true.into())
+        .col_expr(identity::Column::UpdatedAt, now.into())
+        .filter(identity::Column::Id.eq(id))
+        .exec(db)
+        .await?;
+    Ok(())
+}
+
+/// Rows looked up per query when resolving many identities at once.
+const LOOKUP_CHUNK: usize = 500;
+
+/// Which of `ids` are identities of the workspace.
+///
+/// # Errors
+/// The database's.
+pub async fn existing_ids(
+    db: &impl ConnectionTrait,
+    workspace_id: i64,
+    ids: &[Uuid],
+) -> Result<Vec<Uuid>> {
+    let mut found = Vec::new();
+    for chunk in ids.chunks(LOOKUP_CHUNK) {
+        let rows = identity::Entity::find()
+            .filter(identity::Column::WorkspaceId.eq(workspace_id))
+            .filter(identity::Column::Id.is_in(chunk.iter().copied()))
+            .all(db)
+            .await?;
+        found.extend(rows.into_iter().map(|i| i.id));
+    }
+    Ok(found)
+}
+
+/// The identities of the workspace with these external ids, as `(external id, identity)`.
+///
+/// # Errors
+/// The database's.
+pub async fn by_external_ids(
+    db: &impl ConnectionTrait,
+    workspace_id: i64,
+    external_ids: &[String],
+) -> Result<Vec<(String, Uuid)>> {
+    let mut found = Vec::new();
+    for chunk in external_ids.chunks(LOOKUP_CHUNK) {
+        let rows = identity::Entity::find()
+            .filter(identity::Column::WorkspaceId.eq(workspace_id))
+            .filter(identity::Column::ExternalId.is_in(chunk.iter().cloned()))
+            .all(db)
+            .await?;
+        found.extend(
+            rows.into_iter()
+                .filter_map(|i| Some((i.external_id?, i.id))),
+        );
+    }
+    Ok(found)
+}
+
+/// The owners of these contact points (`kind`, values already normalised), as
+/// `(value, identity)`.
+///
+/// # Errors
+/// The database's.
+pub async fn by_contacts(
+    db: &impl ConnectionTrait,
+    workspace_id: i64,
+    kind: &str,
+    values: &[String],
+) -> Result<Vec<(String, Uuid)>> {
+    let mut found = Vec::new();
+    for chunk in values.chunks(LOOKUP_CHUNK) {
+        let rows = contact_point::Entity::find()
+            .filter(contact_point::Column::WorkspaceId.eq(workspace_id))
+            .filter(contact_point::Column::Kind.eq(kind))
+            .filter(contact_point::Column::Value.is_in(chunk.iter().cloned()))
+            .all(db)
+            .await?;
+        found.extend(rows.into_iter().map(|c| (c.value, c.identity_id)));
+    }
+    Ok(found)
 }

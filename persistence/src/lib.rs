@@ -6,6 +6,7 @@
 
 pub mod api_keys;
 pub mod assistants;
+pub mod campaigns;
 pub mod channels;
 pub mod clock;
 mod connection;
@@ -13,11 +14,13 @@ pub mod conversations;
 pub mod deliveries;
 pub mod entities;
 mod error;
+pub mod flows;
 pub mod idempotency;
 pub mod identities;
 pub mod mcp_servers;
 pub mod memory;
 mod page;
+pub mod sandbox_templates;
 pub mod stages;
 pub mod tenancy;
 pub mod values;
@@ -27,10 +30,11 @@ pub mod workspaces;
 
 pub use connection::{begin_write, connect, migrate, sqlite_url_in};
 pub use error::PersistenceError;
-pub use page::{Page, Paged};
+pub use page::{Cursor, CursorPage, Page, Paged};
 pub use sea_orm::{ConnectionTrait, DatabaseConnection, TransactionTrait};
 pub use values::{
-    ConversationStatus, Direction, EventStatus, Integration, McpTransport, MessageStatus, Role,
+    CampaignStatus, ConversationStatus, Direction, EventStatus, FlowStatus, Integration,
+    McpTransport, MessageStatus, ParamsStrategy, RecipientStatus, Role,
 };
 
 /// Result of a persistence operation.

@@ -1,6 +1,7 @@
 //! Page-number pagination shared by the list queries.
 
 use sea_orm::{ConnectionTrait, EntityTrait, PaginatorTrait, QuerySelect, Select};
+use uuid::Uuid;
 
 /// A 1-based page request; the HTTP layer has already bounded `limit`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,4 +56,104 @@ where
         .all(db)
         .await?;
     Ok(Paged { items, total })
+}
+
+/// Where a keyset page starts: after or before a row (by id; ids are UUID v7, so their order is
+/// their creation order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cursor {
+    /// The rows that come after this one in the list's order.
+    After(Uuid),
+    /// The rows that come before this one in the list's order.
+    Before(Uuid),
+}
+
+/// One keyset page: rows, where the neighbouring pages start, and how many rows match.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CursorPage<T> {
+    /// The rows of this page, in the list's order.
+    pub items: Vec<T>,
+    /// The page after this one, if any row follows.
+    pub next: Option<Cursor>,
+    /// The page before this one, if any row precedes.
+    pub prev: Option<Cursor>,
+    /// Rows matching the filters across all pages.
+    pub total: u64,
+}
+
+/// Fetches the page of `query` (already filtered, not ordered) that `cursor` names, ordered by
+/// `id` (newest first when `newest_first`). Rows inserted meanwhile never shift a page: each
+/// page is "the `limit` rows next to this id".
+pub(crate) async fn fetch_keyset<E>(
+    db: &impl ConnectionTrait,
+    query: Select<E>,
+    id: E::Column,
+    id_of: impl Fn(&E::Model) -> Uuid,
+    newest_first: bool,
+    cursor: Option<Cursor>,
+    limit: u64,
+) -> crate::Result<CursorPage<E::Model>>
+where
+    E: EntityTrait,
+    E::Model: Sync,
+{
+    use sea_orm::{ColumnTrait, QueryFilter, QueryOrder};
+    // "Forward" is the list's own order; `later(x)` are the rows after x in that order.
+    let later = |x: Uuid| if newest_first { id.lt(x) } else { id.gt(x) };
+    let earlier = |x: Uuid| if newest_first { id.gt(x) } else { id.lt(x) };
+    let (forward, backward) = if newest_first {
+        (sea_orm::Order::Desc, sea_orm::Order::Asc)
+    } else {
+        (sea_orm::Order::Asc, sea_orm::Order::Desc)
+    };
+    let total = query.clone().count(db).await?;
+    let mut items = match cursor {
+        None => {
+            query
+                .clone()
+                .order_by(id, forward)
+                .limit(limit)
+                .all(db)
+                .await?
+        }
+        Some(Cursor::After(x)) => {
+            query
+                .clone()
+                .filter(later(x))
+                .order_by(id, forward)
+                .limit(limit)
+                .all(db)
+                .await?
+        }
+        Some(Cursor::Before(x)) => {
+            query
+                .clone()
+                .filter(earlier(x))
+                .order_by(id, backward)
+                .limit(limit)
+                .all(db)
+                .await?
+        }
+    };
+    if matches!(cursor, Some(Cursor::Before(_))) {
+        items.reverse();
+    }
+    let (next, prev) = match (items.first(), items.last()) {
+        (Some(first), Some(last)) => {
+            let (first, last) = (id_of(first), id_of(last));
+            let more_after = query.clone().filter(later(last)).one(db).await?.is_some();
+            let more_before = query.filter(earlier(first)).one(db).await?.is_some();
+            (
+                more_after.then_some(Cursor::After(last)),
+                more_before.then_some(Cursor::Before(first)),
+            )
+        }
+        _ => (None, None),
+    };
+    Ok(CursorPage {
+        items,
+        next,
+        prev,
+        total,
+    })
 }

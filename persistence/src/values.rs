@@ -212,6 +212,145 @@ impl MessageStatus {
     }
 }
 
+/// Declares an enum stored and spoken as fixed strings, with `ALL`, `as_str` and `parse`.
+macro_rules! string_values {
+    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, EnumIter, DeriveActiveEnum, Serialize, Deserialize)]
+        #[sea_orm(rs_type = "String", db_type = "String(StringLen::None)")]
+        pub enum $name {
+            $($(#[$vmeta])* #[sea_orm(string_value = $text)] #[serde(rename = $text)] $variant,)+
+        }
+
+        impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: &[Self] = &[$(Self::$variant),+];
+
+            /// The wire and storage name.
+            pub fn as_str(self) -> &'static str {
+                match self { $(Self::$variant => $text,)+ }
+            }
+
+            /// The value named `name`, if it is one.
+            pub fn parse(name: &str) -> Option<Self> {
+                Self::ALL.iter().copied().find(|v| v.as_str() == name)
+            }
+        }
+    };
+}
+
+string_values! {
+    /// Whether a campaign may start flows (`ACTIVE` and `DEPRECATED` may).
+    CampaignStatus {
+        /// Can be used in flows.
+        Active = "ACTIVE",
+        /// Pending approval or setup.
+        Pending = "PENDING",
+        /// Still works but not recommended.
+        Deprecated = "DEPRECATED",
+        /// Inactive.
+        Inactive = "INACTIVE",
+        /// Cannot be used.
+        Blocked = "BLOCKED",
+    }
+}
+
+impl CampaignStatus {
+    /// Whether flows of this campaign may start.
+    pub fn is_usable(self) -> bool {
+        matches!(self, Self::Active | Self::Deprecated)
+    }
+}
+
+string_values! {
+    /// How a campaign fills its template's parameters.
+    ParamsStrategy {
+        /// The template's example values.
+        UseDefault = "USE_DEFAULT",
+        /// Expressions read against each recipient's identity.
+        UseContactAssociation = "USE_CONTACT_ASSOCIATION",
+    }
+}
+
+string_values! {
+    /// Where a flow stands (DESIGN §5 "Flows" has the moves).
+    FlowStatus {
+        /// Created, not started.
+        Draft = "draft",
+        /// Ready to run; its actor starts it.
+        Queued = "queued",
+        /// Sending.
+        Running = "running",
+        /// Sending stopped until resumed.
+        Paused = "paused",
+        /// Every recipient delivered or read.
+        Completed = "completed",
+        /// Some delivered or read, some not.
+        PartialCompleted = "partial_completed",
+        /// Cancelled by a user.
+        Cancelled = "cancelled",
+        /// Nobody received it.
+        Failed = "failed",
+        /// A fatal channel or campaign problem.
+        Error = "error",
+        /// Sent, but no delivery confirmed within the timeout.
+        Timeout = "timeout",
+    }
+}
+
+impl FlowStatus {
+    /// Whether a FlowActor owns a flow in this status.
+    pub fn is_live(self) -> bool {
+        matches!(self, Self::Queued | Self::Running | Self::Paused)
+    }
+
+    /// Whether a user may move a flow from `self` to `to` (the automatic ends are the
+    /// actor's alone).
+    pub fn may_move_to(self, to: Self) -> bool {
+        use FlowStatus::{Cancelled, Draft, Paused, Queued, Running};
+        matches!(
+            (self, to),
+            (Draft, Queued | Cancelled)
+                | (Queued, Paused | Cancelled)
+                | (Running, Paused | Cancelled)
+                | (Paused, Running | Cancelled)
+        )
+    }
+}
+
+string_values! {
+    /// Where one recipient of a flow stands; moves forward only.
+    RecipientStatus {
+        /// Not tried yet, or waiting to be retried.
+        Pending = "pending",
+        /// Claimed: a send is under way (found at start-up: failed `interrupted`).
+        Sending = "sending",
+        /// Accepted by Meta.
+        Sent = "sent",
+        /// Delivered to the phone.
+        Delivered = "delivered",
+        /// Read.
+        Read = "read",
+        /// Not sent, or reported failed.
+        Failed = "failed",
+        /// Not sent on purpose (opted out, a parameter without a value).
+        Skipped = "skipped",
+    }
+}
+
+impl RecipientStatus {
+    /// The recipient status a delivery report moves a sent template to.
+    pub fn of_delivery(status: MessageStatus) -> Option<Self> {
+        match status {
+            MessageStatus::Sent => Some(Self::Sent),
+            MessageStatus::Delivered => Some(Self::Delivered),
+            MessageStatus::Read => Some(Self::Read),
+            MessageStatus::Failed => Some(Self::Failed),
+            _ => None,
+        }
+    }
+}
+
 /// Whether a conversation still takes messages.
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, EnumIter, DeriveActiveEnum, Serialize, Deserialize,

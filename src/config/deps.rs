@@ -27,6 +27,13 @@ impl Settings {
                 retry_base: Duration::from_millis(actors.inbound_retry_base_ms),
                 retry_max: Duration::from_secs(actors.inbound_retry_max_secs),
                 sweep_every: Duration::from_millis(actors.inbound_sweep_ms.max(10)),
+                stop_words: actors
+                    .stop_words
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|w| !w.is_empty())
+                    .map(str::to_owned)
+                    .collect(),
             },
         }
     }

@@ -234,6 +234,9 @@ pub struct ActorSettings {
     pub inbound_retry_max_secs: u64,
     /// How often the events table is swept for due retries, in milliseconds.
     pub inbound_sweep_ms: u64,
+    /// Comma-separated words that, sent alone on WhatsApp, opt the person out of campaign
+    /// templates (compared ignoring case).
+    pub stop_words: String,
 }
 
 impl Default for ActorSettings {
@@ -248,6 +251,7 @@ impl Default for ActorSettings {
             inbound_retry_base_ms: millis(inbound.retry_base),
             inbound_retry_max_secs: inbound.retry_max.as_secs(),
             inbound_sweep_ms: millis(inbound.sweep_every),
+            stop_words: inbound.stop_words.join(","),
         }
     }
 }

@@ -270,6 +270,17 @@ async fn delete_channel(
     caller.require(Permission::Write)?;
     let id = parse_uuid(&channel_id, "channel_id")?;
     let txn = parley_persistence::begin_write(&state.db).await?;
+    if channels::find(&txn, caller.workspace_id, id)
+        .await?
+        .is_some()
+        && parley_persistence::flows::channel_busy(&txn, id).await?
+    {
+        return Err(ApiError::ConflictCode {
+            code: "channel_has_active_flows",
+            message: "A flow on this channel is queued, running or paused; cancel it first"
+                .to_owned(),
+        });
+    }
     if !channels::delete(&txn, caller.workspace_id, id, clock::now()).await? {
         return Err(ApiError::NotFound("Channel"));
     }

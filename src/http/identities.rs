@@ -48,6 +48,7 @@ pub(crate) struct IdentityRecord {
     metadata: Value,
     stage: Option<String>,
     stage_id: Option<Uuid>,
+    opted_out: bool,
     contacts: Vec<ContactRecord>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
@@ -105,6 +106,7 @@ pub(crate) async fn records(
                 external_id: i.external_id,
                 metadata: i.metadata,
                 stage_id: i.stage_id,
+                opted_out: i.opted_out,
                 created_at: i.created_at,
                 updated_at: i.updated_at,
             }
@@ -202,6 +204,7 @@ struct PutIdentityBody {
     #[serde(default, deserialize_with = "present")]
     external_id: Option<Option<String>>,
     metadata: Option<Value>,
+    opted_out: Option<bool>,
 }
 
 /// A PUT body, checked.
@@ -211,6 +214,7 @@ struct IdentityUpdate {
     phone: Option<Phone>,
     email: Option<Email>,
     metadata: Option<Value>,
+    opted_out: Option<bool>,
 }
 
 impl IdentityUpdate {
@@ -238,6 +242,7 @@ impl IdentityUpdate {
             phone,
             email,
             metadata,
+            opted_out: body.opted_out,
         })
     }
 }
@@ -301,6 +306,7 @@ async fn put_identity(
             name: update.name,
             external_id: update.external_id,
             metadata: update.metadata,
+            opted_out: update.opted_out,
         };
         identities::update(&txn, target, changes, now)
             .await
@@ -367,6 +373,7 @@ async fn target_of_put(
                 name: update.name.clone().flatten(),
                 external_id: external,
                 metadata: update.metadata.clone().unwrap_or_else(|| json!({})),
+                opted_out: update.opted_out.unwrap_or(false),
             };
             let made = identities::create(txn, ws, new, now)
                 .await

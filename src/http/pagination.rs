@@ -3,7 +3,9 @@
 
 use axum::Json;
 use axum::response::{IntoResponse, Response};
-use parley_persistence::{Page, Paged};
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use parley_persistence::{Cursor, CursorPage, Page, Paged};
 use serde::Serialize;
 
 use crate::http::error::{ApiError, FieldError};
@@ -93,5 +95,111 @@ impl ListQuery {
     /// The checked page request.
     pub(crate) fn page(&self) -> Result<Page, ApiError> {
         page_from(self.page, self.limit)
+    }
+}
+
+/// A keyset page (campaigns, flows, recipients): `{"message", "data", "nextCursor",
+/// "prevCursor", "total"}`; cursors are opaque strings.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct CursorResponse<T> {
+    message: &'static str,
+    data: Vec<T>,
+    next_cursor: Option<String>,
+    prev_cursor: Option<String>,
+    total: u64,
+}
+
+impl<T> CursorResponse<T> {
+    /// Wraps `page`, converting each row with `to_record`.
+    pub(crate) fn new<R>(
+        message: &'static str,
+        page: CursorPage<R>,
+        to_record: impl FnMut(R) -> T,
+    ) -> Self {
+        Self {
+            message,
+            data: page.items.into_iter().map(to_record).collect(),
+            next_cursor: page.next.map(encode_cursor),
+            prev_cursor: page.prev.map(encode_cursor),
+            total: page.total,
+        }
+    }
+}
+
+impl<T: Serialize> IntoResponse for CursorResponse<T> {
+    fn into_response(self) -> Response {
+        Json(self).into_response()
+    }
+}
+
+/// `cursor` and `limit` of a keyset list, checked.
+pub(crate) fn cursor_from(
+    cursor: Option<&str>,
+    limit: Option<u64>,
+) -> Result<(Option<Cursor>, u64), ApiError> {
+    let mut problems = Vec::new();
+    let limit = limit.unwrap_or(DEFAULT_LIMIT);
+    if !(1..=MAX_LIMIT).contains(&limit) {
+        problems.push(FieldError::new(
+            ["limit"],
+            format!("must be between 1 and {MAX_LIMIT}"),
+        ));
+    }
+    let cursor = match cursor.filter(|c| !c.is_empty()) {
+        None => None,
+        Some(raw) => {
+            let decoded = decode_cursor(raw);
+            if decoded.is_none() {
+                problems.push(FieldError::new(["cursor"], "is not a cursor this API gave"));
+            }
+            decoded
+        }
+    };
+    if problems.is_empty() {
+        Ok((cursor, limit))
+    } else {
+        Err(ApiError::invalid(problems))
+    }
+}
+
+fn encode_cursor(cursor: Cursor) -> String {
+    let text = match cursor {
+        Cursor::After(id) => format!("a:{id}"),
+        Cursor::Before(id) => format!("b:{id}"),
+    };
+    URL_SAFE_NO_PAD.encode(text)
+}
+
+fn decode_cursor(raw: &str) -> Option<Cursor> {
+    let bytes = URL_SAFE_NO_PAD.decode(raw).ok()?;
+    let text = std::str::from_utf8(&bytes).ok()?;
+    let (direction, id) = text.split_once(':')?;
+    let id = uuid::Uuid::parse_str(id).ok()?;
+    match direction {
+        "a" => Some(Cursor::After(id)),
+        "b" => Some(Cursor::Before(id)),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_round_trip_and_refuse_anything_else() {
+        let id = uuid::Uuid::now_v7();
+        for cursor in [Cursor::After(id), Cursor::Before(id)] {
+            assert_eq!(decode_cursor(&encode_cursor(cursor)), Some(cursor));
+        }
+        assert_eq!(decode_cursor("nonsense"), None);
+        assert_eq!(decode_cursor(&URL_SAFE_NO_PAD.encode("c:x")), None);
+        assert!(cursor_from(Some("zzz"), None).is_err());
+        assert!(cursor_from(None, Some(101)).is_err());
+        assert_eq!(
+            cursor_from(None, None).expect("the defaults"),
+            (None, DEFAULT_LIMIT)
+        );
     }
 }

@@ -12,7 +12,7 @@ use axum::routing::get;
 use parley_actors::whatsapp::payload::{ChangeValue, Delivery};
 use parley_actors::whatsapp::signature;
 use parley_persistence::entities::channel;
-use parley_persistence::{Integration, channels, clock, deliveries, webhook_events};
+use parley_persistence::{Integration, channels, clock, webhook_events};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use subtle::ConstantTimeEq;
@@ -193,14 +193,7 @@ async fn accept(
         }
     }
     for report in value.reports() {
-        let applied = deliveries::apply_status(
-            &state.db,
-            channel.id,
-            &report.wamid,
-            report.status,
-            report.error,
-        )
-        .await?;
+        let applied = state.actors.apply_status(channel.id, &report).await?;
         if applied {
             summary.statuses += 1;
         }

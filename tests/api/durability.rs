@@ -285,3 +285,88 @@ async fn in_flight(app: &TestApp) -> bool {
         .iter()
         .any(|m| m.status == parley_persistence::MessageStatus::Sending)
 }
+
+#[tokio::test]
+async fn a_flow_killed_mid_send_resumes_by_itself_and_nobody_gets_the_template_twice() {
+    let app = quiet_app().await;
+    let channel = app.live_channel(NUMBER).await;
+    app.graph.add_template("waba-1", order_update());
+    let people = crate::flows::people(&app, 6).await;
+    let campaign =
+        crate::flows::campaign(&app, &channel, "Orders", crate::flows::per_person()).await;
+    // Slow answers from Meta: two sends are always in flight.
+    app.graph.set_latency(Duration::from_millis(400));
+    let (first, base) = serve(&app);
+    let created: Value = reqwest::Client::new()
+        .post(format!("{base}/flows"))
+        .bearer_auth(&app.owner.api_key)
+        .json(&serde_json::json!({"channelUid": channel, "campaignUid": campaign, "contactUids": people,
+            "configuration": {"pauseBetweenContactsMs": 0, "maxConcurrentMessages": 2, "timeoutMs": 300}}))
+        .send()
+        .await
+        .expect("create the flow")
+        .json()
+        .await
+        .expect("json");
+    let uid = created["data"]["uid"].as_str().expect("uid").to_owned();
+    app.wait_for_sends(2).await;
+    tokio::time::sleep(Duration::from_millis(150)).await;
+
+    kill(first);
+    let before = app.graph.sent().len();
+    assert!(before < 6, "the flow was still sending when killed");
+    app.graph.set_latency(Duration::ZERO);
+    let (second, _) = serve(&app);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let done = loop {
+        let flow: Value = app
+            .get(&format!("/flows/{uid}"))
+            .await
+            .json()
+            .await
+            .expect("json");
+        let status = flow["data"]["status"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        if !["queued", "running"].contains(&status.as_str()) {
+            break flow["data"].clone();
+        }
+        assert!(Instant::now() < deadline, "the flow never ended: {flow}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    kill(second);
+
+    let sent = app.graph.sent();
+    let mut phones: Vec<&str> = sent.iter().map(parley_testkit::SentMessage::to).collect();
+    phones.sort_unstable();
+    let distinct = phones.len();
+    phones.dedup();
+    assert_eq!(
+        phones.len(),
+        distinct,
+        "someone got the template twice: {phones:?}"
+    );
+    assert!(
+        sent.len() > before,
+        "the flow resumed after the restart by itself"
+    );
+    let stats = &done["statistics"];
+    let counted: u64 = ["sent", "delivered", "read", "failed", "skipped"]
+        .iter()
+        .map(|k| stats[*k].as_u64().expect("a count"))
+        .sum();
+    assert_eq!(counted, 6, "every recipient is accounted for: {done}");
+    assert_eq!(stats["pending"], 0, "{done}");
+    // Those caught mid-send are failed `interrupted` (Meta may or may not have had them); all
+    // the others were sent, before or after the restart.
+    let interrupted = done["metadata"]["errorCounts"]["interrupted"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(interrupted >= 1, "the kill caught sends in flight: {done}");
+    assert_eq!(
+        stats["sent"].as_u64().expect("sent") + interrupted,
+        6,
+        "{done}"
+    );
+}

@@ -15,6 +15,7 @@ mod conversations;
 mod demo;
 mod durability;
 mod errors;
+mod flows;
 mod hardening;
 mod health;
 mod helpers;

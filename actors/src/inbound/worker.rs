@@ -31,6 +31,8 @@ pub struct InboundSettings {
     pub retry_max: Duration,
     /// How often the events table is swept for due retries and leftovers.
     pub sweep_every: Duration,
+    /// Messages that opt the person out of campaign templates (compared ignoring case).
+    pub stop_words: Vec<String>,
 }
 
 impl Default for InboundSettings {
@@ -41,6 +43,9 @@ impl Default for InboundSettings {
             retry_base: Duration::from_secs(2),
             retry_max: Duration::from_secs(300),
             sweep_every: Duration::from_secs(2),
+            stop_words: ["STOP", "UNSUBSCRIBE", "PARAR", "SAIR", "CANCELAR"]
+                .map(str::to_owned)
+                .to_vec(),
         }
     }
 }
@@ -216,7 +221,13 @@ fn start_ready(state: &mut InboundWorkerState, myself: &ActorRef<InboundWorkerMs
         let worker = myself.clone();
         tokio::spawn(async move {
             let id = event.id;
-            settle(&handles, &settings, &event, process(&handles, &event).await).await;
+            settle(
+                &handles,
+                &settings,
+                &event,
+                process(&handles, &settings.stop_words, &event).await,
+            )
+            .await;
             let _ = worker.send_message(InboundWorkerMsg::Done(id));
         });
     }

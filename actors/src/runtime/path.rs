@@ -39,6 +39,14 @@ impl ActorPath {
         ))
     }
 
+    /// The actor of a flow.
+    pub fn flow(flow_id: Uuid) -> Self {
+        Self(format!(
+            "root/{}/flow:{flow_id}",
+            SupervisorKind::Flows.name()
+        ))
+    }
+
     /// A child of this path named `name`.
     pub fn child(&self, name: &str) -> Self {
         Self(format!("{}/{name}", self.0))

@@ -11,6 +11,7 @@ use super::supervisor::{Supervisor, SupervisorSnapshot};
 use super::{ActorPath, Ending, Handles, RuntimeDeps, SupervisorKind, ending};
 use crate::channel::registry::ChannelRegistry;
 use crate::conversation::registry::ConversationRegistry;
+use crate::flow::registry::FlowRegistry;
 use crate::inbound::worker::{InboundWorker, InboundWorkerArgs};
 
 /// Behaviour of the root supervisor.
@@ -202,7 +203,13 @@ async fn spawn_child(
                 .0
                 .get_cell()
         }
-        SupervisorKind::Flows | SupervisorKind::Scheduler => {
+        SupervisorKind::Flows => {
+            Actor::spawn_linked(None, FlowRegistry, state.handles.clone(), root.clone())
+                .await?
+                .0
+                .get_cell()
+        }
+        SupervisorKind::Scheduler => {
             Actor::spawn_linked(None, Supervisor, ActorPath::supervisor(kind), root.clone())
                 .await?
                 .0

@@ -1,5 +1,5 @@
-//! A plain child supervisor of the root for kinds of work whose actors are still to come
-//! (flows, scheduled tasks): owns the live actors of one kind and logs their lifecycle.
+//! A plain child supervisor of the root for a kind of work whose actors are still to come
+//! (scheduled tasks): owns the live actors of one kind and logs their lifecycle.
 
 use std::collections::HashMap;
 

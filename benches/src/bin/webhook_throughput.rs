@@ -313,6 +313,7 @@ async fn baseline_identity(
         name: Some("Bench".into()),
         external_id: None,
         metadata: json!({}),
+        opted_out: false,
     };
     let created = identities::create(db, state.workspace_id, new, now).await?;
     identities::attach_contact(

@@ -19,6 +19,8 @@ pub struct Model {
     pub metadata: Json,
     /// Current stage.
     pub stage_id: Option<Uuid>,
+    /// The person asked not to receive campaign templates.
+    pub opted_out: bool,
     /// When it was created.
     pub created_at: DateTimeUtc,
     /// When it last changed.

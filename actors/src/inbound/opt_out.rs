@@ -1,0 +1,107 @@
+//! Stop words: a person who writes `STOP` (or another configured word) is opted out of
+//! campaign templates and answered with a confirmation instead of the assistant.
+
+use std::sync::Arc;
+
+use parley_persistence::conversations::{self, NewMessage};
+use parley_persistence::entities::{identity, webhook_event};
+use parley_persistence::{MessageStatus, PersistenceError, clock, deliveries, identities};
+
+use super::Processed;
+use crate::channel::SendError;
+use crate::conversation::thread::{self, Thread};
+use crate::outbound::{OutboundContent, Outbox, Outgoing};
+use crate::runtime::Handles;
+use crate::whatsapp::payload::InboundMessage;
+
+/// What the person is told.
+pub const CONFIRMATION: &str =
+    "You will not receive campaign messages from us any more. Write to us any time to talk.";
+
+/// Whether `text` is one of the stop words (case and surrounding spaces aside).
+pub(super) fn is_stop_word(stop_words: &[String], text: &str) -> bool {
+    let text = text.trim();
+    !text.is_empty() && stop_words.iter().any(|w| w.eq_ignore_ascii_case(text))
+}
+
+/// Opts the person out, records their message and the confirmation, and sends it. Processing
+/// the same event again sends nothing more.
+pub(super) async fn opt_out(
+    handles: &Arc<Handles>,
+    event: &webhook_event::Model,
+    inbound: &InboundMessage,
+    person: &identity::Model,
+) -> Processed {
+    match record(handles, event, inbound, person).await {
+        Ok(Some(reply)) => {
+            let sent = Outbox::new(handles.clone())
+                .deliver_reply(reply.0, event.channel_id, reply.1)
+                .await;
+            match sent {
+                Err(error) if error.is_transient() && !matches!(error, SendError::AlreadyTaken) => {
+                    Processed::Retry(error.to_string())
+                }
+                _ => Processed::Answered,
+            }
+        }
+        Ok(None) => Processed::Answered,
+        Err(error) => Processed::Retry(error.to_string()),
+    }
+}
+
+async fn record(
+    handles: &Handles,
+    event: &webhook_event::Model,
+    inbound: &InboundMessage,
+    person: &identity::Model,
+) -> Result<Option<(uuid::Uuid, Outgoing)>, PersistenceError> {
+    let db = &handles.db;
+    let now = clock::now();
+    identities::opt_out(db, person.id, now).await?;
+    if deliveries::find_by_platform_id(db, event.channel_id, &inbound.wamid)
+        .await?
+        .is_some()
+    {
+        // Answered before (a re-delivery or a retry).
+        return Ok(None);
+    }
+    tracing::info!(identity_id = %person.id, "the person opted out with a stop word");
+    let txn = parley_persistence::begin_write(db).await?;
+    let thread = Thread {
+        workspace_id: event.workspace_id,
+        identity_id: person.id,
+        channel_id: event.channel_id,
+    };
+    let conversation = thread::current(&txn, thread, handles.idle_after, None, now).await?;
+    let mut received = NewMessage::from_person(inbound.content.text());
+    received.platform_message_id = Some(inbound.wamid.clone());
+    let received = conversations::append_message(&txn, &conversation, received, now).await?;
+    let outgoing = Outgoing {
+        to: inbound.from.digits().to_owned(),
+        identity_id: Some(person.id),
+        content: OutboundContent::Text {
+            body: CONFIRMATION.to_owned(),
+            context: Some(inbound.wamid.clone()),
+        },
+    };
+    let mut reply = NewMessage::to_person(CONFIRMATION.to_owned(), MessageStatus::Pending);
+    reply.reply_to_message_id = Some(received.id);
+    reply.outbound = Some(outgoing.to_stored());
+    let reply = conversations::append_message(&txn, &conversation, reply, now).await?;
+    txn.commit().await?;
+    Ok(Some((reply.id, outgoing)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stop_words_match_whole_messages_in_any_case() {
+        let words = vec!["STOP".to_owned(), "PARAR".to_owned()];
+        assert!(is_stop_word(&words, " stop "));
+        assert!(is_stop_word(&words, "Parar"));
+        assert!(!is_stop_word(&words, "please stop the music"));
+        assert!(!is_stop_word(&words, ""));
+    }
+}

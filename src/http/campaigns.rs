@@ -1,0 +1,449 @@
+//! Template campaigns (camelCase): `POST|GET /campaigns`, `GET|PATCH|DELETE /campaigns/{uid}`.
+//! A campaign names a channel's template at Meta and how its parameters are filled; flows send
+//! it. Creating or changing one checks the template at Meta and every parameter expression.
+
+use axum::Router;
+use axum::extract::State;
+use axum::routing::get;
+use chrono::{DateTime, Utc};
+use parley_actors::flow::params::{self, Expression};
+use parley_persistence::campaigns::{self, CampaignFields, CampaignFilter};
+use parley_persistence::entities::{campaign, channel};
+use parley_persistence::{CampaignStatus, ParamsStrategy, clock};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use uuid::Uuid;
+
+use crate::domain::Permission;
+use crate::http::AppState;
+use crate::http::auth::Caller;
+use crate::http::channels::find_channel;
+use crate::http::envelope::Envelope;
+use crate::http::error::{ApiError, Result};
+use crate::http::extract::{Json, Path, Query};
+use crate::http::pagination::{CursorResponse, cursor_from};
+use crate::http::templates::meta_error;
+use crate::http::validation::{Problems, parse_uuid};
+
+/// Longest campaign name.
+const MAX_NAME: usize = 200;
+
+pub(crate) fn router() -> Router<AppState> {
+    Router::new()
+        .route("/campaigns", get(list_campaigns).post(create_campaign))
+        .route(
+            "/campaigns/{uid}",
+            get(get_campaign)
+                .patch(update_campaign)
+                .delete(delete_campaign),
+        )
+}
+
+/// A campaign as the API shows it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct CampaignRecord {
+    uid: Uuid,
+    workspace_id: i64,
+    channel_uid: Uuid,
+    name: String,
+    description: Option<Value>,
+    status: CampaignStatus,
+    template_name: String,
+    template_language: String,
+    template_params_strategy: ParamsStrategy,
+    template_parameters: Value,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+impl From<campaign::Model> for CampaignRecord {
+    fn from(c: campaign::Model) -> Self {
+        Self {
+            uid: c.id,
+            workspace_id: c.workspace_id,
+            channel_uid: c.channel_id,
+            name: c.name,
+            description: c.description,
+            status: c.status,
+            template_name: c.template_name,
+            template_language: c.template_language,
+            template_params_strategy: c.params_strategy,
+            template_parameters: c.template_parameters,
+            created_at: c.created_at,
+            updated_at: c.updated_at,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CampaignBody {
+    channel_uid: Option<String>,
+    name: Option<String>,
+    #[serde(default, deserialize_with = "crate::http::validation::present")]
+    description: Option<Option<Value>>,
+    status: Option<String>,
+    template_name: Option<String>,
+    template_language: Option<String>,
+    template_params_strategy: Option<String>,
+    template_parameters: Option<Map<String, Value>>,
+}
+
+/// The fields a body asks for, laid over `current` for a PATCH, checked but for the template.
+struct Wanted {
+    fields: CampaignFields,
+    /// Whether the language was given (or kept), rather than left for the template to say.
+    language_given: bool,
+    expressions: Vec<String>,
+}
+
+fn wanted(body: &CampaignBody, current: Option<&campaign::Model>) -> Result<Wanted> {
+    let mut problems = Problems::default();
+    let name = body
+        .name
+        .as_deref()
+        .map(str::trim)
+        .map(str::to_owned)
+        .or_else(|| current.map(|c| c.name.clone()));
+    match &name {
+        None => problems.add(["name"], "is required"),
+        Some(n) if n.is_empty() || n.chars().count() > MAX_NAME => {
+            problems.add(["name"], format!("must be 1 to {MAX_NAME} characters"));
+        }
+        Some(_) => {}
+    }
+    let description = match &body.description {
+        Some(Some(value)) if !value.is_object() => {
+            problems.add(["description"], "must be an object");
+            None
+        }
+        Some(value) => value.clone(),
+        None => current.and_then(|c| c.description.clone()),
+    };
+    let status = match body.status.as_deref() {
+        Some(raw) => CampaignStatus::parse(raw).or_else(|| {
+            problems.add(
+                ["status"],
+                "must be ACTIVE, PENDING, DEPRECATED, INACTIVE or BLOCKED",
+            );
+            None
+        }),
+        None => current.map(|c| c.status).or_else(|| {
+            problems.add(["status"], "is required");
+            None
+        }),
+    };
+    let template_name = body
+        .template_name
+        .as_deref()
+        .map(str::trim)
+        .map(str::to_owned)
+        .or_else(|| current.map(|c| c.template_name.clone()));
+    match &template_name {
+        None => problems.add(["templateName"], "is required"),
+        Some(n) if n.is_empty() => problems.add(["templateName"], "must not be empty"),
+        Some(_) => {}
+    }
+    let strategy = match body.template_params_strategy.as_deref() {
+        Some(raw) => ParamsStrategy::parse(raw).or_else(|| {
+            problems.add(
+                ["templateParamsStrategy"],
+                "must be USE_DEFAULT or USE_CONTACT_ASSOCIATION",
+            );
+            None
+        }),
+        None => current.map(|c| c.params_strategy).or_else(|| {
+            problems.add(["templateParamsStrategy"], "is required");
+            None
+        }),
+    };
+    let parameters = match &body.template_parameters {
+        Some(raw) => Value::Object(raw.clone()),
+        None => current.map_or_else(|| json!({}), |c| c.template_parameters.clone()),
+    };
+    let mut expressions = Vec::new();
+    if let Some(raw) = parameters.as_object() {
+        for (parameter, expression) in raw {
+            match expression.as_str().map(Expression::parse) {
+                Some(Ok(_)) => expressions.push(parameter.clone()),
+                Some(Err(problem)) => {
+                    problems.add(["templateParameters", parameter.as_str()], problem)
+                }
+                None => problems.add(
+                    ["templateParameters", parameter.as_str()],
+                    "must be a string",
+                ),
+            }
+        }
+    }
+    let language = body
+        .template_language
+        .as_deref()
+        .map(str::trim)
+        .map(str::to_owned)
+        .filter(|l| !l.is_empty());
+    let template_changed = body.template_name.is_some() || body.template_language.is_some();
+    let (template_language, language_given) = match (language, current) {
+        (Some(language), _) => (language, true),
+        (None, Some(c))
+            if !template_changed || body.template_name.as_deref() == Some(&c.template_name) =>
+        {
+            (c.template_language.clone(), true)
+        }
+        _ => (String::new(), false),
+    };
+    problems.finish()?;
+    let (Some(name), Some(status), Some(template_name), Some(params_strategy)) =
+        (name, status, template_name, strategy)
+    else {
+        return Err(ApiError::Internal(anyhow::anyhow!(
+            "checked fields went missing"
+        )));
+    };
+    Ok(Wanted {
+        fields: CampaignFields {
+            name,
+            description,
+            status,
+            template_name,
+            template_language,
+            params_strategy,
+            template_parameters: parameters,
+        },
+        language_given,
+        expressions,
+    })
+}
+
+/// Checks the template at Meta (or the sandbox channel's own) for the channel: it exists (in the language, or in exactly one
+/// when none is given), and every parameter the campaign fills is one of its parameters.
+async fn check_template(
+    state: &AppState,
+    channel: &channel::Model,
+    wanted: &mut Wanted,
+) -> Result<()> {
+    let fields = &mut wanted.fields;
+    let listed = state
+        .actors
+        .channels()
+        .map_err(|e| ApiError::UpstreamFailed(e.to_string()))?
+        .list_templates(channel.id)
+        .await
+        .map_err(meta_error)?;
+    let named: Vec<&Value> = listed
+        .iter()
+        .filter(|t| t["name"] == fields.template_name.as_str())
+        .collect();
+    if named.is_empty() {
+        return Err(ApiError::invalid_field(
+            ["templateName"],
+            format!(
+                "names no template of this channel at Meta: {}",
+                fields.template_name
+            ),
+        ));
+    }
+    let found = if wanted.language_given {
+        named
+            .iter()
+            .find(|t| t["language"] == fields.template_language.as_str())
+            .ok_or_else(|| {
+                ApiError::invalid_field(
+                    ["templateLanguage"],
+                    format!(
+                        "the template {} has no {} version",
+                        fields.template_name, fields.template_language
+                    ),
+                )
+            })?
+    } else {
+        match named.as_slice() {
+            [only] => {
+                fields.template_language = only["language"].as_str().unwrap_or_default().to_owned();
+                only
+            }
+            _ => {
+                return Err(ApiError::invalid_field(
+                    ["templateLanguage"],
+                    "is required: the template exists in several languages",
+                ));
+            }
+        }
+    };
+    let known: Vec<String> = params::needed(found).into_iter().map(|n| n.name).collect();
+    let mut problems = Problems::default();
+    for parameter in &wanted.expressions {
+        if !known.contains(parameter) {
+            problems.add(
+                ["templateParameters", parameter.as_str()],
+                format!(
+                    "is not a parameter of the template (it has: {})",
+                    known.join(", ")
+                ),
+            );
+        }
+    }
+    problems.finish()
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+async fn create_campaign(
+    caller: Caller,
+    State(state): State<AppState>,
+    Json(body): Json<CampaignBody>,
+) -> Result<Envelope<CampaignRecord>> {
+    caller.require(Permission::Write)?;
+    let Some(raw_channel) = body.channel_uid.as_deref() else {
+        return Err(ApiError::invalid_field(["channelUid"], "is required"));
+    };
+    let mut wanted = wanted(&body, None)?;
+    let channel = find_channel(&state, &caller, raw_channel).await?;
+    check_template(&state, &channel, &mut wanted).await?;
+    let created = campaigns::create(
+        &state.db,
+        caller.workspace_id,
+        channel.id,
+        wanted.fields,
+        clock::now(),
+    )
+    .await?;
+    tracing::info!(campaign_id = %created.id, "campaign created");
+    Ok(Envelope::created(
+        "Campaign created successfully",
+        created.into(),
+    ))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CampaignListQuery {
+    workspace_id: Option<String>,
+    status: Option<String>,
+    channel_uid: Option<String>,
+    name: Option<String>,
+    cursor: Option<String>,
+    limit: Option<u64>,
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+async fn list_campaigns(
+    caller: Caller,
+    State(state): State<AppState>,
+    Query(query): Query<CampaignListQuery>,
+) -> Result<CursorResponse<CampaignRecord>> {
+    caller.require(Permission::Read)?;
+    let workspace = match query.workspace_id.as_deref() {
+        None => return Err(ApiError::invalid_field(["workspaceId"], "is required")),
+        Some(raw) => raw
+            .parse::<i64>()
+            .map_err(|_| ApiError::invalid_field(["workspaceId"], "must be a number"))?,
+    };
+    if workspace != caller.workspace_id {
+        return Err(ApiError::NotFound("Workspace"));
+    }
+    let mut problems = Problems::default();
+    let status = query.status.as_deref().and_then(|raw| {
+        problems.parse(
+            ["status"],
+            CampaignStatus::parse(raw)
+                .ok_or("must be ACTIVE, PENDING, DEPRECATED, INACTIVE or BLOCKED"),
+        )
+    });
+    let channel_id = query
+        .channel_uid
+        .as_deref()
+        .and_then(|raw| problems.parse(["channelUid"], Uuid::parse_str(raw)));
+    problems.finish()?;
+    let (cursor, limit) = cursor_from(query.cursor.as_deref(), query.limit)?;
+    let filter = CampaignFilter {
+        status,
+        channel_id,
+        name: query.name.filter(|n| !n.is_empty()),
+    };
+    let page = campaigns::list(&state.db, caller.workspace_id, filter, cursor, limit).await?;
+    Ok(CursorResponse::new(
+        "Campaigns retrieved successfully",
+        page,
+        CampaignRecord::from,
+    ))
+}
+
+/// The caller's campaign named by a path parameter (400 malformed, 404 unknown).
+pub(crate) async fn find_campaign(
+    state: &AppState,
+    caller: &Caller,
+    raw: &str,
+) -> Result<campaign::Model> {
+    let id = parse_uuid(raw, "uid")?;
+    campaigns::find(&state.db, caller.workspace_id, id)
+        .await?
+        .ok_or(ApiError::NotFound("Campaign"))
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+async fn get_campaign(
+    caller: Caller,
+    State(state): State<AppState>,
+    Path(uid): Path<String>,
+) -> Result<Envelope<CampaignRecord>> {
+    caller.require(Permission::Read)?;
+    let found = find_campaign(&state, &caller, &uid).await?;
+    Ok(Envelope::ok(
+        "Campaign retrieved successfully",
+        found.into(),
+    ))
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+async fn update_campaign(
+    caller: Caller,
+    State(state): State<AppState>,
+    Path(uid): Path<String>,
+    Json(body): Json<CampaignBody>,
+) -> Result<Envelope<CampaignRecord>> {
+    caller.require(Permission::Write)?;
+    let current = find_campaign(&state, &caller, &uid).await?;
+    if let Some(raw) = body.channel_uid.as_deref()
+        && Uuid::parse_str(raw).ok() != Some(current.channel_id)
+    {
+        return Err(ApiError::invalid_field(["channelUid"], "cannot be changed"));
+    }
+    let mut wanted = wanted(&body, Some(&current))?;
+    let template_changed = body.template_name.is_some()
+        || body.template_language.is_some()
+        || body.template_parameters.is_some();
+    if template_changed {
+        let channel = find_channel(&state, &caller, &current.channel_id.to_string()).await?;
+        check_template(&state, &channel, &mut wanted).await?;
+    }
+    let updated = campaigns::update(&state.db, current, wanted.fields, clock::now()).await?;
+    Ok(Envelope::ok(
+        "Campaign updated successfully",
+        updated.into(),
+    ))
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+async fn delete_campaign(
+    caller: Caller,
+    State(state): State<AppState>,
+    Path(uid): Path<String>,
+) -> Result<Envelope<Value>> {
+    caller.require(Permission::Write)?;
+    let found = find_campaign(&state, &caller, &uid).await?;
+    let active = campaigns::active_flows(&state.db, found.id).await?;
+    if active > 0 {
+        return Err(ApiError::ConflictCode {
+            code: "campaign_has_active_flows",
+            message: format!(
+                "The campaign has {active} queued, running or paused flow(s); cancel them first"
+            ),
+        });
+    }
+    campaigns::delete(&state.db, caller.workspace_id, found.id).await?;
+    Ok(Envelope::ok(
+        "Campaign deleted successfully",
+        json!({"uid": found.id}),
+    ))
+}

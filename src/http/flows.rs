@@ -1,0 +1,576 @@
+//! Flows (camelCase): `POST|GET /flows`, `GET|PATCH|DELETE /flows/{uid}` and the added
+//! `GET /flows/{uid}/recipients`. A flow sends its campaign's template to identities through
+//! its FlowActor; this layer checks requests, stores flows and their recipients, moves statuses
+//! as DESIGN's table allows, and tells the actors.
+
+use std::collections::{HashMap, HashSet};
+
+use axum::Router;
+use axum::extract::State;
+use axum::routing::get;
+use chrono::{DateTime, Utc};
+use parley_actors::flow::FlowConfig;
+use parley_persistence::entities::{flow, flow_recipient};
+use parley_persistence::flows::{self, FlowFilter, NewFlow, NewRecipient};
+use parley_persistence::identities::{self, EMAIL, PHONE};
+use parley_persistence::{
+    ConnectionTrait, CursorPage, FlowStatus, PersistenceError, RecipientStatus, clock,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::domain::{Email, Permission, Phone};
+use crate::http::AppState;
+use crate::http::auth::Caller;
+use crate::http::campaigns::find_campaign;
+use crate::http::channels::find_channel;
+use crate::http::envelope::Envelope;
+use crate::http::error::{ApiError, FieldError, PathSegment, Result};
+use crate::http::extract::{Json, Path, Query};
+use crate::http::identities::resolve;
+use crate::http::pagination::{CursorResponse, cursor_from};
+use crate::http::validation::{Problems, parse_uuid};
+
+/// Most recipients a flow may have.
+const MAX_CONTACTS: usize = 100_000;
+/// Longest description.
+const MAX_DESCRIPTION: usize = 2_000;
+/// Latest failures a flow's metadata shows.
+const SHOWN_FAILURES: u64 = 100;
+/// Unknown contacts named in a refusal's details.
+const SHOWN_UNKNOWN: usize = 100;
+
+pub(crate) fn router() -> Router<AppState> {
+    Router::new()
+        .route("/flows", get(list_flows).post(create_flow))
+        .route(
+            "/flows/{uid}",
+            get(get_flow).patch(update_flow).delete(delete_flow),
+        )
+        .route("/flows/{uid}/recipients", get(list_recipients))
+}
+
+/// A flow as the API shows it, with its live statistics and metadata.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct FlowRecord {
+    uid: Uuid,
+    workspace_id: i64,
+    campaign_uid: Uuid,
+    channel_uid: Uuid,
+    description: Option<String>,
+    status: FlowStatus,
+    configuration: Value,
+    statistics: Value,
+    metadata: Value,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+/// The record of `found`, its statistics and metadata read from its recipients.
+async fn record(db: &impl ConnectionTrait, found: flow::Model) -> Result<FlowRecord> {
+    let stats = flows::statistics(db, found.id).await?;
+    let error_counts: serde_json::Map<String, Value> = flows::error_counts(db, found.id)
+        .await?
+        .into_iter()
+        .map(|(code, count)| (code, json!(count)))
+        .collect();
+    let failures: Vec<Value> = flows::failures(db, found.id, SHOWN_FAILURES)
+        .await?
+        .into_iter()
+        .map(|r| {
+            json!({"contactUid": r.contact, "code": r.error_code, "message": r.error,
+                   "attempts": r.attempts, "at": r.updated_at})
+        })
+        .collect();
+    Ok(FlowRecord {
+        uid: found.id,
+        workspace_id: found.workspace_id,
+        campaign_uid: found.campaign_id,
+        channel_uid: found.channel_id,
+        description: found.description,
+        status: found.status,
+        configuration: FlowConfig::from_stored(&found.configuration).to_json(),
+        statistics: json!({
+            "total": stats.total, "pending": stats.pending, "sent": stats.sent,
+            "delivered": stats.delivered, "read": stats.read, "failed": stats.failed,
+            "skipped": stats.skipped, "retries": stats.retries,
+        }),
+        metadata: json!({
+            "errorCounts": error_counts,
+            "failures": failures,
+            "startedAt": found.started_at,
+            "finishedAt": found.finished_at,
+            "reason": found.reason,
+        }),
+        created_at: found.created_at,
+        updated_at: found.updated_at,
+    })
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CreateFlowBody {
+    channel_uid: Option<String>,
+    campaign_uid: Option<String>,
+    contact_uids: Option<Vec<String>>,
+    description: Option<String>,
+    configuration: Option<Value>,
+    status: Option<String>,
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+async fn create_flow(
+    caller: Caller,
+    State(state): State<AppState>,
+    Json(body): Json<CreateFlowBody>,
+) -> Result<Envelope<FlowRecord>> {
+    caller.require(Permission::Write)?;
+    let mut problems = Problems::default();
+    if body.channel_uid.is_none() {
+        problems.add(["channelUid"], "is required");
+    }
+    if body.campaign_uid.is_none() {
+        problems.add(["campaignUid"], "is required");
+    }
+    match &body.contact_uids {
+        None => problems.add(["contactUids"], "is required"),
+        Some(contacts) if contacts.is_empty() => {
+            problems.add(["contactUids"], "must name at least one contact");
+        }
+        Some(contacts) if contacts.len() > MAX_CONTACTS => {
+            problems.add(
+                ["contactUids"],
+                format!("may name at most {MAX_CONTACTS} contacts"),
+            );
+        }
+        Some(_) => {}
+    }
+    if body
+        .description
+        .as_ref()
+        .is_some_and(|d| d.chars().count() > MAX_DESCRIPTION)
+    {
+        problems.add(
+            ["description"],
+            format!("must be at most {MAX_DESCRIPTION} characters"),
+        );
+    }
+    let status = match body.status.as_deref() {
+        None | Some("queued") => FlowStatus::Queued,
+        Some("draft") => FlowStatus::Draft,
+        Some(_) => {
+            problems.add(["status"], "must be queued or draft");
+            FlowStatus::Queued
+        }
+    };
+    let config = match FlowConfig::parse(body.configuration.as_ref()) {
+        Ok(config) => Some(config),
+        Err(found) => {
+            for (field, problem) in found {
+                if field == "configuration" {
+                    problems.add(["configuration"], problem);
+                } else {
+                    problems.add(["configuration", field], problem);
+                }
+            }
+            None
+        }
+    };
+    problems.finish()?;
+    let (Some(raw_channel), Some(raw_campaign), Some(contacts), Some(config)) = (
+        body.channel_uid.as_deref(),
+        body.campaign_uid.as_deref(),
+        body.contact_uids,
+        config,
+    ) else {
+        return Err(ApiError::Internal(anyhow::anyhow!(
+            "checked fields went missing"
+        )));
+    };
+    let channel = find_channel(&state, &caller, raw_channel).await?;
+    let campaign = find_campaign(&state, &caller, raw_campaign).await?;
+    if campaign.channel_id != channel.id {
+        return Err(ApiError::invalid_field(
+            ["channelUid"],
+            "must be the campaign's channel",
+        ));
+    }
+    if !campaign.status.is_usable() {
+        return Err(ApiError::ConflictCode {
+            code: "campaign_not_usable",
+            message: format!(
+                "The campaign is {}; only ACTIVE and DEPRECATED campaigns start flows",
+                campaign.status.as_str()
+            ),
+        });
+    }
+    if !channel.active {
+        return Err(ApiError::ConflictCode {
+            code: "channel_inactive",
+            message: "The channel is not active; give it credentials first".to_owned(),
+        });
+    }
+    let recipients = resolve_contacts(&state.db, caller.workspace_id, contacts).await?;
+    let new = NewFlow {
+        workspace_id: caller.workspace_id,
+        campaign_id: campaign.id,
+        channel_id: channel.id,
+        description: body.description,
+        status,
+        configuration: config.to_json(),
+    };
+    let txn = parley_persistence::begin_write(&state.db).await?;
+    let created = flows::create(&txn, new, recipients, clock::now()).await?;
+    txn.commit().await.map_err(PersistenceError::from)?;
+    tracing::info!(flow_id = %created.id, total = created.total, status = created.status.as_str(), "flow created");
+    tell(&state, created.id);
+    Ok(Envelope::created(
+        "Flow created successfully",
+        record(&state.db, created).await?,
+    ))
+}
+
+/// Resolves contacts like identity paths (UUID id, external id, phone, e-mail), a few queries
+/// for any number; duplicates collapse. Unknown ones are a 400 listing them.
+async fn resolve_contacts(
+    db: &impl ConnectionTrait,
+    workspace_id: i64,
+    contacts: Vec<String>,
+) -> Result<Vec<NewRecipient>> {
+    let mut found: HashMap<String, Uuid> = HashMap::new();
+    let unresolved = |found: &HashMap<String, Uuid>| -> Vec<String> {
+        let mut seen = HashSet::new();
+        contacts
+            .iter()
+            .filter(|c| !found.contains_key(*c) && seen.insert(c.as_str()))
+            .cloned()
+            .collect()
+    };
+    let as_ids: Vec<(String, Uuid)> = unresolved(&found)
+        .into_iter()
+        .filter_map(|c| Uuid::parse_str(&c).ok().map(|id| (c, id)))
+        .collect();
+    let ids: Vec<Uuid> = as_ids.iter().map(|(_, id)| *id).collect();
+    let existing: HashSet<Uuid> = identities::existing_ids(db, workspace_id, &ids)
+        .await?
+        .into_iter()
+        .collect();
+    for (raw, id) in as_ids {
+        if existing.contains(&id) {
+            found.insert(raw, id);
+        }
+    }
+    for (external, id) in identities::by_external_ids(db, workspace_id, &unresolved(&found)).await?
+    {
+        found.insert(external, id);
+    }
+    for (kind, normalise) in [
+        (
+            PHONE,
+            (|raw: &str| Phone::try_from(raw).ok().map(|p| p.as_str().to_owned()))
+                as fn(&str) -> Option<String>,
+        ),
+        (EMAIL, |raw: &str| {
+            Email::try_from(raw).ok().map(|e| e.as_str().to_owned())
+        }),
+    ] {
+        let mut by_value: HashMap<String, Vec<String>> = HashMap::new();
+        for raw in unresolved(&found) {
+            if let Some(value) = normalise(&raw) {
+                by_value.entry(value).or_default().push(raw);
+            }
+        }
+        let values: Vec<String> = by_value.keys().cloned().collect();
+        for (value, id) in identities::by_contacts(db, workspace_id, kind, &values).await? {
+            for raw in by_value.remove(&value).unwrap_or_default() {
+                found.insert(raw, id);
+            }
+        }
+    }
+    let unknown = unresolved(&found);
+    if !unknown.is_empty() {
+        let details = unknown
+            .iter()
+            .take(SHOWN_UNKNOWN)
+            .map(|raw| {
+                let index = contacts.iter().position(|c| c == raw).unwrap_or_default();
+                FieldError::new(
+                    [PathSegment::from("contactUids"), PathSegment::from(index)],
+                    format!("names no identity: {raw}"),
+                )
+            })
+            .collect();
+        return Err(ApiError::BadRequest {
+            code: "unknown_contacts",
+            message: format!(
+                "{} contact(s) name no identity of this workspace: {}",
+                unknown.len(),
+                unknown
+                    .iter()
+                    .take(10)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            details,
+        });
+    }
+    let mut seen = HashSet::new();
+    Ok(contacts
+        .into_iter()
+        .filter_map(|raw| {
+            let identity_id = *found.get(&raw)?;
+            seen.insert(identity_id).then_some(NewRecipient {
+                identity_id,
+                contact: raw,
+            })
+        })
+        .collect())
+}
+
+/// Tells the flow actors that a flow's status changed.
+fn tell(state: &AppState, flow_id: Uuid) {
+    match state.actors.flows() {
+        Ok(flows) => flows.changed(flow_id),
+        // The flows supervisor reads every live flow when it starts again.
+        Err(error) => {
+            tracing::warn!(%flow_id, %error, "flow actors not told; their restart picks the flow up")
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct FlowListQuery {
+    campaign_uid: Option<String>,
+    channel_uid: Option<String>,
+    contact_uid: Option<String>,
+    status: Option<String>,
+    cursor: Option<String>,
+    limit: Option<u64>,
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+async fn list_flows(
+    caller: Caller,
+    State(state): State<AppState>,
+    Query(query): Query<FlowListQuery>,
+) -> Result<CursorResponse<FlowRecord>> {
+    caller.require(Permission::Read)?;
+    let mut problems = Problems::default();
+    let campaign_id = query
+        .campaign_uid
+        .as_deref()
+        .and_then(|raw| problems.parse(["campaignUid"], Uuid::parse_str(raw)));
+    let channel_id = query
+        .channel_uid
+        .as_deref()
+        .and_then(|raw| problems.parse(["channelUid"], Uuid::parse_str(raw)));
+    let status = query.status.as_deref().and_then(|raw| {
+        problems.parse(
+            ["status"],
+            FlowStatus::parse(raw).ok_or("is not a flow status"),
+        )
+    });
+    problems.finish()?;
+    let (cursor, limit) = cursor_from(query.cursor.as_deref(), query.limit)?;
+    let identity_id = match query.contact_uid.as_deref() {
+        Some(raw) => match resolve(&state.db, caller.workspace_id, raw).await? {
+            Some(found) => Some(found.id),
+            // Nobody by that contact: no flow reaches them.
+            None => Some(Uuid::nil()),
+        },
+        None => None,
+    };
+    let filter = FlowFilter {
+        campaign_id,
+        channel_id,
+        identity_id,
+        status,
+    };
+    let page = flows::list(&state.db, caller.workspace_id, filter, cursor, limit).await?;
+    let mut items = Vec::with_capacity(page.items.len());
+    for found in page.items {
+        items.push(record(&state.db, found).await?);
+    }
+    let records = CursorPage {
+        items,
+        next: page.next,
+        prev: page.prev,
+        total: page.total,
+    };
+    Ok(CursorResponse::new(
+        "Flows retrieved successfully",
+        records,
+        |r| r,
+    ))
+}
+
+async fn find_flow(state: &AppState, caller: &Caller, raw: &str) -> Result<flow::Model> {
+    let id = parse_uuid(raw, "uid")?;
+    flows::find(&state.db, caller.workspace_id, id)
+        .await?
+        .ok_or(ApiError::NotFound("Flow"))
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+async fn get_flow(
+    caller: Caller,
+    State(state): State<AppState>,
+    Path(uid): Path<String>,
+) -> Result<Envelope<FlowRecord>> {
+    caller.require(Permission::Read)?;
+    let found = find_flow(&state, &caller, &uid).await?;
+    Ok(Envelope::ok(
+        "Flow retrieved successfully",
+        record(&state.db, found).await?,
+    ))
+}
+
+#[derive(Debug, Deserialize)]
+struct UpdateFlowBody {
+    status: Option<String>,
+    #[serde(default, deserialize_with = "crate::http::validation::present")]
+    description: Option<Option<String>>,
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+async fn update_flow(
+    caller: Caller,
+    State(state): State<AppState>,
+    Path(uid): Path<String>,
+    Json(body): Json<UpdateFlowBody>,
+) -> Result<Envelope<FlowRecord>> {
+    caller.require(Permission::Write)?;
+    let mut problems = Problems::default();
+    let to = body.status.as_deref().and_then(|raw| {
+        problems.parse(
+            ["status"],
+            FlowStatus::parse(raw).ok_or("is not a flow status"),
+        )
+    });
+    if let Some(Some(description)) = &body.description
+        && description.chars().count() > MAX_DESCRIPTION
+    {
+        problems.add(
+            ["description"],
+            format!("must be at most {MAX_DESCRIPTION} characters"),
+        );
+    }
+    problems.finish()?;
+    let mut found = find_flow(&state, &caller, &uid).await?;
+    if let Some(to) = to
+        && to != found.status
+    {
+        let from = found.status;
+        let moved = from.may_move_to(to)
+            && flows::transition(&state.db, found.id, &[from], to, clock::now()).await?;
+        if !moved {
+            let now = flows::find_any(&state.db, found.id)
+                .await?
+                .map_or(from, |f| f.status);
+            return Err(ApiError::ConflictCode {
+                code: "invalid_transition",
+                message: format!(
+                    "A flow cannot move from {} to {}",
+                    now.as_str(),
+                    to.as_str()
+                ),
+            });
+        }
+        tracing::info!(flow_id = %found.id, from = from.as_str(), to = to.as_str(), "flow status set");
+        tell(&state, found.id);
+        found = flows::find_any(&state.db, found.id)
+            .await?
+            .ok_or(ApiError::NotFound("Flow"))?;
+    }
+    if let Some(description) = body.description {
+        found = flows::describe(&state.db, found, description, clock::now()).await?;
+    }
+    Ok(Envelope::ok(
+        "Flow updated successfully",
+        record(&state.db, found).await?,
+    ))
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+async fn delete_flow(
+    caller: Caller,
+    State(state): State<AppState>,
+    Path(uid): Path<String>,
+) -> Result<Envelope<Value>> {
+    caller.require(Permission::Write)?;
+    let found = find_flow(&state, &caller, &uid).await?;
+    if matches!(found.status, FlowStatus::Running | FlowStatus::Queued) {
+        return Err(ApiError::ConflictCode {
+            code: "flow_active",
+            message: format!(
+                "The flow is {}; pause or cancel it before deleting it",
+                found.status.as_str()
+            ),
+        });
+    }
+    flows::delete(&state.db, found.id).await?;
+    tell(&state, found.id);
+    Ok(Envelope::ok(
+        "Flow deleted successfully",
+        json!({"uid": found.id}),
+    ))
+}
+
+/// One recipient as the API shows it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RecipientRecord {
+    contact_uid: String,
+    identity_id: Uuid,
+    status: RecipientStatus,
+    attempts: i32,
+    platform_message_id: Option<String>,
+    error: Option<Value>,
+    updated_at: DateTime<Utc>,
+}
+
+impl From<flow_recipient::Model> for RecipientRecord {
+    fn from(r: flow_recipient::Model) -> Self {
+        let error = match (r.error_code, r.error) {
+            (None, None) => None,
+            (code, message) => Some(json!({"code": code, "message": message})),
+        };
+        Self {
+            contact_uid: r.contact,
+            identity_id: r.identity_id,
+            status: r.status,
+            attempts: r.attempts,
+            platform_message_id: r.platform_message_id,
+            error,
+            updated_at: r.updated_at,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct RecipientQuery {
+    cursor: Option<String>,
+    limit: Option<u64>,
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+async fn list_recipients(
+    caller: Caller,
+    State(state): State<AppState>,
+    Path(uid): Path<String>,
+    Query(query): Query<RecipientQuery>,
+) -> Result<CursorResponse<RecipientRecord>> {
+    caller.require(Permission::Read)?;
+    let found = find_flow(&state, &caller, &uid).await?;
+    let (cursor, limit) = cursor_from(query.cursor.as_deref(), query.limit)?;
+    let page = flows::recipients(&state.db, found.id, cursor, limit).await?;
+    Ok(CursorResponse::new(
+        "Flow recipients retrieved successfully",
+        page,
+        RecipientRecord::from,
+    ))
+}
