@@ -65,6 +65,16 @@ struct GraphState {
     number_errors: VecDeque<i64>,
     number_checks: Vec<String>,
     counter: u64,
+    reports: Option<Reports>,
+}
+
+/// Delivery reports the fake posts back for every message it accepts.
+#[derive(Clone, Debug)]
+struct Reports {
+    url: String,
+    app_secret: String,
+    delay: Duration,
+    statuses: Vec<String>,
 }
 
 #[derive(Debug, Default)]
@@ -204,6 +214,18 @@ impl FakeGraph {
     /// Every `subscribed_apps` registration: `(waba id, body)`.
     pub fn subscriptions(&self) -> Vec<(String, Value)> {
         self.shared.lock().subscriptions.clone()
+    }
+
+    /// From now on, reports every accepted message back as Meta does: after `delay`, one signed
+    /// status webhook per status in `statuses` (e.g. `["delivered", "read"]`) to `url` (Parley's
+    /// `/webhooks/waba`, routed by phone number id).
+    pub fn report_statuses(&self, url: &str, app_secret: &str, delay: Duration, statuses: &[&str]) {
+        self.shared.lock().reports = Some(Reports {
+            url: url.to_owned(),
+            app_secret: app_secret.to_owned(),
+            delay,
+            statuses: statuses.iter().map(|s| (*s).to_owned()).collect(),
+        });
     }
 
     /// Posts `payload` to `url` signed with `app_secret`, as Meta does; answers the status.
@@ -385,6 +407,9 @@ async fn accept_send(
     }
     state.counter += 1;
     let wamid = format!("wamid.fake{:08}", state.counter);
+    if let Some(reports) = state.reports.clone() {
+        tokio::spawn(report(reports, number.clone(), wamid.clone()));
+    }
     state.sent.push(SentMessage {
         phone_number_id: number,
         edge: edge.to_owned(),
@@ -394,6 +419,25 @@ async fn accept_send(
     });
     axum::Json(json!({"messaging_product": "whatsapp", "contacts": [{"input": to, "wa_id": to}], "messages": [{"id": wamid}]}))
         .into_response()
+}
+
+/// Posts the configured statuses of `wamid`, signed, after the configured delay.
+async fn report(reports: Reports, number: String, wamid: String) {
+    tokio::time::sleep(reports.delay).await;
+    let http = reqwest::Client::new();
+    for status in &reports.statuses {
+        let body = status_payload(&number, &wamid, status, None).to_string();
+        let _ = http
+            .post(&reports.url)
+            .header("content-type", "application/json")
+            .header(
+                "x-hub-signature-256",
+                sign(reports.app_secret.as_bytes(), body.as_bytes()),
+            )
+            .body(body)
+            .send()
+            .await;
+    }
 }
 
 async fn list_templates(

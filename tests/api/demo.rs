@@ -1,4 +1,5 @@
-//! The README's first command: `parley serve --demo`, offline, answering the sandbox.
+//! The README's first command: `parley serve --demo`, offline, answering the sandbox, calling
+//! its MCP tool and sending its campaign template by a flow.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -7,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 #[tokio::test]
-async fn the_offline_demo_answers_the_sandbox_remembers_and_calls_its_mcp_tool() {
+async fn the_offline_demo_answers_remembers_calls_its_mcp_tool_and_sends_a_flow() {
     parley_actors::llm::install_crypto_provider();
     let dir = tempfile::tempdir().expect("dir");
     let mut child = Command::new(env!("CARGO_BIN_EXE_parley"))
@@ -135,6 +136,73 @@ async fn the_offline_demo_answers_the_sandbox_remembers_and_calls_its_mcp_tool()
             .as_str()
             .is_some_and(|m| m.starts_with("It is ") && m.ends_with(" in Asia/Tokyo.")),
         "{told}"
+    );
+
+    // Step 5: the demo channel's own template, sent to Maria by a campaign flow.
+    let campaign: Value = http
+        .post(format!("{base}/campaigns"))
+        .bearer_auth(&key)
+        .json(&json!({"channelUid": channel, "name": "Orders", "status": "ACTIVE",
+                      "templateName": "order_update", "templateParamsStrategy": "USE_CONTACT_ASSOCIATION",
+                      "templateParameters": {"1": "name", "2": "default"}}))
+        .send()
+        .await
+        .expect("campaign")
+        .json()
+        .await
+        .expect("json");
+    let flow: Value = http
+        .post(format!("{base}/flows"))
+        .bearer_auth(&key)
+        .json(
+            &json!({"channelUid": channel, "campaignUid": campaign["data"]["uid"],
+                      "contactUids": ["+351912345678"]}),
+        )
+        .send()
+        .await
+        .expect("flow")
+        .json()
+        .await
+        .expect("json");
+    let uid = flow["data"]["uid"].as_str().expect("a flow uid").to_owned();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let read: Value = http
+            .get(format!("{base}/flows/{uid}"))
+            .bearer_auth(&key)
+            .send()
+            .await
+            .expect("flow")
+            .json()
+            .await
+            .expect("json");
+        if read["data"]["status"] == "completed" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the demo flow never completed: {read}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let outbox: Value = http
+        .get(format!("{base}/channels/{channel}/sandbox/outbox"))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .expect("outbox")
+        .json()
+        .await
+        .expect("json");
+    let texts: Vec<&str> = outbox["data"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    assert!(
+        texts.contains(&"Hi Maria, your order A-17 has shipped."),
+        "{texts:?}"
     );
 
     child.kill().expect("stop the demo");

@@ -40,14 +40,14 @@ pub fn per_person() -> Value {
            "templateParameters": {"1": "name", "2": "external_id"}})
 }
 
-/// Identities with phones `+1555000000<i>`, external ids `p<i>`; answers their external ids.
+/// Identities with phones `+3519123<i:05>`, external ids `p<i>`; answers their external ids.
 pub async fn people(app: &TestApp, count: usize) -> Vec<String> {
     let mut ids = Vec::new();
     for i in 0..count {
         let external = format!("p{i}");
         app.put_identity(
             &external,
-            json!({"name": format!("Person {i}"), "phone": format!("+35191234560{i}"),
+            json!({"name": format!("Person {i}"), "phone": format!("+3519123{i:05}"),
                    "metadata": {"first_name": format!("First{i}")}}),
         )
         .await;
@@ -351,7 +351,7 @@ async fn a_sandbox_flow_reaches_every_identity_once_and_completes() {
     let campaign = campaign(&app, &sandbox, "Welcome", json!({})).await;
     let people = people(&app, 3).await;
     // By external id, phone and duplicate: three identities.
-    let contacts = json!([people[0], "+351912345601", people[2], people[0]]);
+    let contacts = json!([people[0], "+351912300001", people[2], people[0]]);
     let created = flow(&app, json!({"channelUid": sandbox, "campaignUid": campaign, "contactUids": contacts,
                                     "configuration": {"pauseBetweenContactsMs": 0, "maxConcurrentMessages": 2}})).await;
     assert_eq!(created["statistics"]["total"], 3);
@@ -386,7 +386,7 @@ async fn a_sandbox_flow_reaches_every_identity_once_and_completes() {
         listed,
         [
             (people[0].as_str(), "delivered"),
-            ("+351912345601", "delivered"),
+            ("+351912300001", "delivered"),
             (people[2].as_str(), "delivered")
         ]
     );
@@ -688,7 +688,7 @@ async fn a_live_flow_fills_parameters_per_identity_and_follows_delivery_reports(
     .await;
     let sent = app.wait_for_sends(2).await;
     let texts = |i: usize| -> Vec<String> {
-        let to = format!("35191234560{i}");
+        let to = format!("3519123{i:05}");
         let message = sent
             .iter()
             .find(|s| s.to() == to)
@@ -923,4 +923,73 @@ async fn a_sandbox_channel_keeps_templates_of_its_own() {
     )
     .await;
     assert_eq!(bare["data"], json!([]));
+}
+
+#[tokio::test]
+async fn a_flow_within_metas_limits_is_paced_by_the_channel_and_completes_on_reports() {
+    let app = crate::helpers::spawn_app_with(|settings| settings.whatsapp.rate_per_sec = 20).await;
+    app.graph.add_template("waba-1", order_update());
+    // Meta's count per second, with room for jitter; a burst at the start of a second would
+    // still go over it.
+    app.graph.limit_per_second(25);
+    app.graph.report_statuses(
+        &format!("{}/webhooks/waba", app.address),
+        crate::helpers::APP_SECRET,
+        Duration::from_millis(20),
+        &["delivered", "read"],
+    );
+    let live = app.live_channel("100001").await;
+    let campaign = campaign(&app, &live, "Orders", per_person()).await;
+    let people = people(&app, 30).await;
+    let created = flow(
+        &app,
+        json!({"channelUid": live, "campaignUid": campaign, "contactUids": people,
+               "configuration": {"pauseBetweenContactsMs": 0, "maxConcurrentMessages": 10}}),
+    )
+    .await;
+    let done = wait_flow(&app, &uid(&created), |f| {
+        f["status"] != "queued" && f["status"] != "running"
+    })
+    .await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["statistics"]["read"], 30, "{done}");
+    assert_eq!(app.graph.sent().len(), 30);
+    assert!(
+        app.graph.rejected().is_empty(),
+        "the channel kept under Meta's rate: {:?}",
+        app.graph
+            .rejected()
+            .iter()
+            .map(|(_, code)| code)
+            .collect::<Vec<_>>()
+    );
+}
+
+#[tokio::test]
+async fn creating_a_flow_twice_with_one_idempotency_key_creates_it_once() {
+    let app = spawn_app().await;
+    let channel = sandbox_with_template(&app, "Sandbox").await;
+    let campaign = campaign(&app, &channel, "Welcome", json!({})).await;
+    let people = people(&app, 2).await;
+    let body = json!({"channelUid": channel, "campaignUid": campaign, "contactUids": people,
+                      "configuration": {"pauseBetweenContactsMs": 0}});
+    let post = || {
+        app.request(Method::POST, "/flows", Some(&app.owner.api_key))
+            .header("Idempotency-Key", "monday-orders")
+            .json(&body)
+            .send()
+    };
+    let first = expect_status(post().await.expect("send"), 201).await;
+    let again = expect_status(post().await.expect("send"), 201).await;
+    assert_eq!(first["data"]["uid"], again["data"]["uid"]);
+    let listed = expect_status(app.get("/flows").await, 200).await;
+    assert_eq!(listed["total"], 1, "{listed}");
+    let other = app
+        .request(Method::POST, "/flows", Some(&app.owner.api_key))
+        .header("Idempotency-Key", "monday-orders")
+        .json(&json!({"channelUid": channel, "campaignUid": campaign, "contactUids": [people[0]]}))
+        .send()
+        .await
+        .expect("send");
+    expect_error(other, 409, "idempotency_key_reused").await;
 }

@@ -27,7 +27,7 @@ impl Limits {
             .unwrap_or_else(|| Quota::per_second(NonZeroU32::MIN))
             .allow_burst(pair_burst);
         Self {
-            number: Arc::new(RateLimiter::direct(Quota::per_second(per_second))),
+            number: Arc::new(RateLimiter::direct(number_quota(per_second))),
             pairs: Arc::new(RateLimiter::keyed(pair_quota)),
         }
     }
@@ -36,5 +36,28 @@ impl Limits {
     pub(super) async fn until_ready(&self, recipient: &String) {
         self.pairs.until_key_ready(recipient).await;
         self.number.until_ready().await;
+    }
+}
+
+/// A number's messages evenly spaced, without bursts, 1% under `per_second`: Meta counts
+/// messages per second, and a burst at the start of a second (what a plain per-second quota
+/// allows) plus a full second's pace after it would be twice the rate within one of Meta's
+/// seconds; the margin absorbs jitter on the way.
+fn number_quota(per_second: NonZeroU32) -> Quota {
+    let spacing = Duration::from_secs(1).mul_f64(1.01) / per_second.get();
+    Quota::with_period(spacing.max(Duration::from_micros(1)))
+        .unwrap_or_else(|| Quota::per_second(per_second))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_numbers_messages_never_burst_beyond_its_rate() {
+        let quota = number_quota(NonZeroU32::new(80).expect("80"));
+        assert_eq!(quota.burst_size().get(), 1);
+        let per_second = 1.0 / quota.replenish_interval().as_secs_f64();
+        assert!((79.0..80.0).contains(&per_second), "{per_second}");
     }
 }
