@@ -101,7 +101,13 @@ fn env_key(flat: &str) -> String {
         "idle_timeout_secs",
         "max_connections",
     ];
-    const ACTORS: [&str; 4] = ["conversation_", "turn_timeout", "inbound_", "stop_words"];
+    const ACTORS: [&str; 5] = [
+        "conversation_",
+        "turn_timeout",
+        "inbound_",
+        "stop_words",
+        "scheduler_",
+    ];
     if SERVER.contains(&flat) {
         return format!("server.{flat}");
     }

@@ -24,6 +24,7 @@ mod memory;
 mod middleware;
 mod pagination;
 mod sandbox;
+mod scheduled_tasks;
 mod send;
 mod stages;
 mod templates;
@@ -96,6 +97,7 @@ pub fn router(state: AppState) -> Router {
         .merge(chat::router())
         .merge(send::router())
         .merge(flows::router())
+        .merge(scheduled_tasks::router())
         .route_layer(acting);
     with_middleware(plain.merge(upstream_bound), body_limit).with_state(state)
 }

@@ -64,3 +64,96 @@ pub(crate) async fn apply_report(
     }
     Ok(applied)
 }
+
+/// A flow to create (its contacts already resolved to identities of the workspace).
+#[derive(Clone, Debug)]
+pub struct FlowRequest {
+    /// The workspace.
+    pub workspace_id: i64,
+    /// The campaign, of the workspace.
+    pub campaign_id: Uuid,
+    /// The channel, of the workspace.
+    pub channel_id: Uuid,
+    /// The recipients, duplicates collapsed, in order.
+    pub recipients: Vec<flows::NewRecipient>,
+    /// Free text.
+    pub description: Option<String>,
+    /// `Queued` or `Draft`.
+    pub status: parley_persistence::FlowStatus,
+    /// Pacing, concurrency, retries, timeout.
+    pub configuration: FlowConfig,
+}
+
+/// Why a flow was not created.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum CreateFlowError {
+    /// The campaign does not exist in the workspace.
+    #[error("the campaign does not exist")]
+    CampaignNotFound,
+    /// The channel does not exist in the workspace.
+    #[error("the channel does not exist")]
+    ChannelNotFound,
+    /// The flow's channel is not the campaign's.
+    #[error("the flow's channel must be the campaign's channel")]
+    ChannelMismatch,
+    /// Only ACTIVE and DEPRECATED campaigns start flows.
+    #[error("the campaign is {0}; only ACTIVE and DEPRECATED campaigns start flows")]
+    CampaignNotUsable(&'static str),
+    /// The channel is inactive.
+    #[error("the channel is not active; give it credentials first")]
+    ChannelInactive,
+    /// The database failed.
+    #[error("storage failed: {0}")]
+    Storage(String),
+}
+
+impl From<PersistenceError> for CreateFlowError {
+    fn from(error: PersistenceError) -> Self {
+        Self::Storage(error.to_string())
+    }
+}
+
+/// Creates a flow with its recipients in one transaction and tells the flows supervisor, which
+/// starts a queued flow at once. The one way to create a flow (the API and scheduled tasks).
+pub(crate) async fn create(
+    handles: &Handles,
+    request: FlowRequest,
+) -> Result<parley_persistence::entities::flow::Model, CreateFlowError> {
+    use parley_persistence::{campaigns, channels};
+    let db = &handles.db;
+    let campaign = campaigns::find(db, request.workspace_id, request.campaign_id)
+        .await?
+        .ok_or(CreateFlowError::CampaignNotFound)?;
+    let channel = channels::find(db, request.workspace_id, request.channel_id)
+        .await?
+        .ok_or(CreateFlowError::ChannelNotFound)?;
+    if campaign.channel_id != channel.id {
+        return Err(CreateFlowError::ChannelMismatch);
+    }
+    if !campaign.status.is_usable() {
+        return Err(CreateFlowError::CampaignNotUsable(campaign.status.as_str()));
+    }
+    if !channel.active {
+        return Err(CreateFlowError::ChannelInactive);
+    }
+    let new = flows::NewFlow {
+        workspace_id: request.workspace_id,
+        campaign_id: campaign.id,
+        channel_id: channel.id,
+        description: request.description,
+        status: request.status,
+        configuration: request.configuration.to_json(),
+    };
+    let txn = parley_persistence::begin_write(db).await?;
+    let created = flows::create(&txn, new, request.recipients, clock::now()).await?;
+    txn.commit().await.map_err(PersistenceError::from)?;
+    tracing::info!(flow_id = %created.id, total = created.total, status = created.status.as_str(), "flow created");
+    match handles.flows() {
+        Ok(flows) => flows.changed(created.id),
+        // The flows supervisor reads every live flow when it starts again.
+        Err(error) => {
+            tracing::warn!(flow_id = %created.id, %error, "flow actors not told; their restart picks the flow up");
+        }
+    }
+    Ok(created)
+}

@@ -27,6 +27,7 @@ pub mod mcp;
 pub mod outbound;
 pub mod people;
 pub mod runtime;
+pub mod schedule;
 #[cfg(test)]
 mod test_support;
 pub mod whatsapp;
@@ -43,3 +44,4 @@ pub use outbound::Outbox;
 pub use runtime::{
     ActorPath, ActorRuntime, RuntimeDeps, RuntimeError, SupervisorKind, SupervisorSnapshot,
 };
+pub use schedule::Scheduler;

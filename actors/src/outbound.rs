@@ -92,6 +92,9 @@ pub enum OutboundError {
         /// Why it was not sent.
         error: SendError,
     },
+    /// The identity has no phone number to send to.
+    #[error("the identity has no phone number")]
+    NoPhone,
     /// The database failed.
     #[error("storage failed: {0}")]
     Storage(String),
@@ -137,6 +140,41 @@ impl Outbox {
             send.name.as_deref(),
             rendered,
         )
+        .await
+    }
+
+    /// Sends free text to an identity on a channel (the channel's actor refuses it outside the
+    /// 24-hour window), recorded in the identity's conversation like every message.
+    ///
+    /// # Errors
+    /// [`OutboundError::NoPhone`], or as [`Outbox::send_template`].
+    pub async fn send_text(
+        &self,
+        workspace_id: i64,
+        channel_id: Uuid,
+        identity_id: Uuid,
+        text: String,
+    ) -> Result<Sent, OutboundError> {
+        let outbox = self.clone();
+        detached(async move {
+            let phone = people::phone_of(&outbox.handles.db, identity_id)
+                .await?
+                .ok_or(OutboundError::NoPhone)?;
+            let outgoing = Outgoing {
+                to: phone.digits().to_owned(),
+                identity_id: Some(identity_id),
+                content: OutboundContent::Text {
+                    body: text.clone(),
+                    context: None,
+                },
+            };
+            let thread = Thread {
+                workspace_id,
+                identity_id,
+                channel_id,
+            };
+            outbox.record_and_send(thread, outgoing, text).await
+        })
         .await
     }
 

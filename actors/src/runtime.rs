@@ -36,6 +36,7 @@ use crate::flow::registry::{FlowRegistryMsg, Flows};
 use crate::inbound::worker::{InboundSettings, InboundWorkerMsg};
 use crate::mcp::McpHub;
 use crate::outbound::Outbox;
+use crate::schedule::registry::{Scheduler, SchedulerMsg};
 use crate::whatsapp::status::StatusReport;
 use crate::whatsapp::{GraphClient, GraphError};
 use parley_persistence::channels::VerifiedNumber;
@@ -107,6 +108,8 @@ pub struct RuntimeDeps {
     pub channels: ChannelDeps,
     /// How the inbound worker paces itself.
     pub inbound: InboundSettings,
+    /// How often the scheduler sweeps the tasks table (tasks due within it get an actor).
+    pub scheduler_sweep: Duration,
 }
 
 /// The live supervisors' handles, replaced when a supervisor restarts, and what is needed to
@@ -124,6 +127,7 @@ pub(crate) struct Handles {
     channels: RwLock<Option<ActorRef<ChannelRegistryMsg>>>,
     inbound: RwLock<Option<ActorRef<InboundWorkerMsg>>>,
     flows: RwLock<Option<ActorRef<FlowRegistryMsg>>>,
+    scheduler: RwLock<Option<ActorRef<SchedulerMsg>>>,
 }
 
 impl Handles {
@@ -138,6 +142,7 @@ impl Handles {
             channels: RwLock::new(None),
             inbound: RwLock::new(None),
             flows: RwLock::new(None),
+            scheduler: RwLock::new(None),
         }
     }
 
@@ -171,6 +176,11 @@ impl Handles {
         Self::read(&self.flows, SupervisorKind::Flows).map(Flows::new)
     }
 
+    /// The handle on the scheduler.
+    pub(crate) fn scheduler(&self) -> Result<Scheduler, RuntimeError> {
+        Self::read(&self.scheduler, SupervisorKind::Scheduler).map(Scheduler::new)
+    }
+
     fn inbound(&self) -> Result<ActorRef<InboundWorkerMsg>, RuntimeError> {
         Self::read(&self.inbound, SupervisorKind::Inbound)
     }
@@ -190,7 +200,9 @@ impl Handles {
             SupervisorKind::Flows => {
                 Self::publish(&self.flows, cell.map(|c| c.clone().into()));
             }
-            SupervisorKind::Scheduler => {}
+            SupervisorKind::Scheduler => {
+                Self::publish(&self.scheduler, cell.map(|c| c.clone().into()));
+            }
         }
     }
 }
@@ -261,6 +273,25 @@ impl ActorRuntime {
         report: &StatusReport,
     ) -> Result<bool, PersistenceError> {
         crate::flow::apply_report(&self.handles, channel_id, report).await
+    }
+
+    /// The handle on the scheduler.
+    ///
+    /// # Errors
+    /// Fails while the scheduler is restarting.
+    pub fn scheduler(&self) -> Result<Scheduler, RuntimeError> {
+        self.handles.scheduler()
+    }
+
+    /// Creates a flow (and starts it when queued).
+    ///
+    /// # Errors
+    /// Why it was not created.
+    pub async fn create_flow(
+        &self,
+        request: crate::flow::FlowRequest,
+    ) -> Result<parley_persistence::entities::flow::Model, crate::flow::CreateFlowError> {
+        crate::flow::create(&self.handles, request).await
     }
 
     /// The one way to send a message to a person.

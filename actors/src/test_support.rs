@@ -91,6 +91,7 @@ pub(crate) async fn runtime_deps() -> (RuntimeDeps, tempfile::TempDir, FakeModel
         conversations,
         channels,
         inbound: InboundSettings::default(),
+        scheduler_sweep: std::time::Duration::from_secs(60),
     };
     (deps, dir, model)
 }

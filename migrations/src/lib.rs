@@ -13,6 +13,7 @@ mod m20261123_000005_idempotency_and_history;
 mod m20261123_000006_verified_numbers;
 mod m20261123_000007_mcp_servers;
 mod m20261123_000008_campaigns_and_flows;
+mod m20261123_000009_scheduled_tasks;
 
 /// Applies Parley's migrations in order; `parley serve` and `parley migrate` run it.
 #[derive(Debug)]
@@ -30,6 +31,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261123_000006_verified_numbers::Migration),
             Box::new(m20261123_000007_mcp_servers::Migration),
             Box::new(m20261123_000008_campaigns_and_flows::Migration),
+            Box::new(m20261123_000009_scheduled_tasks::Migration),
         ]
     }
 }

@@ -17,6 +17,8 @@ pub mod mcp_server;
 pub mod memory_entry;
 pub mod message;
 pub mod sandbox_template;
+pub mod scheduled_task;
+pub mod scheduled_task_run;
 pub mod stage;
 pub mod user;
 pub mod webhook_event;

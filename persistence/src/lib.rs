@@ -21,6 +21,7 @@ pub mod mcp_servers;
 pub mod memory;
 mod page;
 pub mod sandbox_templates;
+pub mod scheduled_tasks;
 pub mod stages;
 pub mod tenancy;
 pub mod values;
@@ -34,7 +35,8 @@ pub use page::{Cursor, CursorPage, Page, Paged};
 pub use sea_orm::{ConnectionTrait, DatabaseConnection, TransactionTrait};
 pub use values::{
     CampaignStatus, ConversationStatus, Direction, EventStatus, FlowStatus, Integration,
-    McpTransport, MessageStatus, ParamsStrategy, RecipientStatus, Role,
+    McpTransport, MessageStatus, ParamsStrategy, RecipientStatus, Role, RunStatus, TaskStatus,
+    TaskType,
 };
 
 /// Result of a persistence operation.

@@ -351,6 +351,50 @@ impl RecipientStatus {
     }
 }
 
+string_values! {
+    /// What a scheduled task does.
+    TaskType {
+        /// Free text to an identity on a channel (inside the 24-hour window).
+        SendMessage = "send_message",
+        /// A template to an identity on a channel.
+        SendTemplate = "send_template",
+        /// Creates and queues a campaign flow.
+        StartFlow = "start_flow",
+        /// Moves an identity to a stage.
+        SetStage = "set_stage",
+        /// The identity's assistant writes a message with the given instructions, and it is sent.
+        AssistantFollowup = "assistant_followup",
+    }
+}
+
+string_values! {
+    /// Where a scheduled task stands.
+    TaskStatus {
+        /// Waiting for its time.
+        Scheduled = "scheduled",
+        /// Held until resumed.
+        Paused = "paused",
+        /// Running now.
+        Running = "running",
+        /// Ran (a one-off task).
+        Completed = "completed",
+        /// Its run failed (a one-off task).
+        Failed = "failed",
+    }
+}
+
+string_values! {
+    /// How one run of a scheduled task went.
+    RunStatus {
+        /// Executing (found at start-up: failed `interrupted`).
+        Running = "running",
+        /// Done.
+        Succeeded = "succeeded",
+        /// Failed, with its error.
+        Failed = "failed",
+    }
+}
+
 /// Whether a conversation still takes messages.
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, EnumIter, DeriveActiveEnum, Serialize, Deserialize,

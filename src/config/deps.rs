@@ -35,6 +35,7 @@ impl Settings {
                     .map(str::to_owned)
                     .collect(),
             },
+            scheduler_sweep: Duration::from_millis(actors.scheduler_sweep_ms.max(10)),
         }
     }
 

@@ -237,6 +237,9 @@ pub struct ActorSettings {
     /// Comma-separated words that, sent alone on WhatsApp, opt the person out of campaign
     /// templates (compared ignoring case).
     pub stop_words: String,
+    /// How often the scheduler sweeps the tasks table, in milliseconds; tasks due within one
+    /// sweep get a live actor (tasks created or resumed inside it, at once).
+    pub scheduler_sweep_ms: u64,
 }
 
 impl Default for ActorSettings {
@@ -252,6 +255,7 @@ impl Default for ActorSettings {
             inbound_retry_max_secs: inbound.retry_max.as_secs(),
             inbound_sweep_ms: millis(inbound.sweep_every),
             stop_words: inbound.stop_words.join(","),
+            scheduler_sweep_ms: 60_000,
         }
     }
 }

@@ -9,13 +9,11 @@ use axum::Router;
 use axum::extract::State;
 use axum::routing::get;
 use chrono::{DateTime, Utc};
-use parley_actors::flow::FlowConfig;
+use parley_actors::flow::{CreateFlowError, FlowConfig, FlowRequest};
 use parley_persistence::entities::{flow, flow_recipient};
-use parley_persistence::flows::{self, FlowFilter, NewFlow, NewRecipient};
+use parley_persistence::flows::{self, FlowFilter, NewRecipient};
 use parley_persistence::identities::{self, EMAIL, PHONE};
-use parley_persistence::{
-    ConnectionTrait, CursorPage, FlowStatus, PersistenceError, RecipientStatus, clock,
-};
+use parley_persistence::{ConnectionTrait, CursorPage, FlowStatus, RecipientStatus, clock};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -191,50 +189,52 @@ async fn create_flow(
     };
     let channel = find_channel(&state, &caller, raw_channel).await?;
     let campaign = find_campaign(&state, &caller, raw_campaign).await?;
-    if campaign.channel_id != channel.id {
-        return Err(ApiError::invalid_field(
-            ["channelUid"],
-            "must be the campaign's channel",
-        ));
-    }
-    if !campaign.status.is_usable() {
-        return Err(ApiError::ConflictCode {
-            code: "campaign_not_usable",
-            message: format!(
-                "The campaign is {}; only ACTIVE and DEPRECATED campaigns start flows",
-                campaign.status.as_str()
-            ),
-        });
-    }
-    if !channel.active {
-        return Err(ApiError::ConflictCode {
-            code: "channel_inactive",
-            message: "The channel is not active; give it credentials first".to_owned(),
-        });
-    }
     let recipients = resolve_contacts(&state.db, caller.workspace_id, contacts).await?;
-    let new = NewFlow {
+    let request = FlowRequest {
         workspace_id: caller.workspace_id,
         campaign_id: campaign.id,
         channel_id: channel.id,
+        recipients,
         description: body.description,
         status,
-        configuration: config.to_json(),
+        configuration: config,
     };
-    let txn = parley_persistence::begin_write(&state.db).await?;
-    let created = flows::create(&txn, new, recipients, clock::now()).await?;
-    txn.commit().await.map_err(PersistenceError::from)?;
-    tracing::info!(flow_id = %created.id, total = created.total, status = created.status.as_str(), "flow created");
-    tell(&state, created.id);
+    let created = state
+        .actors
+        .create_flow(request)
+        .await
+        .map_err(create_error)?;
     Ok(Envelope::created(
         "Flow created successfully",
         record(&state.db, created).await?,
     ))
 }
 
+/// The API's answer to a flow that was not created.
+pub(crate) fn create_error(error: CreateFlowError) -> ApiError {
+    match error {
+        CreateFlowError::CampaignNotFound => ApiError::NotFound("Campaign"),
+        CreateFlowError::ChannelNotFound => ApiError::NotFound("Channel"),
+        CreateFlowError::ChannelMismatch => {
+            ApiError::invalid_field(["channelUid"], "must be the campaign's channel")
+        }
+        CreateFlowError::CampaignNotUsable(status) => ApiError::ConflictCode {
+            code: "campaign_not_usable",
+            message: format!(
+                "The campaign is {status}; only ACTIVE and DEPRECATED campaigns start flows"
+            ),
+        },
+        CreateFlowError::ChannelInactive => ApiError::ConflictCode {
+            code: "channel_inactive",
+            message: "The channel is not active; give it credentials first".to_owned(),
+        },
+        CreateFlowError::Storage(_) => ApiError::Internal(anyhow::anyhow!(error)),
+    }
+}
+
 /// Resolves contacts like identity paths (UUID id, external id, phone, e-mail), a few queries
 /// for any number; duplicates collapse. Unknown ones are a 400 listing them.
-async fn resolve_contacts(
+pub(crate) async fn resolve_contacts(
     db: &impl ConnectionTrait,
     workspace_id: i64,
     contacts: Vec<String>,

@@ -213,7 +213,9 @@ fn outbound_error(error: OutboundError) -> ApiError {
             code: "not_ready",
             message: error.to_string(),
         },
-        OutboundError::Storage(_) => ApiError::Internal(anyhow::anyhow!(error)),
+        OutboundError::NoPhone | OutboundError::Storage(_) => {
+            ApiError::Internal(anyhow::anyhow!(error))
+        }
     }
 }
 

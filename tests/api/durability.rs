@@ -16,7 +16,11 @@ const NUMBER: &str = "106540352242922";
 
 /// The in-process server of these tests, with its inbound sweep out of the way.
 async fn quiet_app() -> TestApp {
-    spawn_app_with(|s| s.actors.inbound_sweep_ms = 3_600_000).await
+    spawn_app_with(|s| {
+        s.actors.inbound_sweep_ms = 3_600_000;
+        s.actors.scheduler_sweep_ms = 3_600_000;
+    })
+    .await
 }
 
 /// `parley serve` as a separate process on the test's database, fakes and secret key; answers
@@ -368,5 +372,77 @@ async fn a_flow_killed_mid_send_resumes_by_itself_and_nobody_gets_the_template_t
         stats["sent"].as_u64().expect("sent") + interrupted,
         6,
         "{done}"
+    );
+}
+
+#[tokio::test]
+async fn a_task_due_while_the_server_was_down_runs_once_at_start_up_marked_late() {
+    let app = quiet_app().await;
+    let channel = crate::flows::sandbox_with_template(&app, "Sandbox").await;
+    crate::flows::people(&app, 1).await;
+    let (first, base) = serve(&app);
+    let due = chrono::Utc::now() + chrono::Duration::seconds(2);
+    let created: Value = reqwest::Client::new()
+        .post(format!("{base}/scheduled-tasks"))
+        .bearer_auth(&app.owner.api_key)
+        .json(
+            &serde_json::json!({"name": "Shipped", "task_type": "send_template",
+            "scheduled_at": due.to_rfc3339(),
+            "payload": {"identity_id": "p0", "channel_id": channel, "template_name": "order_update",
+                        "language": "en_US", "parameters": ["Ana", "#9"]}}),
+        )
+        .send()
+        .await
+        .expect("create the task")
+        .json()
+        .await
+        .expect("json");
+    let task = created["data"]["id"]
+        .as_str()
+        .expect("a task id")
+        .to_owned();
+    kill(first);
+    // Down past the task's time.
+    while chrono::Utc::now() < due + chrono::Duration::milliseconds(300) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let (second, _) = serve(&app);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let record: Value = app
+            .get(&format!("/scheduled-tasks/{task}"))
+            .await
+            .json()
+            .await
+            .expect("json");
+        if record["data"]["status"] == "completed" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the task never ran: {record}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    kill(second);
+    let runs: Value = app
+        .get(&format!("/scheduled-tasks/{task}/runs"))
+        .await
+        .json()
+        .await
+        .expect("json");
+    let runs = runs["data"].as_array().expect("runs");
+    assert_eq!(runs.len(), 1, "exactly one run: {runs:?}");
+    assert_eq!(runs[0]["late"], true, "{runs:?}");
+    assert_eq!(runs[0]["status"], "succeeded", "{runs:?}");
+    let outbox: Value = app
+        .get(&format!("/channels/{channel}/sandbox/outbox"))
+        .await
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(
+        outbox["data"].as_array().map(Vec::len),
+        Some(1),
+        "exactly one message: {outbox}"
     );
 }

@@ -26,6 +26,7 @@ mod mcp;
 mod memory;
 mod operator;
 mod races;
+mod scheduled_tasks;
 mod stages;
 mod templates;
 mod timeouts;

@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use super::{
     ConversationActor, ConversationArgs, ConversationDeps, ConversationKey, ConversationMsg,
-    TurnError, TurnOutcome, TurnRequest,
+    TurnError, TurnOrigin, TurnOutcome, TurnRequest,
 };
 use crate::changes::Change;
 use crate::runtime::{ActorPath, LiveActors, RuntimeError, SupervisorKind};
@@ -184,6 +184,29 @@ impl Conversations {
             registry,
             turn_timeout,
         }
+    }
+
+    /// A scheduled follow-up: the identity's assistant writes to `to` with `instructions`, in
+    /// the conversation on `channel_id`, serialised with the person's own messages; the reply
+    /// is stored `pending` for the caller to send.
+    ///
+    /// # Errors
+    /// As [`Conversations::turn`].
+    pub async fn follow_up(
+        &self,
+        workspace_id: i64,
+        identity_id: Uuid,
+        channel_id: Uuid,
+        to: crate::domain::Phone,
+        instructions: String,
+    ) -> Result<TurnOutcome, TurnError> {
+        let request = TurnRequest {
+            channel_id,
+            text: String::new(),
+            origin: TurnOrigin::FollowUp { instructions, to },
+            metadata: None,
+        };
+        self.turn(workspace_id, identity_id, request).await
     }
 
     /// Runs a turn for `identity_id` in its actor, waiting at most the configured turn timeout.

@@ -41,6 +41,14 @@ pub enum TurnOrigin {
         /// The sender, who receives the reply.
         from: Phone,
     },
+    /// A scheduled follow-up: no message of the person; the assistant writes to them with
+    /// these instructions, and the reply is stored `pending` for the channel to send.
+    FollowUp {
+        /// What the assistant is asked to do.
+        instructions: String,
+        /// The person's phone, who receives the message.
+        to: Phone,
+    },
 }
 
 /// What a streaming caller hears while its turn runs.
@@ -56,14 +64,22 @@ impl TurnRequest {
     pub(crate) fn wamid(&self) -> Option<&str> {
         match &self.origin {
             TurnOrigin::WhatsApp { wamid, .. } => Some(wamid),
-            TurnOrigin::Api { .. } => None,
+            TurnOrigin::Api { .. } | TurnOrigin::FollowUp { .. } => None,
         }
     }
 
     pub(crate) fn events(&self) -> Option<&mpsc::Sender<TurnEvent>> {
         match &self.origin {
             TurnOrigin::Api { events } => events.as_ref(),
-            TurnOrigin::WhatsApp { .. } => None,
+            TurnOrigin::WhatsApp { .. } | TurnOrigin::FollowUp { .. } => None,
+        }
+    }
+
+    /// The follow-up instructions, for a scheduled follow-up.
+    pub(crate) fn follow_up(&self) -> Option<&str> {
+        match &self.origin {
+            TurnOrigin::FollowUp { instructions, .. } => Some(instructions),
+            _ => None,
         }
     }
 }

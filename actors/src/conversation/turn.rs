@@ -168,7 +168,7 @@ async fn record_inbound(
         }
     };
     let mut new_ids = Vec::with_capacity(batch.len());
-    for request in batch {
+    for request in batch.iter().filter(|r| r.follow_up().is_none()) {
         let wamid = request.wamid();
         if let Some(stored) = resumed
             .as_ref()
@@ -212,8 +212,20 @@ async fn prompt(
     .map_err(TurnError::Template)?;
     let mut messages = vec![ChatMessage::system(system)];
     messages.extend(last_turns(&earlier, routed.settings.history_turns()));
-    let text: Vec<&str> = batch.iter().map(|r| r.text.as_str()).collect();
-    messages.push(ChatMessage::user(text.join("\n")));
+    let text: Vec<&str> = batch
+        .iter()
+        .filter(|r| r.follow_up().is_none())
+        .map(|r| r.text.as_str())
+        .collect();
+    if !text.is_empty() {
+        messages.push(ChatMessage::user(text.join("\n")));
+    }
+    for instructions in batch.iter().filter_map(TurnRequest::follow_up) {
+        messages.push(ChatMessage::system(format!(
+            "Write a follow-up message to the person now, without waiting for them to write. \
+             Instructions: {instructions}"
+        )));
+    }
     Ok(messages)
 }
 

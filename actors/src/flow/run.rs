@@ -518,6 +518,7 @@ async fn judge(
         Err(
             error @ (OutboundError::Templates(_)
             | OutboundError::Storage(_)
+            | OutboundError::NoPhone
             | OutboundError::Unavailable(_)),
         ) => (retry_or_fail(None, error.to_string()), None),
     })

@@ -47,6 +47,14 @@ impl ActorPath {
         ))
     }
 
+    /// The actor of a scheduled task.
+    pub fn task(task_id: Uuid) -> Self {
+        Self(format!(
+            "root/{}/task:{task_id}",
+            SupervisorKind::Scheduler.name()
+        ))
+    }
+
     /// A child of this path named `name`.
     pub fn child(&self, name: &str) -> Self {
         Self(format!("{}/{name}", self.0))

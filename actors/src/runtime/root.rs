@@ -7,12 +7,13 @@ use std::time::Duration;
 
 use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 
-use super::supervisor::{Supervisor, SupervisorSnapshot};
+use super::supervisor::SupervisorSnapshot;
 use super::{ActorPath, Ending, Handles, RuntimeDeps, SupervisorKind, ending};
 use crate::channel::registry::ChannelRegistry;
 use crate::conversation::registry::ConversationRegistry;
 use crate::flow::registry::FlowRegistry;
 use crate::inbound::worker::{InboundWorker, InboundWorkerArgs};
+use crate::schedule::registry::{SchedulerArgs, SchedulerRegistry};
 
 /// Behaviour of the root supervisor.
 pub(crate) struct Root;
@@ -132,7 +133,7 @@ impl Actor for Root {
             #[cfg(test)]
             RootMsg::CrashChild(kind) => {
                 if let Some((_, cell)) = state.children.iter().find(|(k, _)| *k == kind) {
-                    cell.send_message(super::supervisor::SupervisorMsg::Crash)?;
+                    cell.kill();
                 }
             }
         }
@@ -210,7 +211,11 @@ async fn spawn_child(
                 .get_cell()
         }
         SupervisorKind::Scheduler => {
-            Actor::spawn_linked(None, Supervisor, ActorPath::supervisor(kind), root.clone())
+            let args = SchedulerArgs {
+                handles: state.handles.clone(),
+                sweep: deps.scheduler_sweep,
+            };
+            Actor::spawn_linked(None, SchedulerRegistry, args, root.clone())
                 .await?
                 .0
                 .get_cell()

@@ -19,8 +19,8 @@ use crate::outbound::{OutboundContent, Outgoing};
 pub(super) struct ReplyPlan {
     /// The person's message it answers.
     to: Option<Uuid>,
-    /// For a WhatsApp sender: the recipient and the message the reply quotes.
-    whatsapp: Option<(String, String)>,
+    /// For a WhatsApp sender (or a follow-up): the recipient and the message the reply quotes.
+    whatsapp: Option<(String, Option<String>)>,
     /// The identity, for the outbound record.
     identity_id: Uuid,
 }
@@ -30,7 +30,10 @@ impl ReplyPlan {
     /// (quoting the last), else an answer to the API caller.
     pub(super) fn new(batch: &[TurnRequest], to: Option<Uuid>, identity_id: Uuid) -> Self {
         let whatsapp = batch.iter().rev().find_map(|r| match &r.origin {
-            TurnOrigin::WhatsApp { wamid, from } => Some((from.digits().to_owned(), wamid.clone())),
+            TurnOrigin::WhatsApp { wamid, from } => {
+                Some((from.digits().to_owned(), Some(wamid.clone())))
+            }
+            TurnOrigin::FollowUp { to, .. } => Some((to.digits().to_owned(), None)),
             TurnOrigin::Api { .. } => None,
         });
         Self {
@@ -55,7 +58,7 @@ impl ReplyPlan {
                 identity_id: Some(self.identity_id),
                 content: OutboundContent::Text {
                     body: content,
-                    context: Some(wamid.clone()),
+                    context: wamid.clone(),
                 },
             }
             .to_stored()

@@ -1,0 +1,332 @@
+//! A scheduled task's payload, parsed into one typed value per task type (parse, don't
+//! validate): a missing or ill-typed field is named by its path under `payload`.
+
+use parley_persistence::TaskType;
+use serde_json::{Map, Value};
+use uuid::Uuid;
+
+use crate::outbound::TemplateParameters;
+
+/// What a task does, with its parameters.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TaskPayload {
+    /// Free text to an identity on a channel.
+    SendMessage {
+        /// The identity (its id, external id, phone or e-mail; stored as its id).
+        identity: String,
+        /// The channel.
+        channel_id: Uuid,
+        /// The text.
+        message: String,
+    },
+    /// A template to an identity on a channel.
+    SendTemplate {
+        /// The identity.
+        identity: String,
+        /// The channel.
+        channel_id: Uuid,
+        /// The template's name.
+        template_name: String,
+        /// Its language.
+        language: String,
+        /// Send components (`{"body": [{"type": "text", "text": "Ana"}]}`); a plain array of
+        /// strings fills the body.
+        parameters: TemplateParameters,
+    },
+    /// Creates and queues a flow.
+    StartFlow {
+        /// The campaign.
+        campaign_id: Uuid,
+        /// The channel.
+        channel_id: Uuid,
+        /// The recipients (identity ids, external ids, phones or e-mails; stored as ids).
+        contacts: Vec<String>,
+        /// The flow's configuration.
+        configuration: Option<Value>,
+    },
+    /// Moves an identity to a stage.
+    SetStage {
+        /// The identity.
+        identity: String,
+        /// The stage.
+        stage_id: Uuid,
+        /// Kept with the stage history entry.
+        metadata: Value,
+    },
+    /// The identity's assistant writes a follow-up and it is sent.
+    AssistantFollowup {
+        /// The identity.
+        identity: String,
+        /// The channel.
+        channel_id: Uuid,
+        /// What the assistant is asked to do.
+        instructions: String,
+    },
+}
+
+/// Longest free text or instructions.
+const MAX_TEXT: usize = 4_096;
+
+/// A field problem: the field's name under `payload` and what is wrong.
+pub type FieldProblem = (String, String);
+
+impl TaskPayload {
+    /// Parses `payload` for `task_type`.
+    ///
+    /// # Errors
+    /// Every field problem found.
+    pub fn parse(task_type: TaskType, payload: &Value) -> Result<Self, Vec<FieldProblem>> {
+        let empty = Map::new();
+        let Some(object) = payload.as_object() else {
+            return Err(vec![(String::new(), "must be an object".to_owned())]);
+        };
+        let fields = Fields {
+            object: if object.is_empty() { &empty } else { object },
+            problems: Vec::new(),
+        };
+        fields.parse(task_type)
+    }
+
+    /// The stored form.
+    pub fn to_json(&self) -> Value {
+        use serde_json::json;
+        match self {
+            Self::SendMessage {
+                identity,
+                channel_id,
+                message,
+            } => json!({"identity_id": identity, "channel_id": channel_id, "message": message}),
+            Self::SendTemplate {
+                identity,
+                channel_id,
+                template_name,
+                language,
+                parameters,
+            } => json!({"identity_id": identity, "channel_id": channel_id,
+                        "template_name": template_name, "language": language,
+                        "parameters": parameters}),
+            Self::StartFlow {
+                campaign_id,
+                channel_id,
+                contacts,
+                configuration,
+            } => json!({"campaign_uid": campaign_id, "channel_uid": channel_id,
+                        "contact_uids": contacts, "configuration": configuration}),
+            Self::SetStage {
+                identity,
+                stage_id,
+                metadata,
+            } => json!({"identity_id": identity, "stage_id": stage_id, "metadata": metadata}),
+            Self::AssistantFollowup {
+                identity,
+                channel_id,
+                instructions,
+            } => json!({"identity_id": identity, "channel_id": channel_id,
+                        "instructions": instructions}),
+        }
+    }
+}
+
+struct Fields<'a> {
+    object: &'a Map<String, Value>,
+    problems: Vec<FieldProblem>,
+}
+
+impl Fields<'_> {
+    fn parse(mut self, task_type: TaskType) -> Result<TaskPayload, Vec<FieldProblem>> {
+        let parsed = match task_type {
+            TaskType::SendMessage => TaskPayload::SendMessage {
+                identity: self.text("identity_id", 512),
+                channel_id: self.uuid("channel_id"),
+                message: self.text("message", MAX_TEXT),
+            },
+            TaskType::SendTemplate => TaskPayload::SendTemplate {
+                identity: self.text("identity_id", 512),
+                channel_id: self.uuid("channel_id"),
+                template_name: self.text("template_name", 512),
+                language: self.text("language", 16),
+                parameters: self.parameters(),
+            },
+            TaskType::StartFlow => TaskPayload::StartFlow {
+                campaign_id: self.uuid("campaign_uid"),
+                channel_id: self.uuid("channel_uid"),
+                contacts: self.contacts(),
+                configuration: self
+                    .object
+                    .get("configuration")
+                    .filter(|v| !v.is_null())
+                    .cloned(),
+            },
+            TaskType::SetStage => TaskPayload::SetStage {
+                identity: self.text("identity_id", 512),
+                stage_id: self.uuid("stage_id"),
+                metadata: self.metadata(),
+            },
+            TaskType::AssistantFollowup => TaskPayload::AssistantFollowup {
+                identity: self.text("identity_id", 512),
+                channel_id: self.uuid("channel_id"),
+                instructions: self.text("instructions", MAX_TEXT),
+            },
+        };
+        if self.problems.is_empty() {
+            Ok(parsed)
+        } else {
+            Err(self.problems)
+        }
+    }
+
+    fn problem(&mut self, field: &str, message: impl Into<String>) {
+        self.problems.push((field.to_owned(), message.into()));
+    }
+
+    fn text(&mut self, field: &str, max: usize) -> String {
+        match self.object.get(field) {
+            None | Some(Value::Null) => self.problem(field, "is required"),
+            Some(Value::String(text)) if text.trim().is_empty() => {
+                self.problem(field, "must not be empty");
+            }
+            Some(Value::String(text)) if text.chars().count() > max => {
+                self.problem(field, format!("must be at most {max} characters"));
+            }
+            Some(Value::String(text)) => return text.trim().to_owned(),
+            Some(_) => self.problem(field, "must be a string"),
+        }
+        String::new()
+    }
+
+    fn uuid(&mut self, field: &str) -> Uuid {
+        match self.object.get(field) {
+            None | Some(Value::Null) => self.problem(field, "is required"),
+            Some(Value::String(text)) => match Uuid::parse_str(text) {
+                Ok(id) => return id,
+                Err(_) => self.problem(field, "must be a UUID"),
+            },
+            Some(_) => self.problem(field, "must be a string (a UUID)"),
+        }
+        Uuid::nil()
+    }
+
+    fn metadata(&mut self) -> Value {
+        match self.object.get("metadata") {
+            None | Some(Value::Null) => Value::Object(Map::new()),
+            Some(value @ Value::Object(_)) => value.clone(),
+            Some(_) => {
+                self.problem("metadata", "must be an object");
+                Value::Null
+            }
+        }
+    }
+
+    fn contacts(&mut self) -> Vec<String> {
+        match self.object.get("contact_uids") {
+            Some(Value::Array(items)) if !items.is_empty() => {
+                let texts: Vec<String> = items
+                    .iter()
+                    .filter_map(|v| v.as_str().map(str::to_owned))
+                    .collect();
+                if texts.len() != items.len() {
+                    self.problem("contact_uids", "must be an array of strings");
+                }
+                texts
+            }
+            Some(Value::Array(_)) => {
+                self.problem("contact_uids", "must name at least one contact");
+                Vec::new()
+            }
+            None | Some(Value::Null) => {
+                self.problem("contact_uids", "is required");
+                Vec::new()
+            }
+            Some(_) => {
+                self.problem("contact_uids", "must be an array of strings");
+                Vec::new()
+            }
+        }
+    }
+
+    fn parameters(&mut self) -> TemplateParameters {
+        match self.object.get("parameters") {
+            None | Some(Value::Null) => TemplateParameters::new(),
+            Some(Value::Object(components)) => components.clone(),
+            Some(Value::Array(values)) => {
+                let texts: Option<Vec<Value>> = values
+                    .iter()
+                    .map(|v| {
+                        v.as_str()
+                            .map(|t| serde_json::json!({"type": "text", "text": t}))
+                    })
+                    .collect();
+                match texts {
+                    Some(body) => {
+                        let mut components = TemplateParameters::new();
+                        components.insert("body".to_owned(), Value::Array(body));
+                        components
+                    }
+                    None => {
+                        self.problem(
+                            "parameters",
+                            "must be an array of strings or an object of components",
+                        );
+                        TemplateParameters::new()
+                    }
+                }
+            }
+            Some(_) => {
+                self.problem(
+                    "parameters",
+                    "must be an array of strings or an object of components",
+                );
+                TemplateParameters::new()
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn each_type_parses_into_its_own_fields() {
+        let channel = Uuid::now_v7();
+        let parsed = TaskPayload::parse(
+            TaskType::SendMessage,
+            &json!({"identity_id": "crm-42", "channel_id": channel, "message": " Hi "}),
+        );
+        assert_eq!(
+            parsed,
+            Ok(TaskPayload::SendMessage {
+                identity: "crm-42".into(),
+                channel_id: channel,
+                message: "Hi".into()
+            })
+        );
+        let template = TaskPayload::parse(
+            TaskType::SendTemplate,
+            &json!({"identity_id": "crm-42", "channel_id": channel, "template_name": "t",
+                    "language": "en_US", "parameters": ["Ana"]}),
+        )
+        .expect("parses");
+        let TaskPayload::SendTemplate { parameters, .. } = template else {
+            panic!("a template send");
+        };
+        assert_eq!(parameters["body"], json!([{"type": "text", "text": "Ana"}]));
+    }
+
+    #[test]
+    fn missing_and_mistyped_fields_are_named() {
+        let problems = TaskPayload::parse(
+            TaskType::SetStage,
+            &json!({"identity_id": 7, "stage_id": "not-a-uuid", "metadata": []}),
+        )
+        .expect_err("refused");
+        let fields: Vec<&str> = problems.iter().map(|(f, _)| f.as_str()).collect();
+        assert_eq!(fields, ["identity_id", "stage_id", "metadata"]);
+        let flow = TaskPayload::parse(TaskType::StartFlow, &json!({})).expect_err("refused");
+        let fields: Vec<&str> = flow.iter().map(|(f, _)| f.as_str()).collect();
+        assert_eq!(fields, ["campaign_uid", "channel_uid", "contact_uids"]);
+        assert!(TaskPayload::parse(TaskType::SendMessage, &json!("text")).is_err());
+    }
+}

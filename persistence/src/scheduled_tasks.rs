@@ -1,0 +1,343 @@
+//! Scheduled tasks and their runs. A task is claimed (`scheduled` → `running`) and its run
+//! written `running` in one transaction before it executes; a run found `running` at start-up
+//! is failed `interrupted` and never repeated.
+
+use chrono::{DateTime, Utc};
+use sea_orm::sea_query::{Expr, ExprTrait};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
+    QuerySelect, Set,
+};
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::entities::{scheduled_task, scheduled_task_run};
+use crate::page::fetch_page;
+use crate::values::{RunStatus, TaskStatus, TaskType};
+use crate::{Page, Paged, Result};
+
+/// A new task, validated by the caller.
+#[derive(Clone, Debug)]
+pub struct NewTask {
+    /// Display name.
+    pub name: String,
+    /// What it does.
+    pub task_type: TaskType,
+    /// Its checked parameters.
+    pub payload: Value,
+    /// The first run.
+    pub scheduled_at: DateTime<Utc>,
+    /// Cron expression, if it recurs.
+    pub recurrence: Option<String>,
+    /// IANA timezone of the recurrence.
+    pub timezone: String,
+}
+
+/// Stores a task, `scheduled` for `scheduled_at`.
+///
+/// # Errors
+/// The database's.
+pub async fn create(
+    db: &impl ConnectionTrait,
+    workspace_id: i64,
+    new: NewTask,
+    now: DateTime<Utc>,
+) -> Result<scheduled_task::Model> {
+    Ok(scheduled_task::ActiveModel {
+        id: Set(Uuid::now_v7()),
+        workspace_id: Set(workspace_id),
+        name: Set(new.name),
+        task_type: Set(new.task_type),
+        payload: Set(new.payload),
+        scheduled_at: Set(new.scheduled_at),
+        recurrence: Set(new.recurrence),
+        timezone: Set(new.timezone),
+        status: Set(TaskStatus::Scheduled),
+        next_run_at: Set(Some(new.scheduled_at)),
+        last_run_at: Set(None),
+        run_count: Set(0),
+        last_error: Set(None),
+        created_at: Set(now),
+        updated_at: Set(now),
+    }
+    .insert(db)
+    .await?)
+}
+
+/// The task `id` of the workspace.
+///
+/// # Errors
+/// The database's.
+pub async fn find(
+    db: &impl ConnectionTrait,
+    workspace_id: i64,
+    id: Uuid,
+) -> Result<Option<scheduled_task::Model>> {
+    Ok(scheduled_task::Entity::find_by_id(id)
+        .filter(scheduled_task::Column::WorkspaceId.eq(workspace_id))
+        .one(db)
+        .await?)
+}
+
+/// The task `id`, whatever its workspace (for its actor).
+///
+/// # Errors
+/// The database's.
+pub async fn find_any(
+    db: &impl ConnectionTrait,
+    id: Uuid,
+) -> Result<Option<scheduled_task::Model>> {
+    Ok(scheduled_task::Entity::find_by_id(id).one(db).await?)
+}
+
+/// A page of the workspace's tasks, newest first.
+///
+/// # Errors
+/// The database's.
+pub async fn list(
+    db: &impl ConnectionTrait,
+    workspace_id: i64,
+    page: Page,
+) -> Result<Paged<scheduled_task::Model>> {
+    let query = scheduled_task::Entity::find()
+        .filter(scheduled_task::Column::WorkspaceId.eq(workspace_id))
+        .order_by_desc(scheduled_task::Column::Id);
+    fetch_page(db, query, page).await
+}
+
+/// Scheduled tasks due before `until`, soonest first (at most `limit`).
+///
+/// # Errors
+/// The database's.
+pub async fn due_before(
+    db: &impl ConnectionTrait,
+    until: DateTime<Utc>,
+    limit: u64,
+) -> Result<Vec<scheduled_task::Model>> {
+    Ok(scheduled_task::Entity::find()
+        .filter(scheduled_task::Column::Status.eq(TaskStatus::Scheduled))
+        .filter(scheduled_task::Column::NextRunAt.lte(until))
+        .order_by_asc(scheduled_task::Column::NextRunAt)
+        .limit(limit)
+        .all(db)
+        .await?)
+}
+
+/// Moves a task from one of `from` to `to`; `false` when it was in none of them.
+///
+/// # Errors
+/// The database's.
+pub async fn set_status(
+    db: &impl ConnectionTrait,
+    id: Uuid,
+    from: &[TaskStatus],
+    to: TaskStatus,
+    now: DateTime<Utc>,
+) -> Result<bool> {
+    let updated = scheduled_task::Entity::update_many()
+        .col_expr(scheduled_task::Column::Status, Expr::value(to))
+        .col_expr(scheduled_task::Column::UpdatedAt, Expr::value(now))
+        .filter(scheduled_task::Column::Id.eq(id))
+        .filter(scheduled_task::Column::Status.is_in(from.iter().copied()))
+        .exec(db)
+        .await?;
+    Ok(updated.rows_affected > 0)
+}
+
+/// Claims the task for its run due at `due_at` and writes the run `running`; `None` when the
+/// task is not scheduled for that time any more (paused, deleted, run by someone else).
+///
+/// # Errors
+/// The database's.
+pub async fn start_run(
+    db: &impl ConnectionTrait,
+    id: Uuid,
+    due_at: DateTime<Utc>,
+    late: bool,
+    now: DateTime<Utc>,
+) -> Result<Option<scheduled_task_run::Model>> {
+    let claimed = scheduled_task::Entity::update_many()
+        .col_expr(
+            scheduled_task::Column::Status,
+            Expr::value(TaskStatus::Running),
+        )
+        .col_expr(scheduled_task::Column::UpdatedAt, Expr::value(now))
+        .filter(scheduled_task::Column::Id.eq(id))
+        .filter(scheduled_task::Column::Status.eq(TaskStatus::Scheduled))
+        .filter(scheduled_task::Column::NextRunAt.eq(due_at))
+        .exec(db)
+        .await?;
+    if claimed.rows_affected == 0 {
+        return Ok(None);
+    }
+    let run = scheduled_task_run::ActiveModel {
+        id: Set(Uuid::now_v7()),
+        task_id: Set(id),
+        due_at: Set(due_at),
+        started_at: Set(now),
+        finished_at: Set(None),
+        status: Set(RunStatus::Running),
+        late: Set(late),
+        error: Set(None),
+        result: Set(None),
+    }
+    .insert(db)
+    .await?;
+    Ok(Some(run))
+}
+
+/// How a run ended, and where its task goes next.
+#[derive(Clone, Debug)]
+pub struct RunEnd {
+    /// `Succeeded` or `Failed`.
+    pub status: RunStatus,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// What it did.
+    pub result: Option<Value>,
+    /// The task's next run (a recurring task), or `None` (it is done).
+    pub next_run_at: Option<DateTime<Utc>>,
+}
+
+/// Records the end of `run` and moves its task on: back to `scheduled` for its next run, or
+/// `completed`/`failed`. A task paused during its run stays paused (with its next run set).
+///
+/// # Errors
+/// The database's.
+pub async fn finish_run(
+    db: &impl ConnectionTrait,
+    run: &scheduled_task_run::Model,
+    end: RunEnd,
+    now: DateTime<Utc>,
+) -> Result<()> {
+    scheduled_task_run::Entity::update_many()
+        .col_expr(scheduled_task_run::Column::Status, Expr::value(end.status))
+        .col_expr(scheduled_task_run::Column::FinishedAt, Expr::value(now))
+        .col_expr(
+            scheduled_task_run::Column::Error,
+            Expr::value(end.error.clone()),
+        )
+        .col_expr(scheduled_task_run::Column::Result, Expr::value(end.result))
+        .filter(scheduled_task_run::Column::Id.eq(run.id))
+        .exec(db)
+        .await?;
+    let next_status = match (end.next_run_at, end.status) {
+        (Some(_), _) => TaskStatus::Scheduled,
+        (None, RunStatus::Failed) => TaskStatus::Failed,
+        (None, _) => TaskStatus::Completed,
+    };
+    let update = |from: TaskStatus, to: TaskStatus| {
+        scheduled_task::Entity::update_many()
+            .col_expr(scheduled_task::Column::Status, Expr::value(to))
+            .col_expr(
+                scheduled_task::Column::NextRunAt,
+                Expr::value(end.next_run_at),
+            )
+            .col_expr(
+                scheduled_task::Column::LastRunAt,
+                Expr::value(run.started_at),
+            )
+            .col_expr(
+                scheduled_task::Column::RunCount,
+                Expr::col(scheduled_task::Column::RunCount).add(1),
+            )
+            .col_expr(
+                scheduled_task::Column::LastError,
+                Expr::value(end.error.clone()),
+            )
+            .col_expr(scheduled_task::Column::UpdatedAt, Expr::value(now))
+            .filter(scheduled_task::Column::Id.eq(run.task_id))
+            .filter(scheduled_task::Column::Status.eq(from))
+    };
+    if update(TaskStatus::Running, next_status)
+        .exec(db)
+        .await?
+        .rows_affected
+        == 0
+    {
+        // Paused while it ran: it stays paused, resuming from its next run.
+        update(TaskStatus::Paused, TaskStatus::Paused)
+            .exec(db)
+            .await?;
+    }
+    Ok(())
+}
+
+/// At start-up: runs left `running` are failed `interrupted` (never repeated); their tasks
+/// move on to their next run (`next` answers it for a task), or end `failed`. Answers how many.
+///
+/// # Errors
+/// The database's.
+pub async fn fail_interrupted(
+    db: &impl ConnectionTrait,
+    next: impl Fn(&scheduled_task::Model) -> Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+) -> Result<u64> {
+    let runs = scheduled_task_run::Entity::find()
+        .filter(scheduled_task_run::Column::Status.eq(RunStatus::Running))
+        .all(db)
+        .await?;
+    for run in &runs {
+        let task = find_any(db, run.task_id).await?;
+        let next_run_at = task.as_ref().and_then(&next);
+        let end = RunEnd {
+            status: RunStatus::Failed,
+            error: Some("interrupted".to_owned()),
+            result: None,
+            next_run_at,
+        };
+        finish_run(db, run, end, now).await?;
+    }
+    Ok(runs.len() as u64)
+}
+
+/// Changes when a task runs next (a resume, or a recurring task's catch-up).
+///
+/// # Errors
+/// The database's.
+pub async fn reschedule(
+    db: &impl ConnectionTrait,
+    id: Uuid,
+    next_run_at: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+) -> Result<()> {
+    scheduled_task::Entity::update_many()
+        .col_expr(scheduled_task::Column::NextRunAt, Expr::value(next_run_at))
+        .col_expr(scheduled_task::Column::UpdatedAt, Expr::value(now))
+        .filter(scheduled_task::Column::Id.eq(id))
+        .exec(db)
+        .await?;
+    Ok(())
+}
+
+/// Deletes a task and its runs.
+///
+/// # Errors
+/// The database's.
+pub async fn delete(db: &impl ConnectionTrait, workspace_id: i64, id: Uuid) -> Result<bool> {
+    scheduled_task_run::Entity::delete_many()
+        .filter(scheduled_task_run::Column::TaskId.eq(id))
+        .exec(db)
+        .await?;
+    let deleted = scheduled_task::Entity::delete_many()
+        .filter(scheduled_task::Column::Id.eq(id))
+        .filter(scheduled_task::Column::WorkspaceId.eq(workspace_id))
+        .exec(db)
+        .await?;
+    Ok(deleted.rows_affected > 0)
+}
+
+/// A page of a task's runs, newest first.
+///
+/// # Errors
+/// The database's.
+pub async fn runs(
+    db: &impl ConnectionTrait,
+    task_id: Uuid,
+    page: Page,
+) -> Result<Paged<scheduled_task_run::Model>> {
+    let query = scheduled_task_run::Entity::find()
+        .filter(scheduled_task_run::Column::TaskId.eq(task_id))
+        .order_by_desc(scheduled_task_run::Column::Id);
+    fetch_page(db, query, page).await
+}
