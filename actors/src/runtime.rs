@@ -405,7 +405,8 @@ impl ActorRuntime {
                     call_t!(worker, InboundWorkerMsg::Count, 5_000, ws)
                         .map_err(|e| RuntimeError::Unavailable(e.to_string()))?
                 }
-                SupervisorKind::Flows | SupervisorKind::Scheduler => 0,
+                SupervisorKind::Flows => self.handles.flows()?.live_in(ws).await?,
+                SupervisorKind::Scheduler => self.handles.scheduler()?.live_in(ws).await?,
             };
             snapshots.push(SupervisorSnapshot {
                 path: ActorPath::supervisor(kind).to_string(),

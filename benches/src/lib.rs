@@ -160,6 +160,11 @@ impl BenchServer {
         Ok((assistant, channel))
     }
 
+    /// The URL of the run's database, for benches that write to it directly.
+    pub fn database_url(&self) -> &str {
+        &self.database.url
+    }
+
     /// `SQLite` or `PostgreSQL`.
     pub fn database_kind(&self) -> &'static str {
         self.database.kind()
@@ -311,6 +316,20 @@ pub fn print_comparison(
 /// Milliseconds with two decimals, for reports.
 pub fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1000.0)
+}
+
+/// A line of this process's `/proc/self/status` in KiB (`VmRSS`, `VmHWM`; 0 where there is no
+/// such file).
+pub fn memory_kib(field: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find(|l| l.starts_with(field))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+        })
+        .unwrap_or(0)
 }
 
 #[cfg(test)]

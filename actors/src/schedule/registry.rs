@@ -37,8 +37,8 @@ pub(crate) struct SchedulerState {
     /// When this process started: a run due before it fell due while the service was down.
     booted_at: DateTime<Utc>,
     live: LiveActors<Uuid, TaskMsg>,
-    /// The due time each live actor waits for.
-    due: std::collections::HashMap<Uuid, DateTime<Utc>>,
+    /// The due time each live actor waits for, and its task's workspace.
+    due: std::collections::HashMap<Uuid, (DateTime<Utc>, i64)>,
 }
 
 /// Messages of the scheduler.
@@ -47,8 +47,8 @@ pub(crate) enum SchedulerMsg {
     Sweep,
     /// A task was created, paused, resumed, deleted, or ran: its actor is started or stopped.
     Changed(Uuid),
-    /// How many task actors are live.
-    Count(RpcReplyPort<usize>),
+    /// How many task actors are live (of one workspace, when given).
+    Count(Option<i64>, RpcReplyPort<usize>),
 }
 
 impl Actor for SchedulerRegistry {
@@ -132,8 +132,15 @@ impl Actor for SchedulerRegistry {
                     }
                 }
             }
-            SchedulerMsg::Count(reply) => {
-                let _ = reply.send(state.live.len());
+            SchedulerMsg::Count(workspace, reply) => {
+                let live = state
+                    .live
+                    .iter()
+                    .filter(|(id, _)| {
+                        workspace.is_none_or(|ws| state.due.get(*id).is_some_and(|(_, w)| *w == ws))
+                    })
+                    .count();
+                let _ = reply.send(live);
             }
         }
         Ok(())
@@ -168,7 +175,7 @@ async fn ensure(
         return;
     };
     if let Some(actor) = state.live.get(&task.id).cloned() {
-        if state.due.get(&task.id) == Some(&due_at) {
+        if state.due.get(&task.id).map(|(due, _)| *due) == Some(due_at) {
             return;
         }
         actor.stop(Some("rescheduled".to_owned()));
@@ -184,7 +191,7 @@ async fn ensure(
     match Actor::spawn_linked(None, TaskActor, args, myself.get_cell()).await {
         Ok((actor, _)) => {
             state.live.insert(task.id, actor);
-            state.due.insert(task.id, due_at);
+            state.due.insert(task.id, (due_at, task.workspace_id));
         }
         Err(error) => {
             tracing::error!(actor = %ActorPath::task(task.id), %error, "actor failed to start; the next sweep tries again");
@@ -325,12 +332,12 @@ impl Scheduler {
         let _ = self.registry.send_message(SchedulerMsg::Changed(task_id));
     }
 
-    /// How many task actors are live.
+    /// How many task actors are live for `workspace` (all, for `None`).
     ///
     /// # Errors
     /// Fails when the scheduler does not answer.
-    pub async fn live(&self) -> Result<usize, RuntimeError> {
-        call_t!(self.registry, SchedulerMsg::Count, 5_000)
+    pub async fn live_in(&self, workspace: Option<i64>) -> Result<usize, RuntimeError> {
+        call_t!(self.registry, SchedulerMsg::Count, 5_000, workspace)
             .map_err(|e| RuntimeError::Unavailable(e.to_string()))
     }
 }

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use futures_util::StreamExt;
-use parley_benches::BenchServer;
+use parley_benches::{BenchServer, memory_kib};
 use serde_json::{Value, json};
 
 const SECRET: &str = "bench-secret";
@@ -185,17 +185,4 @@ async fn follow(
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-}
-
-/// A line of `/proc/self/status` in KiB (0 where there is no such file).
-fn memory_kib(field: &str) -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find(|l| l.starts_with(field))
-                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
-        })
-        .unwrap_or(0)
 }

@@ -1,0 +1,194 @@
+//! What a million-task future costs: memory per stored task, and how punctually due tasks run
+//! among many waiting ones.
+//!
+//! Starts Parley in-process (SQLite, or `PARLEY_BENCH_DATABASE_URL`), notes the process's RSS
+//! with no tasks, stores N future tasks (default 100,000, due evenly over the next day; written
+//! straight to the database, as creating them one by one over HTTP would only measure the API),
+//! then creates 1,000 tasks through the API due within the next 10 seconds (`set_stage`, so that
+//! the run itself costs little) and waits for them to run. Reports the RSS growth over the empty
+//! server, the live task actors, and the lateness (due time to run start) of the 1,000.
+//!
+//! Run: `cargo run --release -p parley-benches --bin scheduler_scale -- [future tasks]`
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use futures_util::StreamExt;
+use parley_benches::{BenchServer, Percentiles, memory_kib, ms};
+use parley_persistence::scheduled_tasks::{self, NewTask};
+use parley_persistence::{TaskType, clock};
+use serde_json::{Value, json};
+
+const DUE_SOON: usize = 1_000;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let future: usize = std::env::args()
+        .nth(1)
+        .map_or(Ok(100_000), |a| a.parse())
+        .context("future tasks")?;
+    let server = BenchServer::start(|_| {}).await?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let empty = memory_kib("VmRSS");
+    let person = server
+        .send(
+            reqwest::Method::PUT,
+            "/identity/bench-person",
+            &json!({"name": "Bench", "phone": "+351912345678"}),
+        )
+        .await?["data"]["id"]
+        .as_str()
+        .context("identity id")?
+        .to_owned();
+    let stage = server
+        .post("/stages", &json!({"name": "Bench stage"}))
+        .await?;
+    let stage = stage["id"].as_str().context("stage id")?.to_owned();
+
+    let started = Instant::now();
+    let workspace = server
+        .send(reqwest::Method::GET, "/workspace", &json!({}))
+        .await?["data"][0]["id"]
+        .as_i64()
+        .context("workspace id")?;
+    store_future(&server, workspace, future, &person, &stage).await?;
+    let stored_in = started.elapsed();
+
+    let now = chrono::Utc::now();
+    let first_due = now + chrono::Duration::seconds(3);
+    let ids: Vec<anyhow::Result<String>> = futures_util::stream::iter(0..DUE_SOON)
+        .map(|i| {
+            let due = first_due + chrono::Duration::milliseconds(i as i64 * 7);
+            let server = &server;
+            let body = json!({"name": format!("due-{i}"), "task_type": "set_stage",
+                              "scheduled_at": due.to_rfc3339(),
+                              "payload": {"identity_id": person, "stage_id": stage}});
+            async move {
+                let created = server.post("/scheduled-tasks", &body).await?;
+                Ok(created["id"].as_str().context("task id")?.to_owned())
+            }
+        })
+        .buffered(16)
+        .collect()
+        .await;
+    let ids: Vec<String> = ids.into_iter().collect::<anyhow::Result<_>>()?;
+    let live_while_due = server
+        .send(reqwest::Method::GET, "/admin/actors", &json!({}))
+        .await
+        .ok();
+
+    let lateness = wait_for_runs(&server, &ids).await?;
+    let peak = memory_kib("VmHWM");
+    let now_rss = memory_kib("VmRSS");
+    let late = Percentiles::of(&lateness).context("no runs")?;
+    let latest = lateness.iter().max().copied().unwrap_or_default();
+    println!(
+        "scheduler_scale: {future} future tasks over the next day + {DUE_SOON} due within 10 s, {}",
+        server.database_kind()
+    );
+    println!(
+        "{:<46} {:>14}",
+        "future tasks stored in",
+        format!("{:.1} s", stored_in.as_secs_f64())
+    );
+    println!(
+        "{:<46} {:>14}",
+        "RSS, empty server",
+        format!("{} MiB", empty / 1024)
+    );
+    println!(
+        "{:<46} {:>14}",
+        "RSS after the due tasks ran",
+        format!("{} MiB", now_rss / 1024)
+    );
+    println!(
+        "{:<46} {:>14}",
+        "RSS growth over the empty server",
+        format!("{} MiB", now_rss.saturating_sub(empty) / 1024)
+    );
+    println!(
+        "{:<46} {:>14}",
+        "peak RSS of the bench process",
+        format!("{} MiB", peak / 1024)
+    );
+    println!(
+        "{:<46} {:>14}",
+        "lateness of the due tasks p50 / p99",
+        format!("{} / {}", ms(late.p50), ms(late.p99))
+    );
+    println!("{:<46} {:>14}", "lateness max", ms(latest));
+    if let Some(tree) = live_while_due {
+        let scheduler = tree["data"]["supervisors"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|s| s["path"] == "root/scheduler")
+            .map(|s| s["live"].clone())
+            .unwrap_or(Value::Null);
+        println!(
+            "{:<46} {:>14}",
+            "live task actors while the 1,000 were due",
+            scheduler.to_string()
+        );
+    }
+    server.stop().await
+}
+
+/// Stores `count` tasks due evenly over the next day, straight to the database.
+async fn store_future(
+    server: &BenchServer,
+    workspace: i64,
+    count: usize,
+    person: &str,
+    stage: &str,
+) -> anyhow::Result<()> {
+    let db = parley_persistence::connect(server.database_url()).await?;
+    let start = chrono::Utc::now() + chrono::Duration::minutes(10);
+    let step = 86_400_000 / count.max(1) as i64;
+    let payload = json!({"identity_id": person, "stage_id": stage, "metadata": {}});
+    for chunk in (0..count).collect::<Vec<_>>().chunks(1_000) {
+        let txn = parley_persistence::begin_write(&db).await?;
+        for i in chunk {
+            let new = NewTask {
+                name: format!("future-{i}"),
+                task_type: TaskType::SetStage,
+                payload: payload.clone(),
+                scheduled_at: start + chrono::Duration::milliseconds(*i as i64 * step),
+                recurrence: None,
+                timezone: "UTC".to_owned(),
+            };
+            scheduled_tasks::create(&txn, workspace, new, clock::now()).await?;
+        }
+        txn.commit().await?;
+    }
+    db.close().await?;
+    Ok(())
+}
+
+/// Waits until every task of `ids` ran; answers each run's lateness (due to start).
+async fn wait_for_runs(server: &BenchServer, ids: &[String]) -> anyhow::Result<Vec<Duration>> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut lateness = Vec::with_capacity(ids.len());
+    for id in ids {
+        loop {
+            let runs = server
+                .send(
+                    reqwest::Method::GET,
+                    &format!("/scheduled-tasks/{id}/runs"),
+                    &json!({}),
+                )
+                .await?;
+            if let Some(run) = runs["data"].as_array().and_then(|r| r.first()) {
+                let due: chrono::DateTime<chrono::Utc> =
+                    run["due_at"].as_str().context("due")?.parse()?;
+                let start: chrono::DateTime<chrono::Utc> =
+                    run["started_at"].as_str().context("started")?.parse()?;
+                lateness.push((start - due).to_std().unwrap_or_default());
+                break;
+            }
+            anyhow::ensure!(Instant::now() < deadline, "task {id} never ran");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    Ok(lateness)
+}
