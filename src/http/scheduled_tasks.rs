@@ -418,59 +418,58 @@ async fn pause_task(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Envelope<TaskRecord>> {
-    caller.require(Permission::Write)?;
-    let found = find_task(&state, &caller, &id).await?;
-    let moved = scheduled_tasks::set_status(
-        &state.db,
-        found.id,
-        &[TaskStatus::Scheduled],
+    let refusal = ("task_not_scheduled", "Only a scheduled task can be paused");
+    let moved = move_task(
+        &state,
+        &caller,
+        &id,
+        TaskStatus::Scheduled,
         TaskStatus::Paused,
-        clock::now(),
-    )
-    .await?;
-    if !moved {
-        return Err(ApiError::ConflictCode {
-            code: "task_not_scheduled",
-            message: format!(
-                "Only a scheduled task can be paused; this one is {}",
-                found.status.as_str()
-            ),
-        });
-    }
-    tell(&state, found.id);
-    let found = find_task(&state, &caller, &id).await?;
-    Ok(Envelope::ok("Scheduled task paused", found.into()))
+        refusal,
+    );
+    Ok(Envelope::ok("Scheduled task paused", moved.await?.into()))
 }
 
+/// Resuming: a task whose time passed while paused runs at once (its next run stays where it
+/// was).
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn resume_task(
     caller: Caller,
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Envelope<TaskRecord>> {
-    caller.require(Permission::Write)?;
-    let found = find_task(&state, &caller, &id).await?;
-    let moved = scheduled_tasks::set_status(
-        &state.db,
-        found.id,
-        &[TaskStatus::Paused],
+    let refusal = ("task_not_paused", "Only a paused task can be resumed");
+    let moved = move_task(
+        &state,
+        &caller,
+        &id,
+        TaskStatus::Paused,
         TaskStatus::Scheduled,
-        clock::now(),
-    )
-    .await?;
-    if !moved {
+        refusal,
+    );
+    Ok(Envelope::ok("Scheduled task resumed", moved.await?.into()))
+}
+
+/// Moves the task `raw` from `from` to `to` and tells the scheduler; a task in another status
+/// is a 409 with `refusal` (code, sentence).
+async fn move_task(
+    state: &AppState,
+    caller: &Caller,
+    raw: &str,
+    from: TaskStatus,
+    to: TaskStatus,
+    refusal: (&'static str, &str),
+) -> Result<scheduled_task::Model> {
+    caller.require(Permission::Write)?;
+    let found = find_task(state, caller, raw).await?;
+    if !scheduled_tasks::set_status(&state.db, found.id, &[from], to, clock::now()).await? {
         return Err(ApiError::ConflictCode {
-            code: "task_not_paused",
-            message: format!(
-                "Only a paused task can be resumed; this one is {}",
-                found.status.as_str()
-            ),
+            code: refusal.0,
+            message: format!("{}; this one is {}", refusal.1, found.status.as_str()),
         });
     }
-    // A task whose time passed while paused runs at once (its next run stays where it was).
-    tell(&state, found.id);
-    let found = find_task(&state, &caller, &id).await?;
-    Ok(Envelope::ok("Scheduled task resumed", found.into()))
+    tell(state, found.id);
+    find_task(state, caller, raw).await
 }
 
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
