@@ -249,6 +249,17 @@ pub enum Filling {
     PerPerson(BTreeMap<String, Expression>),
 }
 
+impl Filling {
+    /// Whether some expression reads `source`'s kind of value (memory, the stage), so that a
+    /// recipient's record is read only as far as the campaign needs.
+    pub fn reads(&self, wanted: fn(&Source) -> bool) -> bool {
+        match self {
+            Self::Defaults => false,
+            Self::PerPerson(expressions) => expressions.values().any(|e| e.0.iter().any(wanted)),
+        }
+    }
+}
+
 /// Fills the `needed` parameters for `person`.
 ///
 /// # Errors

@@ -400,13 +400,7 @@ async fn send_one(
         code: None,
         error: reason.to_owned(),
     };
-    let (outcome, fatal) = match person_of(
-        handles,
-        prepared.flow.workspace_id,
-        recipient.identity_id,
-    )
-    .await?
-    {
+    let (outcome, fatal) = match person_of(handles, prepared, recipient.identity_id).await? {
         Reach::Gone => (skip("identity_deleted"), None),
         Reach::OptedOut => (skip("opted_out"), None),
         Reach::NoPhone => (skip("no_phone"), None),
@@ -535,9 +529,10 @@ enum Reach {
 /// The recipient's identity as the parameter expressions read it.
 async fn person_of(
     handles: &Handles,
-    workspace_id: i64,
+    prepared: &Prepared,
     identity_id: Uuid,
 ) -> Result<Reach, PersistenceError> {
+    let workspace_id = prepared.flow.workspace_id;
     let db = &handles.db;
     let Some(identity) = identities::find(db, workspace_id, identity_id).await? else {
         return Ok(Reach::Gone);
@@ -556,12 +551,23 @@ async fn person_of(
     let Some(phone) = primary(PHONE).and_then(|p| Phone::try_from(p.as_str()).ok()) else {
         return Ok(Reach::NoPhone);
     };
-    let memory: HashMap<String, Value> = memory::list(db, identity.id)
-        .await?
-        .into_iter()
-        .map(|entry| (entry.key, entry.value))
-        .collect();
-    let stage = match identity.stage_id {
+    // Memory and the stage are read only when an expression reads them.
+    let memory: HashMap<String, Value> = if prepared
+        .filling
+        .reads(|s| matches!(s, params::Source::Memory(_)))
+    {
+        memory::list(db, identity.id)
+            .await?
+            .into_iter()
+            .map(|entry| (entry.key, entry.value))
+            .collect()
+    } else {
+        HashMap::new()
+    };
+    let wants_stage = prepared
+        .filling
+        .reads(|s| matches!(s, params::Source::Stage));
+    let stage = match identity.stage_id.filter(|_| wants_stage) {
         Some(stage_id) => identities::stages_by_id(db, &[stage_id])
             .await?
             .into_iter()
