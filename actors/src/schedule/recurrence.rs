@@ -4,7 +4,7 @@
 
 use std::str::FromStr;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Timelike, Utc};
 use chrono_tz::Tz;
 use croner::Cron;
 use croner::parser::{CronParser, Seconds, Year};
@@ -57,9 +57,11 @@ impl Recurrence {
         })
     }
 
-    /// The first occurrence strictly after `after`.
+    /// The first occurrence strictly after `after`, on a whole second.
     pub fn next_after(&self, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        let local = after.with_timezone(&self.timezone);
+        // croner keeps the start's fraction of a second; occurrences are on whole seconds.
+        let whole = after.with_nanosecond(0).unwrap_or(after);
+        let local = whole.with_timezone(&self.timezone);
         self.cron
             .find_next_occurrence(&local, false)
             .ok()
@@ -78,6 +80,15 @@ mod tests {
         Utc.with_ymd_and_hms(y, m, d, h, min, 0)
             .single()
             .expect("a time")
+    }
+
+    #[test]
+    fn occurrences_fall_on_whole_seconds_whatever_the_start() {
+        let weekly = Recurrence::parse("0 10 * * MON", "Europe/Lisbon").expect("parses");
+        let after = utc(2026, 11, 23, 7, 0) + chrono::Duration::microseconds(354_290);
+        assert_eq!(weekly.next_after(after), Some(utc(2026, 11, 23, 10, 0)));
+        let at_ten = utc(2026, 11, 23, 10, 0) + chrono::Duration::milliseconds(500);
+        assert_eq!(weekly.next_after(at_ten), Some(utc(2026, 11, 30, 10, 0)));
     }
 
     #[test]
@@ -147,6 +158,7 @@ mod tests {
             prop_assert!(next > after);
             prop_assert!(next - after <= chrono::Duration::hours(26));
             prop_assert_eq!(next.timestamp() % 60, 0);
+            prop_assert_eq!(next.timestamp_subsec_nanos(), 0);
             let local = next.with_timezone(&timezone(zone).expect("a zone"));
             prop_assert_eq!(chrono::Timelike::minute(&local), minute);
         }
