@@ -281,9 +281,12 @@ async fn run_once(handles: Arc<Handles>, task_id: Uuid, due_at: DateTime<Utc>, l
     let db = &handles.db;
     let outcome: Result<(), parley_persistence::PersistenceError> = async {
         let now = clock::now();
-        let Some(run) = scheduled_tasks::start_run(db, task_id, due_at, late, now).await? else {
+        // The claim and the run row commit together: a stop leaves both or neither.
+        let txn = parley_persistence::begin_write(db).await?;
+        let Some(run) = scheduled_tasks::start_run(&txn, task_id, due_at, late, now).await? else {
             return Ok(());
         };
+        txn.commit().await?;
         let Some(task) = scheduled_tasks::find_any(db, task_id).await? else {
             return Ok(());
         };
