@@ -25,8 +25,6 @@ pub(crate) struct ChannelRegistryState {
     deps: Arc<ChannelDeps>,
     /// The live actor of each channel.
     live: LiveActors<Uuid, ChannelMsg>,
-    /// The workspace of each live channel, for workspace-scoped counts.
-    workspaces: std::collections::HashMap<Uuid, i64>,
 }
 
 /// Why a channel's actor could not be had.
@@ -66,7 +64,6 @@ impl Actor for ChannelRegistry {
         Ok(ChannelRegistryState {
             deps,
             live: LiveActors::new(),
-            workspaces: std::collections::HashMap::new(),
         })
     }
 
@@ -121,14 +118,7 @@ impl Actor for ChannelRegistry {
             }
             ChannelRegistryMsg::Changed(_) => {}
             ChannelRegistryMsg::Count(workspace, reply) => {
-                let live = state
-                    .live
-                    .iter()
-                    .filter(|(id, _)| {
-                        workspace.is_none_or(|ws| state.workspaces.get(*id) == Some(&ws))
-                    })
-                    .count();
-                let _ = reply.send(live);
+                let _ = reply.send(state.live.count_in(workspace));
             }
         }
         Ok(())
@@ -141,9 +131,6 @@ impl Actor for ChannelRegistry {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         if let Some((id, ending)) = state.live.ended(event) {
-            if state.live.get(&id).is_none() {
-                state.workspaces.remove(&id);
-            }
             ending.log(
                 &ActorPath::channel(id),
                 "the next use restarts it",
@@ -176,7 +163,7 @@ async fn spawn(
 ) -> Result<ActorRef<ChannelMsg>, RuntimeError> {
     let path = ActorPath::channel(channel.id);
     let id = channel.id;
-    state.workspaces.insert(id, channel.workspace_id);
+    let workspace_id = channel.workspace_id;
     let args = ChannelArgs {
         channel,
         deps: state.deps.clone(),
@@ -184,7 +171,7 @@ async fn spawn(
     match Actor::spawn_linked(None, ChannelActor, args, myself.get_cell()).await {
         Ok((actor, _)) => {
             tracing::info!(actor = %path, "actor spawned");
-            state.live.insert(id, actor.clone());
+            state.live.insert_in(id, actor.clone(), workspace_id);
             Ok(actor)
         }
         Err(error) => {

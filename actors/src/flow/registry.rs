@@ -24,8 +24,6 @@ pub(crate) struct FlowRegistry;
 pub(crate) struct FlowRegistryState {
     handles: Arc<Handles>,
     live: LiveActors<Uuid, FlowMsg>,
-    /// The workspace of each live flow, for workspace-scoped counts.
-    workspaces: std::collections::HashMap<Uuid, i64>,
 }
 
 /// Messages of the registry.
@@ -52,7 +50,6 @@ impl Actor for FlowRegistry {
         Ok(FlowRegistryState {
             handles,
             live: LiveActors::new(),
-            workspaces: std::collections::HashMap::new(),
         })
     }
 
@@ -105,14 +102,7 @@ impl Actor for FlowRegistry {
                 }
             }
             FlowRegistryMsg::Count(workspace, reply) => {
-                let live = state
-                    .live
-                    .iter()
-                    .filter(|(id, _)| {
-                        workspace.is_none_or(|ws| state.workspaces.get(*id) == Some(&ws))
-                    })
-                    .count();
-                let _ = reply.send(live);
+                let _ = reply.send(state.live.count_in(workspace));
             }
         }
         Ok(())
@@ -125,7 +115,6 @@ impl Actor for FlowRegistry {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         if let Some((id, ending)) = state.live.ended(event) {
-            state.workspaces.remove(&id);
             let failed = matches!(ending, crate::runtime::Ending::Failed(_));
             ending.log(&ActorPath::flow(id), "started again shortly", "finished");
             if failed {
@@ -150,8 +139,7 @@ async fn spawn(
     match Actor::spawn_linked(None, FlowActor, args, myself.get_cell()).await {
         Ok((actor, _)) => {
             tracing::info!(actor = %path, "actor spawned");
-            state.live.insert(flow_id, actor);
-            state.workspaces.insert(flow_id, workspace_id);
+            state.live.insert_in(flow_id, actor, workspace_id);
         }
         Err(error) => {
             tracing::error!(actor = %path, %error, "actor failed to start; trying again shortly");

@@ -53,6 +53,8 @@ pub(crate) struct LiveActors<K, M: ractor::Message> {
     live: HashMap<K, ActorRef<M>>,
     /// The key of each actor, to forget it when it ends.
     keys: HashMap<ActorId, K>,
+    /// The workspace of each live actor, for workspace-scoped counts.
+    workspaces: HashMap<K, i64>,
 }
 
 impl<K: Copy + Eq + Hash, M: ractor::Message> LiveActors<K, M> {
@@ -61,6 +63,7 @@ impl<K: Copy + Eq + Hash, M: ractor::Message> LiveActors<K, M> {
         Self {
             live: HashMap::new(),
             keys: HashMap::new(),
+            workspaces: HashMap::new(),
         }
     }
 
@@ -73,6 +76,24 @@ impl<K: Copy + Eq + Hash, M: ractor::Message> LiveActors<K, M> {
     pub(crate) fn insert(&mut self, key: K, actor: ActorRef<M>) {
         self.keys.insert(actor.get_id(), key);
         self.live.insert(key, actor);
+    }
+
+    /// Records `actor` as the live actor of `key`, which belongs to `workspace`.
+    pub(crate) fn insert_in(&mut self, key: K, actor: ActorRef<M>, workspace: i64) {
+        self.workspaces.insert(key, workspace);
+        self.insert(key, actor);
+    }
+
+    /// How many actors are live in `workspace` (all, for `None`).
+    pub(crate) fn count_in(&self, workspace: Option<i64>) -> usize {
+        match workspace {
+            None => self.live.len(),
+            Some(ws) => self
+                .live
+                .keys()
+                .filter(|key| self.workspaces.get(*key) == Some(&ws))
+                .count(),
+        }
     }
 
     /// Every live actor with its key.
@@ -93,6 +114,7 @@ impl<K: Copy + Eq + Hash, M: ractor::Message> LiveActors<K, M> {
             .get(key)
             .is_some_and(|a| id.is_none_or(|id| a.get_id() == id));
         if matches && let Some(actor) = self.live.remove(key) {
+            self.workspaces.remove(key);
             let _ = actor.drain();
         }
     }
@@ -122,6 +144,7 @@ impl<K: Copy + Eq + Hash, M: ractor::Message> LiveActors<K, M> {
             .is_some_and(|a| a.get_id() == cell.get_id())
         {
             self.live.remove(&key);
+            self.workspaces.remove(&key);
         }
         Some(key)
     }

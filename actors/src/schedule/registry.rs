@@ -37,8 +37,8 @@ pub(crate) struct SchedulerState {
     /// When this process started: a run due before it fell due while the service was down.
     booted_at: DateTime<Utc>,
     live: LiveActors<Uuid, TaskMsg>,
-    /// The due time each live actor waits for, and its task's workspace.
-    due: std::collections::HashMap<Uuid, (DateTime<Utc>, i64)>,
+    /// The due time each live actor waits for.
+    due: std::collections::HashMap<Uuid, DateTime<Utc>>,
 }
 
 /// Messages of the scheduler.
@@ -133,14 +133,7 @@ impl Actor for SchedulerRegistry {
                 }
             }
             SchedulerMsg::Count(workspace, reply) => {
-                let live = state
-                    .live
-                    .iter()
-                    .filter(|(id, _)| {
-                        workspace.is_none_or(|ws| state.due.get(*id).is_some_and(|(_, w)| *w == ws))
-                    })
-                    .count();
-                let _ = reply.send(live);
+                let _ = reply.send(state.live.count_in(workspace));
             }
         }
         Ok(())
@@ -175,7 +168,7 @@ async fn ensure(
         return;
     };
     if let Some(actor) = state.live.get(&task.id).cloned() {
-        if state.due.get(&task.id).map(|(due, _)| *due) == Some(due_at) {
+        if state.due.get(&task.id) == Some(&due_at) {
             return;
         }
         actor.stop(Some("rescheduled".to_owned()));
@@ -190,8 +183,8 @@ async fn ensure(
     };
     match Actor::spawn_linked(None, TaskActor, args, myself.get_cell()).await {
         Ok((actor, _)) => {
-            state.live.insert(task.id, actor);
-            state.due.insert(task.id, (due_at, task.workspace_id));
+            state.live.insert_in(task.id, actor, task.workspace_id);
+            state.due.insert(task.id, due_at);
         }
         Err(error) => {
             tracing::error!(actor = %ActorPath::task(task.id), %error, "actor failed to start; the next sweep tries again");
