@@ -993,3 +993,35 @@ async fn creating_a_flow_twice_with_one_idempotency_key_creates_it_once() {
         .expect("send");
     expect_error(other, 409, "idempotency_key_reused").await;
 }
+
+#[tokio::test]
+async fn a_failed_delivery_report_fails_its_recipient_with_metas_code() {
+    let app = spawn_app().await;
+    app.graph.add_template("waba-1", order_update());
+    let live = app.live_channel("100001").await;
+    let campaign = campaign(&app, &live, "Orders", per_person()).await;
+    let people = people(&app, 2).await;
+    let created = flow(
+        &app,
+        json!({"channelUid": live, "campaignUid": campaign, "contactUids": people,
+               "configuration": {"pauseBetweenContactsMs": 0}}),
+    )
+    .await;
+    let sent = app.wait_for_sends(2).await;
+    let failed = status_payload("100001", &sent[0].wamid, "failed", Some(131_026));
+    assert_eq!(app.webhook(Some(&live), &failed).await, 200);
+    let delivered = status_payload("100001", &sent[1].wamid, "delivered", None);
+    assert_eq!(app.webhook(Some(&live), &delivered).await, 200);
+    // A late "delivered" for the failed one does not bring it back.
+    let late = status_payload("100001", &sent[0].wamid, "delivered", None);
+    assert_eq!(app.webhook(Some(&live), &late).await, 200);
+    let done = wait_flow(&app, &uid(&created), |f| {
+        f["status"] != "queued" && f["status"] != "running"
+    })
+    .await;
+    assert_eq!(done["status"], "partial_completed", "{done}");
+    assert_eq!(done["statistics"]["failed"], 1, "{done}");
+    assert_eq!(done["statistics"]["delivered"], 1, "{done}");
+    assert_eq!(done["metadata"]["errorCounts"]["131026"], 1, "{done}");
+    assert_eq!(done["metadata"]["failures"][0]["code"], 131_026, "{done}");
+}
