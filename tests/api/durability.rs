@@ -381,7 +381,8 @@ async fn a_task_due_while_the_server_was_down_runs_once_at_start_up_marked_late(
     let channel = crate::flows::sandbox_with_template(&app, "Sandbox").await;
     crate::flows::people(&app, 1).await;
     let (first, base) = serve(&app);
-    let due = chrono::Utc::now() + chrono::Duration::seconds(2);
+    // Far enough ahead that the kill comes first even on a loaded machine.
+    let due = chrono::Utc::now() + chrono::Duration::seconds(4);
     let created: Value = reqwest::Client::new()
         .post(format!("{base}/scheduled-tasks"))
         .bearer_auth(&app.owner.api_key)

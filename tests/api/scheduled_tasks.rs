@@ -377,7 +377,7 @@ async fn a_paused_task_waits_and_runs_at_once_when_resumed_after_its_time() {
     let channel = open_window(&app).await;
     let made = task(
         &app,
-        json!({"name": "Later", "task_type": "send_message", "scheduled_at": in_ms(300),
+        json!({"name": "Later", "task_type": "send_message", "scheduled_at": in_ms(1_500),
         "payload": {"identity_id": "p0", "channel_id": channel, "message": "Paused and resumed"}}),
     )
     .await;
@@ -391,7 +391,8 @@ async fn a_paused_task_waits_and_runs_at_once_when_resumed_after_its_time() {
         200,
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    // Past its time, paused: nothing runs.
+    tokio::time::sleep(Duration::from_millis(1_800)).await;
     assert!(
         runs(&app, &id(&made)).await.is_empty(),
         "a paused task does not run"
