@@ -133,14 +133,22 @@ impl Outbox {
 
     async fn template_now(&self, send: TemplateSend) -> Result<Sent, OutboundError> {
         let rendered = self.render(&send).await?;
-        self.rendered_now(
+        let db = &self.handles.db;
+        let person = people::find_or_create_by_phone(
+            db,
             send.workspace_id,
-            send.channel.id,
             &send.phone,
             send.name.as_deref(),
-            rendered,
         )
-        .await
+        .await?;
+        let thread = Thread {
+            workspace_id: send.workspace_id,
+            identity_id: person.id,
+            channel_id: send.channel.id,
+        };
+        let content = OutboundContent::Template(rendered.message);
+        self.send_to(thread, &send.phone, content, rendered.text)
+            .await
     }
 
     /// Sends free text to an identity on a channel (the channel's actor refuses it outside the
@@ -160,67 +168,54 @@ impl Outbox {
             let phone = people::phone_of(&outbox.handles.db, identity_id)
                 .await?
                 .ok_or(OutboundError::NoPhone)?;
-            let outgoing = Outgoing {
-                to: phone.digits().to_owned(),
-                identity_id: Some(identity_id),
-                content: OutboundContent::Text {
-                    body: text.clone(),
-                    context: None,
-                },
-            };
             let thread = Thread {
                 workspace_id,
                 identity_id,
                 channel_id,
             };
-            outbox.record_and_send(thread, outgoing, text).await
+            let content = OutboundContent::Text {
+                body: text.clone(),
+                context: None,
+            };
+            outbox.send_to(thread, &phone, content, text).await
         })
         .await
     }
 
     /// Sends a template already found and rendered (a flow renders its campaign's template
-    /// once per recipient from one listing) to a phone number, as [`Outbox::send_template`]
-    /// does otherwise.
+    /// once per recipient from one listing) to an identity the caller already holds, at
+    /// `phone`, as [`Outbox::send_template`] does otherwise.
     ///
     /// # Errors
     /// As [`Outbox::send_template`].
     pub async fn send_rendered(
         &self,
-        workspace_id: i64,
-        channel_id: Uuid,
+        thread: Thread,
         phone: Phone,
         rendered: RenderedTemplate,
     ) -> Result<Sent, OutboundError> {
         let outbox = self.clone();
         detached(async move {
-            outbox
-                .rendered_now(workspace_id, channel_id, &phone, None, rendered)
-                .await
+            let content = OutboundContent::Template(rendered.message);
+            outbox.send_to(thread, &phone, content, rendered.text).await
         })
         .await
     }
 
-    async fn rendered_now(
+    /// Sends `content` to the thread's identity at `phone`, recorded showing `text`.
+    async fn send_to(
         &self,
-        workspace_id: i64,
-        channel_id: Uuid,
+        thread: Thread,
         phone: &Phone,
-        name: Option<&str>,
-        rendered: RenderedTemplate,
+        content: OutboundContent,
+        text: String,
     ) -> Result<Sent, OutboundError> {
-        let db = &self.handles.db;
-        let person = people::find_or_create_by_phone(db, workspace_id, phone, name).await?;
         let outgoing = Outgoing {
             to: phone.digits().to_owned(),
-            identity_id: Some(person.id),
-            content: OutboundContent::Template(rendered.message),
+            identity_id: Some(thread.identity_id),
+            content,
         };
-        let thread = Thread {
-            workspace_id,
-            identity_id: person.id,
-            channel_id,
-        };
-        self.record_and_send(thread, outgoing, rendered.text).await
+        self.record_and_send(thread, outgoing, text).await
     }
 
     /// The template a send names, found among the channel's templates and rendered. A sandbox

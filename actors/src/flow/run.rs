@@ -23,6 +23,7 @@ use uuid::Uuid;
 use super::params::{self, Filling, Needed, Person};
 use super::{FlowConfig, STOPPED_MARKETING};
 use crate::channel::SendError;
+use crate::conversation::thread::Thread;
 use crate::domain::Phone;
 use crate::outbound::{OutboundError, Outbox, RenderedTemplate, TemplateParameters, TemplateRef};
 use crate::runtime::Handles;
@@ -412,13 +413,13 @@ async fn send_one(
                 }
                 Ok(parameters) => {
                     let rendered = render(prepared, &parameters);
+                    let thread = Thread {
+                        workspace_id: prepared.flow.workspace_id,
+                        identity_id: recipient.identity_id,
+                        channel_id: prepared.channel.id,
+                    };
                     let sent = Outbox::new(handles.clone())
-                        .send_rendered(
-                            prepared.flow.workspace_id,
-                            prepared.channel.id,
-                            phone,
-                            rendered,
-                        )
+                        .send_rendered(thread, phone, rendered)
                         .await;
                     judge(handles, prepared, &recipient, sent).await?
                 }
