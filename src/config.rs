@@ -88,7 +88,8 @@ pub struct Overrides {
 
 /// Where a flat `PARLEY_*` name lives in the sections (`llm_base_url` → `llm.base_url`).
 fn env_key(flat: &str) -> String {
-    const SERVER: [&str; 11] = [
+    const SERVER: [&str; 12] = [
+        "metrics_public",
         "operator_token",
         "auth_failures_per_minute",
         "bind",

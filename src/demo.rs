@@ -236,6 +236,8 @@ fn print_walkthrough(base: &str, demo: &Demo) {
         r#"
 Parley demo is running offline at {base}
 API key (all permissions): {key}
+API docs (try every endpoint; Authorize with the key): {base}/docs
+Metrics (Prometheus, with the key): {base}/metrics
 
 1. A person writes to the sandbox WhatsApp channel:
    curl -s -H 'Authorization: Bearer {key}' -H 'Content-Type: application/json' \

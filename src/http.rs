@@ -21,7 +21,9 @@ mod identities;
 mod identity_journey;
 mod mcps;
 mod memory;
+mod metrics;
 mod middleware;
+pub(crate) mod openapi;
 mod pagination;
 mod sandbox;
 mod scheduled_tasks;
@@ -44,6 +46,7 @@ use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
+use utoipa_axum::router::OpenApiRouter;
 
 use crate::config::Settings;
 use crate::http::error::ApiError;
@@ -62,6 +65,8 @@ pub struct AppState {
     pub secrets: Arc<SecretBox>,
     /// Failed authentications per client address.
     pub(crate) auth_failures: auth::AuthFailures,
+    /// The Prometheus recorder's handle (`None` when another recorder was installed first).
+    pub(crate) metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
 }
 
 /// Builds the application's router with its middleware.
@@ -71,7 +76,7 @@ pub fn router(state: AppState) -> Router {
     // Plain requests answer within the general limit (503 `timeout` after it). Conversation and
     // send routes wait on upstreams under their own limits (504) and finish claimed work
     // whatever happens to the client, so the general limit does not cut them.
-    let plain = Router::new()
+    let plain = OpenApiRouter::new()
         .merge(health::router())
         .merge(workspaces::router())
         .merge(api_keys::router())
@@ -84,6 +89,7 @@ pub fn router(state: AppState) -> Router {
         .merge(memory::router())
         .merge(conversations::router())
         .merge(admin::router())
+        .merge(metrics::router())
         .merge(webhooks::router())
         .merge(sandbox::router())
         .merge(templates::router())
@@ -93,13 +99,15 @@ pub fn router(state: AppState) -> Router {
             middleware::limit_duration(timeout, req, next)
         }));
     let acting = axum::middleware::from_fn_with_state(state.clone(), idempotency::idempotent);
-    let upstream_bound = Router::new()
+    let upstream_bound = OpenApiRouter::new()
         .merge(chat::router())
         .merge(send::router())
         .merge(flows::router())
         .merge(scheduled_tasks::router())
         .route_layer(acting);
-    with_middleware(plain.merge(upstream_bound), body_limit).with_state(state)
+    let (routes, routed) = plain.merge(upstream_bound).split_for_parts();
+    let routes = routes.merge(openapi::routes(openapi::document(routed)));
+    with_middleware(routes, body_limit).with_state(state)
 }
 
 /// The middleware every request passes through, outermost first: a request id, the request
@@ -120,6 +128,7 @@ fn with_middleware<S: Clone + Send + Sync + 'static>(
                 .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
                 .layer(PropagateRequestIdLayer::x_request_id())
                 .layer(TraceLayer::new_for_http().make_span_with(middleware::request_span))
+                .layer(axum::middleware::from_fn(crate::metrics::track_http))
                 .layer(axum::middleware::from_fn(middleware::log_server_errors))
                 .layer(CatchPanicLayer::custom(middleware::panic_response))
                 .layer(axum::middleware::from_fn(move |req, next| {

@@ -10,6 +10,7 @@ pub mod config;
 pub mod demo;
 pub mod domain;
 pub mod http;
+mod metrics;
 pub mod serve;
 pub mod startup;
 pub mod telemetry;

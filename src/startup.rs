@@ -63,6 +63,7 @@ impl Application {
                 db,
                 actors,
                 secrets,
+                metrics: crate::metrics::install(),
             },
         })
     }

@@ -263,7 +263,15 @@ async fn answer(
     let (Some(context), Some(stages)) = (state.context.as_mut(), state.stages.as_deref()) else {
         return Err(TurnError::IdentityNotFound);
     };
+    let started = std::time::Instant::now();
     let outcome = turn::run(&state.deps, context, stages, routed, batch).await;
+    let result = match &outcome {
+        Ok(done) if done.fallback => "fallback",
+        Ok(_) => "ok",
+        Err(_) => "error",
+    };
+    let origin = batch.first().map_or("api", |r| r.origin.label());
+    crate::measure::turn(origin, result, started.elapsed());
     if let Err(error) = &outcome {
         tracing::warn!(%error, "turn failed");
         if matches!(error, TurnError::Storage(_)) {

@@ -55,6 +55,7 @@ pub(crate) async fn apply_report(
     if let Some((flow_id, identity_id)) =
         flows::apply_delivery(db, &report.wamid, status, error, now).await?
     {
+        crate::measure::flow_recipient(status.as_str());
         if report.error_code() == Some(STOPPED_MARKETING) {
             identities::opt_out(db, identity_id, now).await?;
         }

@@ -24,6 +24,7 @@ pub mod flow;
 pub mod inbound;
 pub mod llm;
 pub mod mcp;
+pub mod measure;
 pub mod outbound;
 pub mod people;
 pub mod runtime;

@@ -48,7 +48,7 @@ impl Default for McpSettings {
 }
 
 /// A tool an MCP server offers.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct McpTool {
     /// The server's name for it.
     pub name: String,

@@ -69,3 +69,18 @@ pub async fn begin_write(db: &DatabaseConnection) -> Result<DatabaseTransaction>
     };
     Ok(db.begin_with_options(options).await?)
 }
+
+/// The connection pool's open connections and how many of them are idle (for metrics).
+pub fn pool_connections(db: &DatabaseConnection) -> (u32, usize) {
+    match db.get_database_backend() {
+        sea_orm::DbBackend::Sqlite => {
+            let pool = db.get_sqlite_connection_pool();
+            (pool.size(), pool.num_idle())
+        }
+        sea_orm::DbBackend::Postgres => {
+            let pool = db.get_postgres_connection_pool();
+            (pool.size(), pool.num_idle())
+        }
+        _ => (0, 0),
+    }
+}

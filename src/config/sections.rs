@@ -62,6 +62,9 @@ pub struct ServerSettings {
     /// Failed authentications a client address may make per minute before it gets 429s
     /// (0: no limit). Valid keys are never counted.
     pub auth_failures_per_minute: u32,
+    /// `GET /metrics` without a key (for a private scrape network); otherwise it needs a
+    /// workspace admin key or the operator token.
+    pub metrics_public: bool,
 }
 
 impl Default for ServerSettings {
@@ -78,6 +81,7 @@ impl Default for ServerSettings {
             max_connections: 8192,
             operator_token: None,
             auth_failures_per_minute: 60,
+            metrics_public: false,
         }
     }
 }

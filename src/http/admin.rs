@@ -2,11 +2,9 @@
 //! admin key it shows that workspace's actors only; with the operator token
 //! (`server.operator_token`, what `parley admin actors` uses) the whole installation's.
 
-use axum::Router;
 use axum::extract::{FromRequestParts, State};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
-use axum::routing::get;
 use serde::Serialize;
 use subtle::ConstantTimeEq;
 
@@ -15,13 +13,15 @@ use crate::http::AppState;
 use crate::http::auth::Caller;
 use crate::http::envelope::Envelope;
 use crate::http::error::{ApiError, Result};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-pub(crate) fn router() -> Router<AppState> {
-    Router::new().route("/admin/actors", get(get_actor_tree))
+pub(crate) fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(get_actor_tree))
 }
 
 /// One supervisor and how many actors it runs (for the viewer's workspace, or all).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub(crate) struct SupervisorRecord {
     /// Its path, e.g. `root/conversations`.
     path: String,
@@ -30,7 +30,7 @@ pub(crate) struct SupervisorRecord {
 }
 
 /// The tree as the endpoint answers it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub(crate) struct ActorTree {
     /// Always `root`.
     root: String,
@@ -41,7 +41,7 @@ pub(crate) struct ActorTree {
 }
 
 /// Who is looking.
-enum Viewer {
+pub(crate) enum Viewer {
     /// The operator, with the configured token.
     Operator,
     /// A workspace's key.
@@ -75,6 +75,12 @@ impl FromRequestParts<AppState> for Viewer {
     }
 }
 
+#[utoipa::path(
+    get,
+    path = "/admin/actors",
+    tag = "admin",
+    responses((status = 200, body = Envelope<ActorTree>)),
+)]
 #[tracing::instrument(skip_all)]
 async fn get_actor_tree(
     viewer: Viewer,

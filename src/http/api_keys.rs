@@ -1,9 +1,7 @@
 //! API keys: `POST /workspace/api-keys` (answers the secret once), `GET /workspace/api-keys`,
 //! `DELETE /workspace/api-keys/{key_id}` (revokes at once). All need the `admin` permission.
 
-use axum::Router;
 use axum::extract::State;
-use axum::routing::{delete, get};
 use chrono::{DateTime, Utc};
 use parley_persistence::api_keys;
 use parley_persistence::clock;
@@ -22,18 +20,17 @@ use crate::http::pagination::{PageResponse, page_from};
 use crate::http::validation::Problems;
 use crate::http::workspaces::accessible_workspace;
 use crate::tenancy::issue_api_key;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-pub(crate) fn router() -> Router<AppState> {
-    Router::new()
-        .route(
-            "/workspace/api-keys",
-            get(list_api_keys).post(create_api_key),
-        )
-        .route("/workspace/api-keys/{key_id}", delete(revoke_api_key))
+pub(crate) fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_api_keys, create_api_key))
+        .routes(routes!(revoke_api_key))
 }
 
 /// A key as the API shows it; `key` is present only in the create answer.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub(crate) struct ApiKeyRecord {
     id: Uuid,
     name: String,
@@ -63,7 +60,7 @@ impl From<api_key::Model> for ApiKeyRecord {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 struct CreateApiKeyBody {
     name: String,
     permissions: Vec<String>,
@@ -72,6 +69,13 @@ struct CreateApiKeyBody {
     expires_at: Option<DateTime<Utc>>,
 }
 
+#[utoipa::path(
+    post,
+    path = "/workspace/api-keys",
+    tag = "api-keys",
+    request_body = CreateApiKeyBody,
+    responses((status = 201, body = Envelope<ApiKeyRecord>)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn create_api_key(
     caller: Caller,
@@ -130,13 +134,21 @@ fn parse_permissions(raw: &[String], problems: &mut Problems) -> Permissions {
         .collect()
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct ListApiKeysQuery {
     workspace_id: Option<String>,
     page: Option<u64>,
     limit: Option<u64>,
 }
 
+#[utoipa::path(
+    get,
+    path = "/workspace/api-keys",
+    tag = "api-keys",
+    params(ListApiKeysQuery),
+    responses((status = 200, body = PageResponse<ApiKeyRecord>)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn list_api_keys(
     caller: Caller,
@@ -158,6 +170,13 @@ async fn list_api_keys(
     ))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/workspace/api-keys/{key_id}",
+    tag = "api-keys",
+    params(("key_id" = String, Path, format = Uuid, description = "API key id")),
+    responses((status = 200, body = Envelope<ApiKeyRecord>)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn revoke_api_key(
     caller: Caller,

@@ -1,8 +1,6 @@
 //! Assistants: `POST /workers/{id}/assistants`, `GET`, `PATCH` and `DELETE /assistant/{id}`.
 
-use axum::Router;
 use axum::extract::State;
-use axum::routing::{get, post};
 use chrono::{DateTime, Utc};
 use parley_persistence::assistants::{self, AssistantFields};
 use parley_persistence::clock;
@@ -20,25 +18,22 @@ use crate::http::extract::{Json, Path};
 use crate::http::validation::{Problems, parse_uuid, present};
 use crate::http::workers::find_worker;
 use parley_actors::Change;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 /// The only provider the specification supports.
 const PROVIDER_ONE: &str = "PROVIDER_ONE";
 /// Longest model name.
 const MAX_MODEL_CHARS: usize = 200;
 
-pub(crate) fn router() -> Router<AppState> {
-    Router::new()
-        .route("/workers/{worker_id}/assistants", post(create_assistant))
-        .route(
-            "/assistant/{assistant_id}",
-            get(get_assistant)
-                .patch(update_assistant)
-                .delete(delete_assistant),
-        )
+pub(crate) fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create_assistant))
+        .routes(routes!(get_assistant, update_assistant, delete_assistant))
 }
 
 /// An assistant as the API shows it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub(crate) struct AssistantRecord {
     id: Uuid,
     worker_id: Uuid,
@@ -70,14 +65,14 @@ impl From<assistant::Model> for AssistantRecord {
 }
 
 /// The create answer: the specification's `assistant_id` beside the record.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 struct CreatedAssistant {
     assistant_id: Uuid,
     #[serde(flatten)]
     record: AssistantRecord,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 struct CreateAssistantBody {
     name: String,
     instructions: String,
@@ -87,6 +82,14 @@ struct CreateAssistantBody {
     settings: Option<Value>,
 }
 
+#[utoipa::path(
+    post,
+    path = "/workers/{worker_id}/assistants",
+    tag = "assistants",
+    params(("worker_id" = String, Path, format = Uuid, description = "Worker id")),
+    request_body = CreateAssistantBody,
+    responses((status = 201, body = Envelope<CreatedAssistant>)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id, worker_id = %worker_id))]
 async fn create_assistant(
     caller: Caller,
@@ -128,6 +131,13 @@ async fn create_assistant(
     ))
 }
 
+#[utoipa::path(
+    get,
+    path = "/assistant/{assistant_id}",
+    tag = "assistants",
+    params(("assistant_id" = String, Path, format = Uuid, description = "Assistant id")),
+    responses((status = 200, body = Envelope<AssistantRecord>)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id, assistant_id = %assistant_id))]
 async fn get_assistant(
     caller: Caller,
@@ -142,7 +152,7 @@ async fn get_assistant(
     ))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 struct UpdateAssistantBody {
     name: Option<String>,
     instructions: Option<String>,
@@ -153,6 +163,14 @@ struct UpdateAssistantBody {
     settings: Option<Value>,
 }
 
+#[utoipa::path(
+    patch,
+    path = "/assistant/{assistant_id}",
+    tag = "assistants",
+    params(("assistant_id" = String, Path, format = Uuid, description = "Assistant id")),
+    request_body = UpdateAssistantBody,
+    responses((status = 200, body = Envelope<AssistantRecord>)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id, assistant_id = %assistant_id))]
 async fn update_assistant(
     caller: Caller,
@@ -184,6 +202,13 @@ async fn update_assistant(
     ))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/assistant/{assistant_id}",
+    tag = "assistants",
+    params(("assistant_id" = String, Path, format = Uuid, description = "Assistant id")),
+    responses((status = 200, body = Envelope<Value>)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id, assistant_id = %assistant_id))]
 async fn delete_assistant(
     caller: Caller,

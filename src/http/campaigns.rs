@@ -2,9 +2,7 @@
 //! A campaign names a channel's template at Meta and how its parameters are filled; flows send
 //! it. Creating or changing one checks the template at Meta and every parameter expression.
 
-use axum::Router;
 use axum::extract::State;
-use axum::routing::get;
 use chrono::{DateTime, Utc};
 use parley_actors::flow::params::{self, Expression};
 use parley_persistence::campaigns::{self, CampaignFields, CampaignFilter};
@@ -24,23 +22,20 @@ use crate::http::extract::{Json, Path, Query};
 use crate::http::pagination::{CursorResponse, cursor_from};
 use crate::http::templates::meta_error;
 use crate::http::validation::{Problems, parse_uuid};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 /// Longest campaign name.
 const MAX_NAME: usize = 200;
 
-pub(crate) fn router() -> Router<AppState> {
-    Router::new()
-        .route("/campaigns", get(list_campaigns).post(create_campaign))
-        .route(
-            "/campaigns/{uid}",
-            get(get_campaign)
-                .patch(update_campaign)
-                .delete(delete_campaign),
-        )
+pub(crate) fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_campaigns, create_campaign))
+        .routes(routes!(get_campaign, update_campaign, delete_campaign))
 }
 
 /// A campaign as the API shows it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct CampaignRecord {
     uid: Uuid,
@@ -76,7 +71,7 @@ impl From<campaign::Model> for CampaignRecord {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct CampaignBody {
     channel_uid: Option<String>,
@@ -287,6 +282,13 @@ async fn check_template(
     problems.finish()
 }
 
+#[utoipa::path(
+    post,
+    path = "/campaigns",
+    tag = "campaigns",
+    request_body = CampaignBody,
+    responses((status = 201, body = Envelope<CampaignRecord>)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn create_campaign(
     caller: Caller,
@@ -315,7 +317,8 @@ async fn create_campaign(
     ))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(rename_all = "camelCase")]
 struct CampaignListQuery {
     workspace_id: Option<String>,
@@ -326,6 +329,13 @@ struct CampaignListQuery {
     limit: Option<u64>,
 }
 
+#[utoipa::path(
+    get,
+    path = "/campaigns",
+    tag = "campaigns",
+    params(CampaignListQuery),
+    responses((status = 200, body = CursorResponse<CampaignRecord>)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn list_campaigns(
     caller: Caller,
@@ -381,6 +391,13 @@ pub(crate) async fn find_campaign(
         .ok_or(ApiError::NotFound("Campaign"))
 }
 
+#[utoipa::path(
+    get,
+    path = "/campaigns/{uid}",
+    tag = "campaigns",
+    params(("uid" = String, Path, format = Uuid, description = "Campaign id")),
+    responses((status = 200, body = Envelope<CampaignRecord>)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn get_campaign(
     caller: Caller,
@@ -395,6 +412,14 @@ async fn get_campaign(
     ))
 }
 
+#[utoipa::path(
+    patch,
+    path = "/campaigns/{uid}",
+    tag = "campaigns",
+    params(("uid" = String, Path, format = Uuid, description = "Campaign id")),
+    request_body = CampaignBody,
+    responses((status = 200, body = Envelope<CampaignRecord>)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn update_campaign(
     caller: Caller,
@@ -424,6 +449,13 @@ async fn update_campaign(
     ))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/campaigns/{uid}",
+    tag = "campaigns",
+    params(("uid" = String, Path, format = Uuid, description = "Campaign id")),
+    responses((status = 200, body = Envelope<Value>)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn delete_campaign(
     caller: Caller,

@@ -2,9 +2,7 @@
 //! (a live channel with credentials, or an inactive one awaiting them), and
 //! `POST /channels/{id}/worker/{worker_id}`. Talking to Meta comes with the WhatsApp work.
 
-use axum::Router;
 use axum::extract::State;
-use axum::routing::{get, post};
 use parley_actors::Change;
 use parley_actors::whatsapp::GraphError;
 use parley_persistence::channels::{self, ChannelChanges, NewChannel, VerifiedNumber};
@@ -17,11 +15,14 @@ use crate::domain::{LongName, Permission};
 use crate::http::AppState;
 use crate::http::auth::Caller;
 use crate::http::envelope::Envelope;
+use crate::http::error::Refusal;
 use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Json, Path, Query};
 use crate::http::pagination::{ListQuery, PageResponse};
 use crate::http::validation::{Problems, parse_uuid};
 use crate::http::workers::find_worker;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 mod fields;
 mod record;
@@ -30,21 +31,15 @@ use self::fields::{credential, new_verify_token, platform_id, settings_object};
 pub(crate) use self::record::ChannelRecord;
 use self::record::record;
 
-pub(crate) fn router() -> Router<AppState> {
-    Router::new()
-        .route("/channels", get(list_channels))
-        .route("/channels/waba", post(create_channel))
-        .route(
-            "/channels/{channel_id}",
-            get(get_channel).put(update_channel).delete(delete_channel),
-        )
-        .route(
-            "/channels/{channel_id}/worker/{worker_id}",
-            post(sync_worker),
-        )
+pub(crate) fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_channels))
+        .routes(routes!(create_channel))
+        .routes(routes!(get_channel, update_channel, delete_channel))
+        .routes(routes!(sync_worker))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct CreateChannelBody {
     name: Option<String>,
@@ -55,6 +50,13 @@ struct CreateChannelBody {
     settings: Option<Value>,
 }
 
+#[utoipa::path(
+    post,
+    path = "/channels/waba",
+    tag = "channels",
+    request_body = CreateChannelBody,
+    responses((status = 201, body = Envelope<ChannelRecord>), (status = 502, body = Refusal)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn create_channel(
     caller: Caller,
@@ -144,6 +146,13 @@ async fn create_channel(
     ))
 }
 
+#[utoipa::path(
+    get,
+    path = "/channels",
+    tag = "channels",
+    params(ListQuery),
+    responses((status = 200, body = PageResponse<ChannelRecord>), (status = 502, body = Refusal)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn list_channels(
     caller: Caller,
@@ -162,6 +171,13 @@ async fn list_channels(
     ))
 }
 
+#[utoipa::path(
+    get,
+    path = "/channels/{channel_id}",
+    tag = "channels",
+    params(("channel_id" = String, Path, format = Uuid, description = "Channel id")),
+    responses((status = 200, body = Envelope<ChannelRecord>), (status = 502, body = Refusal)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id, channel_id = %channel_id))]
 async fn get_channel(
     caller: Caller,
@@ -176,7 +192,7 @@ async fn get_channel(
     ))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct UpdateChannelBody {
     name: Option<String>,
@@ -187,6 +203,14 @@ struct UpdateChannelBody {
     business_id: Option<String>,
 }
 
+#[utoipa::path(
+    put,
+    path = "/channels/{channel_id}",
+    tag = "channels",
+    params(("channel_id" = String, Path, format = Uuid, description = "Channel id")),
+    request_body = UpdateChannelBody,
+    responses((status = 200, body = Envelope<ChannelRecord>), (status = 502, body = Refusal)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id, channel_id = %channel_id))]
 async fn update_channel(
     caller: Caller,
@@ -261,6 +285,13 @@ async fn update_channel(
     ))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/channels/{channel_id}",
+    tag = "channels",
+    params(("channel_id" = String, Path, format = Uuid, description = "Channel id")),
+    responses((status = 200, body = Envelope<Value>), (status = 502, body = Refusal)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id, channel_id = %channel_id))]
 async fn delete_channel(
     caller: Caller,
@@ -295,6 +326,13 @@ async fn delete_channel(
     ))
 }
 
+#[utoipa::path(
+    post,
+    path = "/channels/{channel_id}/worker/{worker_id}",
+    tag = "channels",
+    params(("channel_id" = String, Path, format = Uuid, description = "Channel id"), ("worker_id" = String, Path, format = Uuid, description = "Worker id")),
+    responses((status = 200, body = Envelope<ChannelRecord>), (status = 502, body = Refusal)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id, channel_id = %channel_id))]
 async fn sync_worker(
     caller: Caller,

@@ -8,10 +8,8 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
-use axum::Router;
 use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
-use axum::routing::{get, post};
 use parley_actors::llm::{LlmError, Usage};
 use parley_actors::{
     Conversations, ToolCallRecord, TurnError, TurnEvent, TurnOrigin, TurnOutcome, TurnRequest,
@@ -27,27 +25,30 @@ use crate::domain::{Permission, TEXT_LIMIT};
 use crate::http::AppState;
 use crate::http::auth::Caller;
 use crate::http::envelope::Envelope;
+use crate::http::error::Refusal;
 use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Json, Path, Query};
 use crate::http::identities::find_identity;
 use crate::http::validation::{Problems, object_or_empty, parse_uuid};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 /// Comment lines that keep idle proxies from closing a stream.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
-pub(crate) fn router() -> Router<AppState> {
-    Router::new()
-        .route("/conversation/{identity_id}/chat/{channel_id}", post(chat))
-        .route("/conversation/{identity_id}/streaming", get(stream))
+pub(crate) fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(chat))
+        .routes(routes!(stream))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 struct ChatBody {
     message: Option<Value>,
     metadata: Option<Value>,
 }
 
 /// The chat answer's `data`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 struct ChatData {
     conversation_id: Uuid,
     message_id: Uuid,
@@ -71,6 +72,14 @@ impl From<TurnOutcome> for ChatData {
     }
 }
 
+#[utoipa::path(
+    post,
+    path = "/conversation/{identity_id}/chat/{channel_id}",
+    tag = "conversation",
+    params(("identity_id" = String, Path, description = "Identity: its id, or a path resolving to one (`external_id`, phone, e-mail)"), ("channel_id" = String, Path, format = Uuid, description = "Channel id")),
+    request_body = ChatBody,
+    responses((status = 200, body = Envelope<ChatData>), (status = 502, body = Refusal), (status = 504, body = Refusal)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id, channel_id = %channel_id))]
 async fn chat(
     caller: Caller,
@@ -99,12 +108,25 @@ async fn chat(
     Ok(Envelope::ok(outcome.reply.clone(), outcome.into()))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct StreamQuery {
     channel_id: Option<String>,
     message: Option<String>,
 }
 
+#[utoipa::path(
+    get,
+    path = "/conversation/{identity_id}/streaming",
+    tag = "conversation",
+    params(("identity_id" = String, Path, description = "Identity: its id, or a path resolving to one (`external_id`, phone, e-mail)"), StreamQuery),
+    responses(
+        (status = 200, content_type = "text/event-stream", body = String,
+         description = "Server-Sent Events: `token` events with text, then one `complete` event \
+                        with the stored reply, or one `error` event"),
+        (status = 409, body = Refusal),
+    ),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn stream(
     caller: Caller,

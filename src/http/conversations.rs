@@ -1,9 +1,7 @@
 //! Conversation reads: `GET /conversations` (filter by `identity_id`, `channel_id`),
 //! `GET /conversations/{id}` and `GET /conversations/{id}/messages`.
 
-use axum::Router;
 use axum::extract::State;
-use axum::routing::get;
 use chrono::{DateTime, Utc};
 use parley_actors::conversation::thread;
 use parley_persistence::clock;
@@ -24,19 +22,18 @@ use crate::http::extract::{Path, Query};
 use crate::http::identities::find_identity;
 use crate::http::pagination::{ListQuery, PageResponse, page_from};
 use crate::http::validation::parse_uuid;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-pub(crate) fn router() -> Router<AppState> {
-    Router::new()
-        .route("/conversations", get(list_conversations))
-        .route("/conversations/{conversation_id}", get(get_conversation))
-        .route(
-            "/conversations/{conversation_id}/messages",
-            get(list_messages),
-        )
+pub(crate) fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_conversations))
+        .routes(routes!(get_conversation))
+        .routes(routes!(list_messages))
 }
 
 /// A conversation as the API shows it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 struct ConversationRecord {
     id: Uuid,
     identity_id: Uuid,
@@ -73,7 +70,7 @@ fn idle_after(state: &AppState) -> chrono::Duration {
 }
 
 /// A message as the API shows it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 struct MessageRecord {
     id: Uuid,
     conversation_id: Uuid,
@@ -108,7 +105,8 @@ impl From<message::Model> for MessageRecord {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct ConversationQuery {
     identity_id: Option<String>,
     channel_id: Option<String>,
@@ -116,6 +114,13 @@ struct ConversationQuery {
     limit: Option<u64>,
 }
 
+#[utoipa::path(
+    get,
+    path = "/conversations",
+    tag = "conversations",
+    params(ConversationQuery),
+    responses((status = 200, body = PageResponse<ConversationRecord>)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn list_conversations(
     caller: Caller,
@@ -146,6 +151,13 @@ async fn list_conversations(
     ))
 }
 
+#[utoipa::path(
+    get,
+    path = "/conversations/{conversation_id}",
+    tag = "conversations",
+    params(("conversation_id" = String, Path, format = Uuid, description = "Conversation id")),
+    responses((status = 200, body = Envelope<ConversationRecord>)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn get_conversation(
     caller: Caller,
@@ -158,6 +170,13 @@ async fn get_conversation(
     Ok(Envelope::ok("Conversation retrieved successfully", record))
 }
 
+#[utoipa::path(
+    get,
+    path = "/conversations/{conversation_id}/messages",
+    tag = "conversations",
+    params(("conversation_id" = String, Path, format = Uuid, description = "Conversation id"), ListQuery),
+    responses((status = 200, body = PageResponse<MessageRecord>)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn list_messages(
     caller: Caller,

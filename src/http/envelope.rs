@@ -8,8 +8,9 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
 /// A success answer: a sentence and the data.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub(crate) struct Envelope<T> {
+    #[schema(value_type = String)]
     message: Cow<'static, str>,
     data: T,
     #[serde(skip)]

@@ -10,7 +10,7 @@ use serde::Serialize;
 pub(crate) type Result<T, E = ApiError> = std::result::Result<T, E>;
 
 /// One step of the path to a field in a request: an object key or an array index.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(untagged)]
 pub(crate) enum PathSegment {
     /// Object key.
@@ -32,7 +32,7 @@ impl From<usize> for PathSegment {
 }
 
 /// What is wrong with one field.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub(crate) struct FieldError {
     /// Where the field is, e.g. `["languages", 0]`.
     pub(crate) path: Vec<PathSegment>,
@@ -230,10 +230,27 @@ fn describe(error: &FieldError) -> String {
 #[derive(Clone, Debug)]
 pub(crate) struct InternalErrorReport(pub(crate) String);
 
-#[derive(Serialize)]
-struct ErrorBody<'a> {
+/// The error body as the OpenAPI document names it in `responses(...)`.
+pub(crate) type Refusal = ErrorBody<'static>;
+
+/// The error body of every refusal (DESIGN §4).
+#[derive(Serialize, utoipa::ToSchema)]
+#[schema(
+    as = Error,
+    example = json!({
+        "message": "Invalid request: name is required",
+        "error": "validation_failed",
+        "details": [{"path": ["name"], "message": "is required"}]
+    })
+)]
+pub(crate) struct ErrorBody<'a> {
+    /// What went wrong, as a sentence.
     message: String,
+    /// Machine code, e.g. `validation_failed`, `not_found`, `conflict`.
+    #[schema(value_type = String)]
     error: &'a str,
+    /// Per-field problems (empty when the refusal is not about fields).
+    #[schema(value_type = Vec<FieldError>)]
     details: &'a [FieldError],
 }
 

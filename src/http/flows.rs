@@ -5,9 +5,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use axum::Router;
 use axum::extract::State;
-use axum::routing::get;
 use chrono::{DateTime, Utc};
 use parley_actors::flow::{CreateFlowError, FlowConfig, FlowRequest};
 use parley_persistence::entities::{flow, flow_recipient};
@@ -29,6 +27,8 @@ use crate::http::extract::{Json, Path, Query};
 use crate::http::identities::resolve;
 use crate::http::pagination::{CursorResponse, cursor_from};
 use crate::http::validation::{Problems, parse_uuid};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 /// Most recipients a flow may have.
 const MAX_CONTACTS: usize = 100_000;
@@ -39,18 +39,15 @@ const SHOWN_FAILURES: u64 = 100;
 /// Unknown contacts named in a refusal's details.
 const SHOWN_UNKNOWN: usize = 100;
 
-pub(crate) fn router() -> Router<AppState> {
-    Router::new()
-        .route("/flows", get(list_flows).post(create_flow))
-        .route(
-            "/flows/{uid}",
-            get(get_flow).patch(update_flow).delete(delete_flow),
-        )
-        .route("/flows/{uid}/recipients", get(list_recipients))
+pub(crate) fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_flows, create_flow))
+        .routes(routes!(get_flow, update_flow, delete_flow))
+        .routes(routes!(list_recipients))
 }
 
 /// A flow as the API shows it, with its live statistics and metadata.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct FlowRecord {
     uid: Uuid,
@@ -107,7 +104,7 @@ async fn record(db: &impl ConnectionTrait, found: flow::Model) -> Result<FlowRec
     })
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct CreateFlowBody {
     channel_uid: Option<String>,
@@ -118,6 +115,13 @@ struct CreateFlowBody {
     status: Option<String>,
 }
 
+#[utoipa::path(
+    post,
+    path = "/flows",
+    tag = "flows",
+    request_body = CreateFlowBody,
+    responses((status = 201, body = Envelope<FlowRecord>)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn create_flow(
     caller: Caller,
@@ -341,7 +345,8 @@ fn tell(state: &AppState, flow_id: Uuid) {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(rename_all = "camelCase")]
 struct FlowListQuery {
     campaign_uid: Option<String>,
@@ -352,6 +357,13 @@ struct FlowListQuery {
     limit: Option<u64>,
 }
 
+#[utoipa::path(
+    get,
+    path = "/flows",
+    tag = "flows",
+    params(FlowListQuery),
+    responses((status = 200, body = CursorResponse<FlowRecord>)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn list_flows(
     caller: Caller,
@@ -415,6 +427,13 @@ async fn find_flow(state: &AppState, caller: &Caller, raw: &str) -> Result<flow:
         .ok_or(ApiError::NotFound("Flow"))
 }
 
+#[utoipa::path(
+    get,
+    path = "/flows/{uid}",
+    tag = "flows",
+    params(("uid" = String, Path, format = Uuid, description = "Flow id")),
+    responses((status = 200, body = Envelope<FlowRecord>)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn get_flow(
     caller: Caller,
@@ -429,13 +448,21 @@ async fn get_flow(
     ))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 struct UpdateFlowBody {
     status: Option<String>,
     #[serde(default, deserialize_with = "crate::http::validation::present")]
     description: Option<Option<String>>,
 }
 
+#[utoipa::path(
+    patch,
+    path = "/flows/{uid}",
+    tag = "flows",
+    params(("uid" = String, Path, format = Uuid, description = "Flow id")),
+    request_body = UpdateFlowBody,
+    responses((status = 200, body = Envelope<FlowRecord>)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn update_flow(
     caller: Caller,
@@ -495,6 +522,13 @@ async fn update_flow(
     ))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/flows/{uid}",
+    tag = "flows",
+    params(("uid" = String, Path, format = Uuid, description = "Flow id")),
+    responses((status = 200, body = Envelope<Value>)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn delete_flow(
     caller: Caller,
@@ -521,7 +555,7 @@ async fn delete_flow(
 }
 
 /// One recipient as the API shows it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct RecipientRecord {
     contact_uid: String,
@@ -551,12 +585,20 @@ impl From<flow_recipient::Model> for RecipientRecord {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct RecipientQuery {
     cursor: Option<String>,
     limit: Option<u64>,
 }
 
+#[utoipa::path(
+    get,
+    path = "/flows/{uid}/recipients",
+    tag = "flows",
+    params(("uid" = String, Path, format = Uuid, description = "Flow id"), RecipientQuery),
+    responses((status = 200, body = CursorResponse<RecipientRecord>)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn list_recipients(
     caller: Caller,

@@ -1,27 +1,33 @@
 //! Liveness and readiness probes; neither needs a key.
 
-use axum::Router;
 use axum::extract::State;
-use axum::routing::get;
 use serde::Serialize;
 
 use crate::http::AppState;
 use crate::http::envelope::Envelope;
 use crate::http::error::{ApiError, Result};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-pub(crate) fn router() -> Router<AppState> {
-    Router::new()
-        .route("/health", get(get_health))
-        .route("/ready", get(get_ready))
+pub(crate) fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(get_health))
+        .routes(routes!(get_ready))
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct Health {
     status: &'static str,
     version: &'static str,
 }
 
 /// Liveness: the process answers HTTP.
+#[utoipa::path(
+    get,
+    path = "/health",
+    tag = "health",
+    responses((status = 200, body = Envelope<Health>)),
+)]
 async fn get_health() -> Envelope<Health> {
     Envelope::ok(
         "Parley is running",
@@ -32,12 +38,18 @@ async fn get_health() -> Envelope<Health> {
     )
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct Readiness {
     database: &'static str,
 }
 
 /// Readiness: the database answers.
+#[utoipa::path(
+    get,
+    path = "/ready",
+    tag = "health",
+    responses((status = 200, body = Envelope<Readiness>)),
+)]
 async fn get_ready(State(state): State<AppState>) -> Result<Envelope<Readiness>> {
     match state.db.ping().await {
         Ok(()) => Ok(Envelope::ok(

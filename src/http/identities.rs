@@ -5,9 +5,7 @@
 
 use std::collections::HashMap;
 
-use axum::Router;
 use axum::extract::State;
-use axum::routing::get;
 use chrono::{DateTime, Utc};
 use parley_persistence::entities::{contact_point, identity};
 use parley_persistence::identities::{self, EMAIL, IdentityChanges, NewIdentity, PHONE};
@@ -24,21 +22,20 @@ use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Json, Path, Query};
 use crate::http::pagination::{ListQuery, PageResponse};
 use crate::http::validation::{Problems, object_or_empty, optional_text, present};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 /// Longest name and external id.
 const MAX_TEXT: usize = 200;
 
-pub(crate) fn router() -> Router<AppState> {
-    Router::new()
-        .route("/identity", get(list_identities))
-        .route(
-            "/identity/{identity_id}",
-            get(get_identity).put(put_identity).delete(delete_identity),
-        )
+pub(crate) fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_identities))
+        .routes(routes!(get_identity, put_identity, delete_identity))
 }
 
 /// An identity as the API shows it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub(crate) struct IdentityRecord {
     id: Uuid,
     name: Option<String>,
@@ -54,7 +51,7 @@ pub(crate) struct IdentityRecord {
     updated_at: DateTime<Utc>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 struct ContactRecord {
     #[serde(rename = "type")]
     kind: String,
@@ -162,6 +159,13 @@ pub(crate) async fn find_identity(
         .ok_or(ApiError::NotFound("Identity"))
 }
 
+#[utoipa::path(
+    get,
+    path = "/identity",
+    tag = "identities",
+    params(ListQuery),
+    responses((status = 200, body = PageResponse<IdentityRecord>)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn list_identities(
     caller: Caller,
@@ -181,6 +185,13 @@ async fn list_identities(
     ))
 }
 
+#[utoipa::path(
+    get,
+    path = "/identity/{identity_id}",
+    tag = "identities",
+    params(("identity_id" = String, Path, description = "Identity: its id, or a path resolving to one (`external_id`, phone, e-mail)")),
+    responses((status = 200, body = Envelope<IdentityRecord>)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn get_identity(
     caller: Caller,
@@ -195,7 +206,7 @@ async fn get_identity(
     ))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 struct PutIdentityBody {
     #[serde(default, deserialize_with = "present")]
     name: Option<Option<String>>,
@@ -282,6 +293,16 @@ impl Owners {
     }
 }
 
+#[utoipa::path(
+    put,
+    path = "/identity/{identity_id}",
+    tag = "identities",
+    params(("identity_id" = String, Path, description = "Identity: its id, or a path resolving to one (`external_id`, phone, e-mail)")),
+    request_body = PutIdentityBody,
+    responses(
+        (status = 200, body = Envelope<IdentityRecord>, description = "Updated"),
+        (status = 201, body = Envelope<IdentityRecord>, description = "Created")),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn put_identity(
     caller: Caller,
@@ -383,6 +404,13 @@ async fn target_of_put(
     }
 }
 
+#[utoipa::path(
+    delete,
+    path = "/identity/{identity_id}",
+    tag = "identities",
+    params(("identity_id" = String, Path, description = "Identity: its id, or a path resolving to one (`external_id`, phone, e-mail)")),
+    responses((status = 200, body = Envelope<Value>)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn delete_identity(
     caller: Caller,

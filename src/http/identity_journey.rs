@@ -1,9 +1,7 @@
 //! What happens to an identity over time: `POST /identity/{id}/stage`,
 //! `GET /identity/{id}/stages` (history) and `POST /identity/{id}/merge`.
 
-use axum::Router;
 use axum::extract::State;
-use axum::routing::{get, post};
 use chrono::{DateTime, Utc};
 use parley_persistence::entities::identity_stage;
 use parley_persistence::{PersistenceError, clock, identities, stages};
@@ -20,21 +18,31 @@ use crate::http::extract::{Json, Path, Query};
 use crate::http::identities::{IdentityRecord, find_identity, record};
 use crate::http::pagination::{ListQuery, PageResponse};
 use crate::http::validation::{Problems, object_or_empty};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-pub(crate) fn router() -> Router<AppState> {
-    Router::new()
-        .route("/identity/{identity_id}/stage", post(set_identity_stage))
-        .route("/identity/{identity_id}/stages", get(list_identity_stages))
-        .route("/identity/{identity_id}/merge", post(merge_identity))
+pub(crate) fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(set_identity_stage))
+        .routes(routes!(list_identity_stages))
+        .routes(routes!(merge_identity))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 struct SetStageBody {
     /// A stage id or a stage name.
     stage_id: String,
     metadata: Option<Value>,
 }
 
+#[utoipa::path(
+    post,
+    path = "/identity/{identity_id}/stage",
+    tag = "identities",
+    params(("identity_id" = String, Path, description = "Identity: its id, or a path resolving to one (`external_id`, phone, e-mail)")),
+    request_body = SetStageBody,
+    responses((status = 200, body = Envelope<IdentityRecord>)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn set_identity_stage(
     caller: Caller,
@@ -67,7 +75,7 @@ async fn set_identity_stage(
 }
 
 /// One entry of the stage history.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 struct StageEntryRecord {
     id: Uuid,
     stage_id: Option<Uuid>,
@@ -88,6 +96,13 @@ impl From<identity_stage::Model> for StageEntryRecord {
     }
 }
 
+#[utoipa::path(
+    get,
+    path = "/identity/{identity_id}/stages",
+    tag = "identities",
+    params(("identity_id" = String, Path, description = "Identity: its id, or a path resolving to one (`external_id`, phone, e-mail)"), ListQuery),
+    responses((status = 200, body = PageResponse<StageEntryRecord>)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn list_identity_stages(
     caller: Caller,
@@ -107,12 +122,20 @@ async fn list_identity_stages(
     ))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 struct MergeBody {
     /// The identity merged into the path's one, addressed like any identity.
     source_id: String,
 }
 
+#[utoipa::path(
+    post,
+    path = "/identity/{identity_id}/merge",
+    tag = "identities",
+    params(("identity_id" = String, Path, description = "Identity: its id, or a path resolving to one (`external_id`, phone, e-mail)")),
+    request_body = MergeBody,
+    responses((status = 200, body = Envelope<IdentityRecord>)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn merge_identity(
     caller: Caller,

@@ -3,9 +3,7 @@
 //! to assistants: `PUT|DELETE /assistant/{a}/mcp/{m}` and `GET /assistant/{a}/mcp/tools`.
 //! Header values are sealed at rest and answered as `****`; listings always ask the servers.
 
-use axum::Router;
 use axum::extract::State;
-use axum::routing::{get, put};
 use chrono::{DateTime, Utc};
 use parley_actors::Change;
 use parley_actors::conversation::BUILTIN_TOOLS;
@@ -22,10 +20,13 @@ use crate::domain::Permission;
 use crate::http::AppState;
 use crate::http::auth::Caller;
 use crate::http::envelope::Envelope;
+use crate::http::error::Refusal;
 use crate::http::error::{ApiError, FieldError, Result};
 use crate::http::extract::{Json, Path, Query};
 use crate::http::pagination::{ListQuery, PageResponse};
 use crate::http::validation::{Problems, parse_uuid};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 /// Most headers a server may have.
 const MAX_HEADERS: usize = 20;
@@ -35,26 +36,17 @@ const MAX_URL: usize = 2048;
 /// What every header value is answered as.
 const MASK: &str = "****";
 
-pub(crate) fn router() -> Router<AppState> {
-    Router::new()
-        .route("/workspace/mcps", get(list_mcps).post(create_mcp))
-        .route(
-            "/workspace/mcps/{mcp_id}",
-            get(get_mcp).patch(update_mcp).delete(delete_mcp),
-        )
-        .route("/workspace/mcps/{mcp_id}/tools", get(list_server_tools))
-        .route(
-            "/assistant/{assistant_id}/mcp/{mcp_id}",
-            put(attach_mcp).delete(detach_mcp),
-        )
-        .route(
-            "/assistant/{assistant_id}/mcp/tools",
-            get(list_assistant_tools),
-        )
+pub(crate) fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_mcps, create_mcp))
+        .routes(routes!(get_mcp, update_mcp, delete_mcp))
+        .routes(routes!(list_server_tools))
+        .routes(routes!(attach_mcp, detach_mcp))
+        .routes(routes!(list_assistant_tools))
 }
 
 /// An MCP server as the API shows it: header values masked.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 struct McpRecord {
     id: Uuid,
     name: String,
@@ -87,20 +79,20 @@ impl From<mcp_server::Model> for McpRecord {
 }
 
 /// The create answer: `mcp_id` beside the record.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 struct CreatedMcp {
     mcp_id: Uuid,
     #[serde(flatten)]
     record: McpRecord,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 struct HeaderBody {
     key: String,
     value: String,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 struct McpBody {
     name: Option<String>,
     transport: Option<String>,
@@ -209,6 +201,13 @@ fn sealed_headers(state: &AppState, problems: &mut Problems, given: Vec<HeaderBo
     Value::Array(sealed)
 }
 
+#[utoipa::path(
+    post,
+    path = "/workspace/mcps",
+    tag = "mcp",
+    request_body = McpBody,
+    responses((status = 201, body = Envelope<CreatedMcp>), (status = 502, body = Refusal)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn create_mcp(
     caller: Caller,
@@ -228,6 +227,13 @@ async fn create_mcp(
     ))
 }
 
+#[utoipa::path(
+    get,
+    path = "/workspace/mcps",
+    tag = "mcp",
+    params(ListQuery),
+    responses((status = 200, body = PageResponse<McpRecord>), (status = 502, body = Refusal)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn list_mcps(
     caller: Caller,
@@ -245,6 +251,13 @@ async fn list_mcps(
     ))
 }
 
+#[utoipa::path(
+    get,
+    path = "/workspace/mcps/{mcp_id}",
+    tag = "mcp",
+    params(("mcp_id" = String, Path, format = Uuid, description = "MCP server id")),
+    responses((status = 200, body = Envelope<McpRecord>), (status = 502, body = Refusal)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn get_mcp(
     caller: Caller,
@@ -259,6 +272,14 @@ async fn get_mcp(
     ))
 }
 
+#[utoipa::path(
+    patch,
+    path = "/workspace/mcps/{mcp_id}",
+    tag = "mcp",
+    params(("mcp_id" = String, Path, format = Uuid, description = "MCP server id")),
+    request_body = McpBody,
+    responses((status = 200, body = Envelope<McpRecord>), (status = 502, body = Refusal)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn update_mcp(
     caller: Caller,
@@ -280,6 +301,13 @@ async fn update_mcp(
     ))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/workspace/mcps/{mcp_id}",
+    tag = "mcp",
+    params(("mcp_id" = String, Path, format = Uuid, description = "MCP server id")),
+    responses((status = 200, body = Envelope<Value>), (status = 502, body = Refusal)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn delete_mcp(
     caller: Caller,
@@ -305,6 +333,13 @@ async fn delete_mcp(
     ))
 }
 
+#[utoipa::path(
+    get,
+    path = "/workspace/mcps/{mcp_id}/tools",
+    tag = "mcp",
+    params(("mcp_id" = String, Path, format = Uuid, description = "MCP server id")),
+    responses((status = 200, body = Envelope<Vec<McpTool>>), (status = 502, body = Refusal)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn list_server_tools(
     caller: Caller,
@@ -326,6 +361,13 @@ async fn list_server_tools(
     Ok(Envelope::ok("Tools retrieved successfully", tools))
 }
 
+#[utoipa::path(
+    put,
+    path = "/assistant/{assistant_id}/mcp/{mcp_id}",
+    tag = "mcp",
+    params(("assistant_id" = String, Path, format = Uuid, description = "Assistant id"), ("mcp_id" = String, Path, format = Uuid, description = "MCP server id")),
+    responses((status = 200, body = Envelope<Value>), (status = 502, body = Refusal)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn attach_mcp(
     caller: Caller,
@@ -364,6 +406,13 @@ async fn attach_mcp(
     ))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/assistant/{assistant_id}/mcp/{mcp_id}",
+    tag = "mcp",
+    params(("assistant_id" = String, Path, format = Uuid, description = "Assistant id"), ("mcp_id" = String, Path, format = Uuid, description = "MCP server id")),
+    responses((status = 200, body = Envelope<Value>), (status = 502, body = Refusal)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn detach_mcp(
     caller: Caller,
@@ -384,7 +433,7 @@ async fn detach_mcp(
 }
 
 /// One tool of an attached server, as `GET /assistant/{a}/mcp/tools` answers it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 struct AssistantToolRecord {
     mcp_id: Uuid,
     server: String,
@@ -394,6 +443,13 @@ struct AssistantToolRecord {
     input_schema: Value,
 }
 
+#[utoipa::path(
+    get,
+    path = "/assistant/{assistant_id}/mcp/tools",
+    tag = "mcp",
+    params(("assistant_id" = String, Path, format = Uuid, description = "Assistant id")),
+    responses((status = 200, body = Envelope<Vec<AssistantToolRecord>>), (status = 502, body = Refusal)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn list_assistant_tools(
     caller: Caller,

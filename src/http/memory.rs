@@ -1,9 +1,7 @@
 //! Memory of an identity: `GET /memory/from/{identity_id}`, and for integrators
 //! `PUT /memory/from/{identity_id}` and `DELETE /memory/from/{identity_id}/{key}`.
 
-use axum::Router;
 use axum::extract::State;
-use axum::routing::{delete, get};
 use chrono::{DateTime, Utc};
 use parley_persistence::entities::memory_entry;
 use parley_persistence::{clock, memory};
@@ -18,21 +16,20 @@ use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Json, Path};
 use crate::http::identities::find_identity;
 use crate::http::validation::{Problems, object_or_empty};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 /// Largest stored value, as serialised JSON.
 const MAX_VALUE_BYTES: usize = 64 * 1024;
 
-pub(crate) fn router() -> Router<AppState> {
-    Router::new()
-        .route(
-            "/memory/from/{identity_id}",
-            get(get_memory).put(put_memory),
-        )
-        .route("/memory/from/{identity_id}/{key}", delete(delete_memory))
+pub(crate) fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(get_memory, put_memory))
+        .routes(routes!(delete_memory))
 }
 
 /// A memory entry as the API shows it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 struct MemoryRecord {
     key: String,
     value: Value,
@@ -53,6 +50,13 @@ impl From<memory_entry::Model> for MemoryRecord {
     }
 }
 
+#[utoipa::path(
+    get,
+    path = "/memory/from/{identity_id}",
+    tag = "memory",
+    params(("identity_id" = String, Path, description = "Identity: its id, or a path resolving to one (`external_id`, phone, e-mail)")),
+    responses((status = 200, body = Envelope<Vec<MemoryRecord>>)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn get_memory(
     caller: Caller,
@@ -68,7 +72,7 @@ async fn get_memory(
     ))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 struct PutMemoryBody {
     key: String,
     #[serde(default)]
@@ -76,6 +80,16 @@ struct PutMemoryBody {
     metadata: Option<Value>,
 }
 
+#[utoipa::path(
+    put,
+    path = "/memory/from/{identity_id}",
+    tag = "memory",
+    params(("identity_id" = String, Path, description = "Identity: its id, or a path resolving to one (`external_id`, phone, e-mail)")),
+    request_body = PutMemoryBody,
+    responses(
+        (status = 200, body = Envelope<MemoryRecord>, description = "Replaced"),
+        (status = 201, body = Envelope<MemoryRecord>, description = "Created")),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn put_memory(
     caller: Caller,
@@ -127,6 +141,13 @@ async fn put_memory(
     })
 }
 
+#[utoipa::path(
+    delete,
+    path = "/memory/from/{identity_id}/{key}",
+    tag = "memory",
+    params(("identity_id" = String, Path, description = "Identity: its id, or a path resolving to one (`external_id`, phone, e-mail)"), ("key" = String, Path, description = "Memory key")),
+    responses((status = 200, body = Envelope<Value>)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn delete_memory(
     caller: Caller,

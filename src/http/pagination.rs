@@ -42,14 +42,14 @@ pub(crate) fn page_from(page: Option<u64>, limit: Option<u64>) -> Result<Page, A
 }
 
 /// A page of records ready to send.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub(crate) struct PageResponse<T> {
     message: &'static str,
     data: Vec<T>,
     pagination: PageInfo,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 struct PageInfo {
     page: u64,
     limit: u64,
@@ -85,7 +85,8 @@ impl<T: Serialize> IntoResponse for PageResponse<T> {
 }
 
 /// The `page` and `limit` query parameters of a plain list.
-#[derive(Debug, serde::Deserialize)]
+#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct ListQuery {
     page: Option<u64>,
     limit: Option<u64>,
@@ -100,7 +101,7 @@ impl ListQuery {
 
 /// A keyset page (campaigns, flows, recipients): `{"message", "data", "nextCursor",
 /// "prevCursor", "total"}`; cursors are opaque strings.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct CursorResponse<T> {
     message: &'static str,

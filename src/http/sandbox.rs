@@ -3,9 +3,7 @@
 //! delivered it; `GET /channels/{id}/sandbox/outbox` lists what the channel sent (recorded and
 //! marked delivered).
 
-use axum::Router;
 use axum::extract::State;
-use axum::routing::{get, post};
 use chrono::{DateTime, Utc};
 use parley_actors::whatsapp::payload::{InboundContent, InboundMessage};
 use parley_persistence::entities::message;
@@ -19,27 +17,35 @@ use crate::http::AppState;
 use crate::http::auth::Caller;
 use crate::http::channels::find_channel;
 use crate::http::envelope::{Envelope, with_snake_case_aliases};
+use crate::http::error::Refusal;
 use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Json, Path, Query};
 use crate::http::pagination::{ListQuery, PageResponse};
 use crate::http::validation::{Problems, optional_text};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-pub(crate) fn router() -> Router<AppState> {
-    Router::new()
-        .route(
-            "/channels/{channel_id}/sandbox/inbound",
-            post(inject_inbound),
-        )
-        .route("/channels/{channel_id}/sandbox/outbox", get(list_outbox))
+pub(crate) fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(inject_inbound))
+        .routes(routes!(list_outbox))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 struct InboundBody {
     from: String,
     name: Option<String>,
     text: String,
 }
 
+#[utoipa::path(
+    post,
+    path = "/channels/{channel_id}/sandbox/inbound",
+    tag = "sandbox",
+    params(("channel_id" = String, Path, format = Uuid, description = "Channel id")),
+    request_body = InboundBody,
+    responses((status = 201, body = Envelope<Value>), (status = 502, body = Refusal)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn inject_inbound(
     caller: Caller,
@@ -93,7 +99,7 @@ async fn inject_inbound(
 }
 
 /// A message the sandbox channel sent (camelCase, like every channel body).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct OutboxRecord {
     id: Uuid,
@@ -119,6 +125,13 @@ impl From<message::Model> for OutboxRecord {
     }
 }
 
+#[utoipa::path(
+    get,
+    path = "/channels/{channel_id}/sandbox/outbox",
+    tag = "sandbox",
+    params(("channel_id" = String, Path, format = Uuid, description = "Channel id"), ListQuery),
+    responses((status = 200, body = PageResponse<Value>), (status = 502, body = Refusal)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn list_outbox(
     caller: Caller,

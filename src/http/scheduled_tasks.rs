@@ -4,9 +4,7 @@
 //! what it refers to (identities, channels, stages, campaigns, contacts) must exist in the
 //! caller's workspace; references are stored resolved (an identity path becomes its id).
 
-use axum::Router;
 use axum::extract::State;
-use axum::routing::{get, patch};
 use chrono::{DateTime, Utc};
 use parley_actors::schedule::{Recurrence, TaskPayload, recurrence};
 use parley_persistence::entities::{scheduled_task, scheduled_task_run};
@@ -26,21 +24,23 @@ use crate::http::flows::resolve_contacts;
 use crate::http::identities::resolve;
 use crate::http::pagination::{ListQuery, PageResponse};
 use crate::http::validation::{Problems, parse_uuid};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 /// Longest task name.
 const MAX_NAME: usize = 200;
 
-pub(crate) fn router() -> Router<AppState> {
-    Router::new()
-        .route("/scheduled-tasks", get(list_tasks).post(create_task))
-        .route("/scheduled-tasks/{id}", get(get_task).delete(delete_task))
-        .route("/scheduled-tasks/{id}/pause", patch(pause_task))
-        .route("/scheduled-tasks/{id}/resume", patch(resume_task))
-        .route("/scheduled-tasks/{id}/runs", get(list_runs))
+pub(crate) fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_tasks, create_task))
+        .routes(routes!(get_task, delete_task))
+        .routes(routes!(pause_task))
+        .routes(routes!(resume_task))
+        .routes(routes!(list_runs))
 }
 
 /// A task as the API shows it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 struct TaskRecord {
     id: Uuid,
     name: String,
@@ -80,7 +80,7 @@ impl From<scheduled_task::Model> for TaskRecord {
 }
 
 /// One run as the API shows it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 struct RunRecord {
     id: Uuid,
     due_at: DateTime<Utc>,
@@ -107,7 +107,7 @@ impl From<scheduled_task_run::Model> for RunRecord {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 struct CreateTaskBody {
     name: Option<String>,
     task_type: Option<String>,
@@ -117,6 +117,13 @@ struct CreateTaskBody {
     timezone: Option<String>,
 }
 
+#[utoipa::path(
+    post,
+    path = "/scheduled-tasks",
+    tag = "scheduled-tasks",
+    request_body = CreateTaskBody,
+    responses((status = 201, body = Envelope<TaskRecord>)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn create_task(
     caller: Caller,
@@ -358,6 +365,13 @@ fn tell(state: &AppState, task_id: Uuid) {
     }
 }
 
+#[utoipa::path(
+    get,
+    path = "/scheduled-tasks",
+    tag = "scheduled-tasks",
+    params(ListQuery),
+    responses((status = 200, body = PageResponse<TaskRecord>)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn list_tasks(
     caller: Caller,
@@ -382,6 +396,13 @@ async fn find_task(state: &AppState, caller: &Caller, raw: &str) -> Result<sched
         .ok_or(ApiError::NotFound("Scheduled task"))
 }
 
+#[utoipa::path(
+    get,
+    path = "/scheduled-tasks/{id}",
+    tag = "scheduled-tasks",
+    params(("id" = String, Path, format = Uuid, description = "Scheduled task id")),
+    responses((status = 200, body = Envelope<TaskRecord>)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn get_task(
     caller: Caller,
@@ -396,6 +417,13 @@ async fn get_task(
     ))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/scheduled-tasks/{id}",
+    tag = "scheduled-tasks",
+    params(("id" = String, Path, format = Uuid, description = "Scheduled task id")),
+    responses((status = 200, body = Envelope<Value>)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn delete_task(
     caller: Caller,
@@ -412,6 +440,13 @@ async fn delete_task(
     ))
 }
 
+#[utoipa::path(
+    patch,
+    path = "/scheduled-tasks/{id}/pause",
+    tag = "scheduled-tasks",
+    params(("id" = String, Path, format = Uuid, description = "Scheduled task id")),
+    responses((status = 200, body = Envelope<TaskRecord>)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn pause_task(
     caller: Caller,
@@ -432,6 +467,13 @@ async fn pause_task(
 
 /// Resuming: a task whose time passed while paused runs at once (its next run stays where it
 /// was).
+#[utoipa::path(
+    patch,
+    path = "/scheduled-tasks/{id}/resume",
+    tag = "scheduled-tasks",
+    params(("id" = String, Path, format = Uuid, description = "Scheduled task id")),
+    responses((status = 200, body = Envelope<TaskRecord>)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn resume_task(
     caller: Caller,
@@ -472,6 +514,13 @@ async fn move_task(
     find_task(state, caller, raw).await
 }
 
+#[utoipa::path(
+    get,
+    path = "/scheduled-tasks/{id}/runs",
+    tag = "scheduled-tasks",
+    params(("id" = String, Path, format = Uuid, description = "Scheduled task id"), ListQuery),
+    responses((status = 200, body = PageResponse<RunRecord>)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn list_runs(
     caller: Caller,

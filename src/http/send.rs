@@ -4,9 +4,7 @@
 
 use std::time::Duration;
 
-use axum::Router;
 use axum::extract::State;
-use axum::routing::post;
 use parley_actors::channel::SendError;
 use parley_actors::outbound::{OutboundError, Sent, TemplateParameters, TemplateRef, TemplateSend};
 use parley_persistence::MessageStatus;
@@ -19,25 +17,28 @@ use crate::http::AppState;
 use crate::http::auth::Caller;
 use crate::http::channels::find_channel;
 use crate::http::envelope::{Envelope, with_snake_case_aliases};
+use crate::http::error::Refusal;
 use crate::http::error::{ApiError, PathSegment, Result};
 use crate::http::extract::{Json, Path};
 use crate::http::templates::{is_template_language, meta_error};
 use crate::http::validation::Problems;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 const TEMPLATE_TYPES: [&str; 3] = ["text", "list", "carousel"];
 const SEND_COMPONENTS: [&str; 4] = ["header", "body", "button", "buttons"];
 
-pub(crate) fn router() -> Router<AppState> {
-    Router::new().route("/channels/{channel_id}/waba/send", post(send_template))
+pub(crate) fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(send_template))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 struct SendIdentity {
     name: Option<String>,
     phone: String,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct SendBody {
     identity: SendIdentity,
@@ -47,6 +48,14 @@ struct SendBody {
     template_components: Option<Value>,
 }
 
+#[utoipa::path(
+    post,
+    path = "/channels/{channel_id}/waba/send",
+    tag = "messages",
+    params(("channel_id" = String, Path, format = Uuid, description = "Channel id")),
+    request_body = SendBody,
+    responses((status = 200, body = Envelope<Value>), (status = 502, body = Refusal), (status = 504, body = Refusal)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id, channel_id = %channel_id))]
 async fn send_template(
     caller: Caller,
@@ -110,7 +119,7 @@ async fn send_template(
 }
 
 /// The answer of a send (camelCase like every channel body).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct SentRecord {
     message_id: Uuid,

@@ -1,9 +1,7 @@
 //! Stages: `GET /stages`, `POST /stages`, `GET|PUT|DELETE /stages/{id}`. Names are 3 to 100
 //! characters and unique in the workspace (409 on a duplicate).
 
-use axum::Router;
 use axum::extract::State;
-use axum::routing::get;
 use chrono::{DateTime, Utc};
 use parley_persistence::entities::stage;
 use parley_persistence::stages::{self, StageChanges};
@@ -21,18 +19,17 @@ use crate::http::extract::{Json, Path, Query};
 use crate::http::pagination::{ListQuery, PageResponse};
 use crate::http::validation::{Problems, object_or_empty, optional_text, parse_uuid, present};
 use parley_actors::Change;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-pub(crate) fn router() -> Router<AppState> {
-    Router::new()
-        .route("/stages", get(list_stages).post(create_stage))
-        .route(
-            "/stages/{stage_id}",
-            get(get_stage).put(update_stage).delete(delete_stage),
-        )
+pub(crate) fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_stages, create_stage))
+        .routes(routes!(get_stage, update_stage, delete_stage))
 }
 
 /// A stage as the API shows it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub(crate) struct StageRecord {
     id: Uuid,
     name: String,
@@ -55,13 +52,20 @@ impl From<stage::Model> for StageRecord {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 struct CreateStageBody {
     name: String,
     description: Option<String>,
     metadata: Option<Value>,
 }
 
+#[utoipa::path(
+    post,
+    path = "/stages",
+    tag = "stages",
+    request_body = CreateStageBody,
+    responses((status = 201, body = Envelope<StageRecord>)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn create_stage(
     caller: Caller,
@@ -94,6 +98,13 @@ async fn create_stage(
     ))
 }
 
+#[utoipa::path(
+    get,
+    path = "/stages",
+    tag = "stages",
+    params(ListQuery),
+    responses((status = 200, body = PageResponse<StageRecord>)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn list_stages(
     caller: Caller,
@@ -111,6 +122,13 @@ async fn list_stages(
     ))
 }
 
+#[utoipa::path(
+    get,
+    path = "/stages/{stage_id}",
+    tag = "stages",
+    params(("stage_id" = String, Path, format = Uuid, description = "Stage id")),
+    responses((status = 200, body = Envelope<StageRecord>)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id, stage_id = %stage_id))]
 async fn get_stage(
     caller: Caller,
@@ -122,7 +140,7 @@ async fn get_stage(
     Ok(Envelope::ok("Stage retrieved successfully", found.into()))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 struct UpdateStageBody {
     name: Option<String>,
     #[serde(default, deserialize_with = "present")]
@@ -130,6 +148,14 @@ struct UpdateStageBody {
     metadata: Option<Value>,
 }
 
+#[utoipa::path(
+    put,
+    path = "/stages/{stage_id}",
+    tag = "stages",
+    params(("stage_id" = String, Path, format = Uuid, description = "Stage id")),
+    request_body = UpdateStageBody,
+    responses((status = 200, body = Envelope<StageRecord>)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id, stage_id = %stage_id))]
 async fn update_stage(
     caller: Caller,
@@ -167,6 +193,13 @@ async fn update_stage(
     Ok(Envelope::ok("Stage updated successfully", updated.into()))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/stages/{stage_id}",
+    tag = "stages",
+    params(("stage_id" = String, Path, format = Uuid, description = "Stage id")),
+    responses((status = 200, body = Envelope<Value>)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id, stage_id = %stage_id))]
 async fn delete_stage(
     caller: Caller,

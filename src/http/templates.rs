@@ -2,12 +2,10 @@
 //! Meta's Graph API, validated before Meta is asked; Meta's refusals answer 502 with Meta's
 //! code and message in `details`.
 
-use axum::Router;
 use axum::extract::State;
-use axum::routing::get;
 use parley_actors::whatsapp::GraphError;
 use parley_persistence::Integration;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::domain::Permission;
@@ -15,18 +13,18 @@ use crate::http::AppState;
 use crate::http::auth::Caller;
 use crate::http::channels::find_channel;
 use crate::http::envelope::Envelope;
+use crate::http::error::Refusal;
 use crate::http::error::{ApiError, PathSegment, Result};
 use crate::http::extract::{Json, Path};
 use crate::http::validation::Problems;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 const CATEGORIES: [&str; 3] = ["MARKETING", "AUTHENTICATION", "UTILITY"];
 const COMPONENT_TYPES: [&str; 5] = ["HEADER", "BODY", "FOOTER", "BUTTONS", "CAROUSEL"];
 
-pub(crate) fn router() -> Router<AppState> {
-    Router::new().route(
-        "/channels/{channel_id}/waba/templates",
-        get(list_templates).post(create_template),
-    )
+pub(crate) fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(list_templates, create_template))
 }
 
 /// Meta's failure as the API answers it: its refusal is a 502 carrying Meta's code.
@@ -45,22 +43,39 @@ pub(crate) fn channels(state: &AppState) -> Result<parley_actors::Channels> {
     })
 }
 
+#[utoipa::path(
+    get,
+    path = "/channels/{channel_id}/waba/templates",
+    tag = "templates",
+    params(("channel_id" = String, Path, format = Uuid, description = "Channel id")),
+    responses((status = 200, body = Envelope<Vec<MetaTemplate>>), (status = 502, body = Refusal)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn list_templates(
     caller: Caller,
     State(state): State<AppState>,
     Path(channel_id): Path<String>,
-) -> Result<Envelope<Vec<Value>>> {
+) -> Result<Envelope<Vec<MetaTemplate>>> {
     caller.require(Permission::Read)?;
     let channel = find_channel(&state, &caller, &channel_id).await?;
     let templates = channels(&state)?
         .list_templates(channel.id)
         .await
         .map_err(meta_error)?;
-    Ok(Envelope::ok("Templates retrieved successfully", templates))
+    Ok(Envelope::ok(
+        "Templates retrieved successfully",
+        templates.into_iter().map(MetaTemplate).collect(),
+    ))
 }
 
-#[derive(Debug, Deserialize)]
+/// A template as Meta (or the sandbox) lists it: `name`, `language`, `status`, `category`,
+/// `components`; the shape is Meta's.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(transparent)]
+#[schema(value_type = Object)]
+struct MetaTemplate(Value);
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct CreateTemplateBody {
     name: String,
@@ -74,6 +89,14 @@ struct CreateTemplateBody {
     is_carousel: Option<bool>,
 }
 
+#[utoipa::path(
+    post,
+    path = "/channels/{channel_id}/waba/templates",
+    tag = "templates",
+    params(("channel_id" = String, Path, format = Uuid, description = "Channel id")),
+    request_body = CreateTemplateBody,
+    responses((status = 201, body = Envelope<Value>), (status = 502, body = Refusal)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn create_template(
     caller: Caller,

@@ -4,11 +4,9 @@
 //! store each message idempotently by its WhatsApp id, apply statuses, answer 200 at once, and
 //! leave the answering to the actors.
 
-use axum::Router;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use parley_actors::whatsapp::payload::{ChangeValue, Delivery};
 use parley_actors::whatsapp::signature;
 use parley_persistence::entities::channel;
@@ -22,17 +20,18 @@ use crate::http::AppState;
 use crate::http::envelope::Envelope;
 use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Path, Query, RawBody, parse_typed};
+use crate::metrics;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-pub(crate) fn router() -> Router<AppState> {
-    Router::new()
-        .route("/webhooks/waba", axum::routing::post(receive_routed))
-        .route(
-            "/webhooks/waba/{channel_id}",
-            get(verify_webhook).post(receive_for_channel),
-        )
+pub(crate) fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(receive_routed))
+        .routes(routes!(verify_webhook, receive_for_channel))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct Verification {
     #[serde(rename = "hub.mode")]
     mode: Option<String>,
@@ -43,6 +42,16 @@ struct Verification {
 }
 
 /// Meta's subscription check: echo the challenge when the mode and token match.
+#[utoipa::path(
+    get,
+    path = "/webhooks/waba/{channel_id}",
+    tag = "webhooks",
+    params(("channel_id" = String, Path, format = Uuid, description = "Channel id"), Verification),
+    responses(
+        (status = 200, content_type = "text/plain", body = String, description = "The challenge, echoed"),
+        (status = 403, content_type = "text/plain", body = String, description = "Mode or token do not match"),
+    ),
+)]
 async fn verify_webhook(
     State(state): State<AppState>,
     Path(channel_id): Path<String>,
@@ -63,13 +72,25 @@ async fn verify_webhook(
     }
 }
 
+#[utoipa::path(
+    post,
+    path = "/webhooks/waba/{channel_id}",
+    tag = "webhooks",
+    params(
+        ("channel_id" = String, Path, format = Uuid, description = "Channel id"),
+        ("X-Hub-Signature-256" = String, Header, description = "`sha256=` and the hex HMAC-SHA256 of the raw body with the app secret"),
+    ),
+    request_body(content = Value, description = "Meta's webhook delivery (`object`, `entry[].changes[]`)"),
+    responses((status = 200, body = Envelope<Value>)),
+)]
 async fn receive_for_channel(
     State(state): State<AppState>,
     Path(channel_id): Path<String>,
     headers: HeaderMap,
     RawBody(body): RawBody,
 ) -> Result<Envelope<Value>> {
-    check_signature(&state, &headers, &body)?;
+    check_signature(&state, &headers, &body)
+        .inspect_err(|_| metrics::webhook_events("refused", 1))?;
     let id = Uuid::parse_str(&channel_id).map_err(|_| ApiError::NotFound("Channel"))?;
     let channel = channels::find_any(&state.db, id)
         .await?
@@ -91,12 +112,21 @@ async fn receive_for_channel(
     Ok(summary.answer())
 }
 
+#[utoipa::path(
+    post,
+    path = "/webhooks/waba",
+    tag = "webhooks",
+    params(("X-Hub-Signature-256" = String, Header, description = "`sha256=` and the hex HMAC-SHA256 of the raw body with the app secret")),
+    request_body(content = Value, description = "Meta's webhook delivery, routed by `metadata.phone_number_id`"),
+    responses((status = 200, body = Envelope<Value>)),
+)]
 async fn receive_routed(
     State(state): State<AppState>,
     headers: HeaderMap,
     RawBody(body): RawBody,
 ) -> Result<Envelope<Value>> {
-    check_signature(&state, &headers, &body)?;
+    check_signature(&state, &headers, &body)
+        .inspect_err(|_| metrics::webhook_events("refused", 1))?;
     let delivery: Delivery = parse_typed(&body)?;
     let mut summary = Summary::default();
     for value in delivery.into_changes() {
@@ -148,6 +178,10 @@ struct Summary {
 
 impl Summary {
     fn answer(self) -> Envelope<Value> {
+        metrics::webhook_events("stored", self.stored);
+        metrics::webhook_events("duplicate", self.duplicates);
+        metrics::webhook_events("status", self.statuses);
+        metrics::webhook_events("ignored", self.ignored);
         Envelope::ok(
             "Webhook received",
             json!({"stored": self.stored, "duplicates": self.duplicates,

@@ -1,8 +1,6 @@
 //! Workers: `GET /workers`, `POST /workers`, `GET /workers/{id}`, `DELETE /workers/{id}`.
 
-use axum::Router;
 use axum::extract::State;
-use axum::routing::get;
 use chrono::{DateTime, Utc};
 use parley_persistence::entities::worker;
 use parley_persistence::workers::{self, NewWorker};
@@ -20,18 +18,17 @@ use crate::http::extract::{Json, Path, Query};
 use crate::http::pagination::{ListQuery, PageResponse};
 use crate::http::validation::{Problems, optional_text, parse_uuid};
 use parley_actors::Change;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-pub(crate) fn router() -> Router<AppState> {
-    Router::new()
-        .route("/workers", get(list_workers).post(create_worker))
-        .route(
-            "/workers/{worker_id}",
-            get(get_worker).delete(delete_worker),
-        )
+pub(crate) fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_workers, create_worker))
+        .routes(routes!(get_worker, delete_worker))
 }
 
 /// A worker as the API shows it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub(crate) struct WorkerRecord {
     id: Uuid,
     name: String,
@@ -55,20 +52,27 @@ impl From<worker::Model> for WorkerRecord {
 }
 
 /// The create answer: the specification's `worker_id` beside the record.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 struct CreatedWorker {
     worker_id: Uuid,
     #[serde(flatten)]
     record: WorkerRecord,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 struct CreateWorkerBody {
     name: String,
     description: Option<String>,
     timezone: Option<String>,
 }
 
+#[utoipa::path(
+    post,
+    path = "/workers",
+    tag = "workers",
+    request_body = CreateWorkerBody,
+    responses((status = 201, body = Envelope<CreatedWorker>)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn create_worker(
     caller: Caller,
@@ -106,6 +110,13 @@ async fn create_worker(
     ))
 }
 
+#[utoipa::path(
+    get,
+    path = "/workers",
+    tag = "workers",
+    params(ListQuery),
+    responses((status = 200, body = PageResponse<WorkerRecord>)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn list_workers(
     caller: Caller,
@@ -123,6 +134,13 @@ async fn list_workers(
     ))
 }
 
+#[utoipa::path(
+    get,
+    path = "/workers/{worker_id}",
+    tag = "workers",
+    params(("worker_id" = String, Path, format = Uuid, description = "Worker id")),
+    responses((status = 200, body = Envelope<WorkerRecord>)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id, worker_id = %worker_id))]
 async fn get_worker(
     caller: Caller,
@@ -134,6 +152,13 @@ async fn get_worker(
     Ok(Envelope::ok("Worker retrieved successfully", found.into()))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/workers/{worker_id}",
+    tag = "workers",
+    params(("worker_id" = String, Path, format = Uuid, description = "Worker id")),
+    responses((status = 200, body = Envelope<serde_json::Value>)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id, worker_id = %worker_id))]
 async fn delete_worker(
     caller: Caller,

@@ -1,9 +1,7 @@
 //! Workspaces: `POST /workspace`, `PATCH /workspace/{id}`, `GET /workspace`,
 //! `GET /workspace/{id}`. A caller sees the workspaces of its business that its user belongs to.
 
-use axum::Router;
 use axum::extract::State;
-use axum::routing::get;
 use chrono::{DateTime, Utc};
 use parley_persistence::PersistenceError;
 use parley_persistence::clock;
@@ -20,21 +18,20 @@ use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Json, Path, Query};
 use crate::http::pagination::{PageResponse, page_from};
 use crate::http::validation::{Problems, present};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 /// Longest accepted description, in characters.
 const MAX_DESCRIPTION_CHARS: usize = 2000;
 
-pub(crate) fn router() -> Router<AppState> {
-    Router::new()
-        .route("/workspace", get(list_workspaces).post(create_workspace))
-        .route(
-            "/workspace/{workspace_id}",
-            get(get_workspace).patch(update_workspace),
-        )
+pub(crate) fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_workspaces, create_workspace))
+        .routes(routes!(get_workspace, update_workspace))
 }
 
 /// A workspace as the API shows it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub(crate) struct WorkspaceRecord {
     id: i64,
     name: String,
@@ -57,12 +54,19 @@ impl From<workspace::Model> for WorkspaceRecord {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 struct CreateWorkspaceBody {
     name: String,
     description: Option<String>,
 }
 
+#[utoipa::path(
+    post,
+    path = "/workspace",
+    tag = "workspaces",
+    request_body = CreateWorkspaceBody,
+    responses((status = 201, body = Envelope<WorkspaceRecord>)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn create_workspace(
     caller: Caller,
@@ -95,12 +99,20 @@ async fn create_workspace(
     ))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct ListQuery {
     page: Option<u64>,
     limit: Option<u64>,
 }
 
+#[utoipa::path(
+    get,
+    path = "/workspace",
+    tag = "workspaces",
+    params(ListQuery),
+    responses((status = 200, body = PageResponse<WorkspaceRecord>)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn list_workspaces(
     caller: Caller,
@@ -119,6 +131,13 @@ async fn list_workspaces(
     ))
 }
 
+#[utoipa::path(
+    get,
+    path = "/workspace/{workspace_id}",
+    tag = "workspaces",
+    params(("workspace_id" = String, Path, description = "Workspace id")),
+    responses((status = 200, body = Envelope<WorkspaceRecord>)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn get_workspace(
     caller: Caller,
@@ -133,13 +152,21 @@ async fn get_workspace(
     ))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 struct UpdateWorkspaceBody {
     name: Option<String>,
     #[serde(default, deserialize_with = "present")]
     description: Option<Option<String>>,
 }
 
+#[utoipa::path(
+    patch,
+    path = "/workspace/{workspace_id}",
+    tag = "workspaces",
+    params(("workspace_id" = String, Path, description = "Workspace id")),
+    request_body = UpdateWorkspaceBody,
+    responses((status = 200, body = Envelope<WorkspaceRecord>)),
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn update_workspace(
     caller: Caller,

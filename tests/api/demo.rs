@@ -22,6 +22,7 @@ async fn the_offline_demo_answers_remembers_calls_its_mcp_tool_and_sends_a_flow(
         .expect("spawn the demo");
     let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
     let (mut base, mut key, mut channel) = (String::new(), String::new(), String::new());
+    let mut docs = String::new();
     while channel.is_empty() {
         let line = lines
             .next()
@@ -29,6 +30,10 @@ async fn the_offline_demo_answers_remembers_calls_its_mcp_tool_and_sends_a_flow(
             .expect("line");
         if let Some(rest) = line.strip_prefix("Parley demo is running offline at ") {
             base = rest.trim().to_owned();
+        } else if let Some(rest) =
+            line.strip_prefix("API docs (try every endpoint; Authorize with the key): ")
+        {
+            docs = rest.trim().to_owned();
         } else if let Some(rest) = line.strip_prefix("API key (all permissions): ") {
             key = rest.trim().to_owned();
         } else if let Some(at) = line.find("/channels/") {
@@ -40,6 +45,12 @@ async fn the_offline_demo_answers_remembers_calls_its_mcp_tool_and_sends_a_flow(
         }
     }
     let http = reqwest::Client::new();
+
+    // The printout links the docs page, and the page is there.
+    assert_eq!(docs, format!("{base}/docs"));
+    let page = http.get(&docs).send().await.expect("docs");
+    assert_eq!(page.status().as_u16(), 200);
+    assert!(page.text().await.expect("html").contains("swagger-ui"));
 
     let injected = http
         .post(format!("{base}/channels/{channel}/sandbox/inbound"))

@@ -74,12 +74,18 @@ impl SendJob {
         let marketing = live.marketing && outgoing.is_template();
         let mut attempt = 0;
         loop {
+            let waiting = std::time::Instant::now();
             live.limits.until_ready(&outgoing.to).await;
+            crate::measure::limiter_wait(waiting.elapsed());
             self.claim().await?;
             let outcome = live
                 .graph
                 .send(&live.token, &live.phone_number_id, &body, marketing)
                 .await;
+            match &outcome {
+                Ok(_) => crate::measure::graph_sent(),
+                Err(error) => crate::measure::graph_send_failed(error.code()),
+            }
             let error = match outcome {
                 Ok(wamid) => {
                     let accepted = Accepted {

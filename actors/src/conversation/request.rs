@@ -60,6 +60,17 @@ pub enum TurnEvent {
     Token(String),
 }
 
+impl TurnOrigin {
+    /// A bounded label for metrics: `api`, `whatsapp` or `follow_up`.
+    pub(crate) fn label(&self) -> &'static str {
+        match self {
+            Self::Api { .. } => "api",
+            Self::WhatsApp { .. } => "whatsapp",
+            Self::FollowUp { .. } => "follow_up",
+        }
+    }
+}
+
 impl TurnRequest {
     pub(crate) fn wamid(&self) -> Option<&str> {
         match &self.origin {
@@ -85,7 +96,7 @@ impl TurnRequest {
 }
 
 /// A tool the assistant used during a turn.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct ToolCallRecord {
     /// Tool name.
     pub name: String,

@@ -261,13 +261,18 @@ impl ToolRound<'_> {
         ));
         let mut records = Vec::with_capacity(completion.tool_calls.len());
         for call in &completion.tool_calls {
-            let result = match self.toolbox.run_mcp(&self.deps.mcp, call).await {
-                Some(result) => result,
-                None => {
+            let (source, result) = match self.toolbox.run_mcp(&self.deps.mcp, call).await {
+                Some(result) => ("mcp", result),
+                None => (
+                    "builtin",
                     tools::execute(db, self.context, self.stages, self.conversation.id, call)
-                        .await?
-                }
+                        .await?,
+                ),
             };
+            let refused = result.get("error").is_some()
+                || result["ok"] == Value::Bool(false)
+                || result["isError"] == Value::Bool(true);
+            crate::measure::tool_call(source, !refused);
             let text = result.to_string();
             let stored = NewMessage::tool_result(call.id.clone(), text.clone());
             conversations::append_message(db, self.conversation, stored, clock::now()).await?;

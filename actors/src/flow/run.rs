@@ -426,7 +426,12 @@ async fn send_one(
             }
         }
     };
+    let state = match &outcome {
+        SendOutcome::Accepted { status, .. } | SendOutcome::Final { status, .. } => status.as_str(),
+        SendOutcome::Retry { .. } => "retrying",
+    };
     flows::record(db, recipient.id, outcome, clock::now()).await?;
+    crate::measure::flow_recipient(state);
     Ok(fatal.map_or(Sent::Recorded, Sent::Fatal))
 }
 

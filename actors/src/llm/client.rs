@@ -2,7 +2,7 @@
 //! answer.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use serde_json::{Value, json};
@@ -10,6 +10,7 @@ use tokio::sync::mpsc;
 
 use super::sse::{Assembler, SseLines};
 use super::types::{ChatRequest, Completion, LlmError, ToolCall, Usage};
+use crate::measure;
 
 /// Where the model is and how patiently to talk to it.
 #[derive(Clone, Debug)]
@@ -54,6 +55,7 @@ impl LlmClient {
     /// # Errors
     /// The last failure once retries are exhausted, or at once when it is not retryable.
     pub async fn complete(&self, request: &ChatRequest) -> Result<Completion, LlmError> {
+        let started = Instant::now();
         let mut attempt = 0;
         loop {
             match self.complete_once(request).await {
@@ -61,7 +63,10 @@ impl LlmClient {
                     self.back_off(attempt, &error).await;
                     attempt += 1;
                 }
-                outcome => return outcome,
+                outcome => {
+                    measure::model_call("complete", outcome.is_ok(), started.elapsed());
+                    return outcome;
+                }
             }
         }
     }
@@ -77,6 +82,7 @@ impl LlmClient {
         request: &ChatRequest,
         tokens: &mpsc::Sender<String>,
     ) -> Result<Completion, LlmError> {
+        let started = Instant::now();
         let mut attempt = 0;
         loop {
             let mut streamed = false;
@@ -87,7 +93,10 @@ impl LlmClient {
                     self.back_off(attempt, &error).await;
                     attempt += 1;
                 }
-                outcome => return outcome,
+                outcome => {
+                    measure::model_call("stream", outcome.is_ok(), started.elapsed());
+                    return outcome;
+                }
             }
         }
     }
@@ -204,6 +213,7 @@ impl LlmClient {
         tokens: &mpsc::Sender<String>,
         streamed: &mut bool,
     ) -> Result<Completion, LlmError> {
+        let started = Instant::now();
         let response = self.send(self.build(request, true)?).await?;
         let mut body = response.bytes_stream();
         let mut lines = SseLines::default();
@@ -218,6 +228,9 @@ impl LlmClient {
             let chunk = chunk.map_err(|e| LlmError::Connection(e.to_string()))?;
             for payload in lines.feed(&chunk) {
                 if let Some(fragment) = assembler.apply(&payload)? {
+                    if !*streamed {
+                        measure::first_token(started.elapsed());
+                    }
                     *streamed = true;
                     // A listener that went away does not stop the turn.
                     let _ = tokens.send(fragment).await;

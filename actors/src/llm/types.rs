@@ -132,7 +132,7 @@ pub struct ChatRequest {
 }
 
 /// Token usage of one call.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Usage {
     /// Tokens of the prompt.
     pub prompt_tokens: u64,

@@ -23,7 +23,10 @@ impl Ending {
     /// with its reason (`usual` when it gave none).
     pub(crate) fn log(&self, path: &ActorPath, then: &str, usual: &str) {
         match self {
-            Self::Failed(error) => tracing::error!(actor = %path, %error, "actor failed; {then}"),
+            Self::Failed(error) => {
+                crate::measure::actor_failed(path.kind());
+                tracing::error!(actor = %path, %error, "actor failed; {then}");
+            }
             Self::Stopped(reason) => tracing::info!(
                 actor = %path,
                 reason = reason.as_deref().unwrap_or(usual),

@@ -64,6 +64,22 @@ impl ActorPath {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// What kind of actor sits here (`conversation`, `channel`, `flow`, `task`, a supervisor's
+    /// name, or `root`): a bounded label for metrics.
+    pub fn kind(&self) -> &'static str {
+        let last = self.0.rsplit('/').next().unwrap_or_default();
+        match last.split_once(':') {
+            Some(("identity", _)) => "conversation",
+            Some(("channel", _)) => "channel",
+            Some(("flow", _)) => "flow",
+            Some(("task", _)) => "task",
+            _ => SupervisorKind::ALL
+                .into_iter()
+                .find(|k| k.name() == last)
+                .map_or("root", SupervisorKind::name),
+        }
+    }
 }
 
 impl fmt::Display for ActorPath {

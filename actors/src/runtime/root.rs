@@ -168,6 +168,7 @@ impl Actor for Root {
             Ending::Failed(error) => error,
         };
         tracing::error!(actor = %path, %reason, "actor failed");
+        crate::measure::actor_failed(kind.name());
         schedule_restart(&myself, state, kind);
         Ok(())
     }
@@ -232,5 +233,6 @@ fn schedule_restart(myself: &ActorRef<RootMsg>, state: &mut RootState, kind: Sup
         .saturating_mul(2u32.saturating_pow(*attempt))
         .min(MAX_BACKOFF);
     *attempt = attempt.saturating_add(1);
+    crate::measure::actor_restarted(kind.name());
     myself.send_after(delay, move || RootMsg::Restart(kind));
 }

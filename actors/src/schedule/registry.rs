@@ -287,6 +287,11 @@ async fn run_once(handles: Arc<Handles>, task_id: Uuid, due_at: DateTime<Utc>, l
         let result = run::execute(&handles, &task).await;
         let finished = clock::now();
         let next_run_at = next_run(&task, finished.max(due_at));
+        crate::measure::task_run(if result.is_ok() {
+            "succeeded"
+        } else {
+            "failed"
+        });
         let end = match result {
             Ok(result) => RunEnd {
                 status: RunStatus::Succeeded,

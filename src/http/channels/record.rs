@@ -11,7 +11,7 @@ use crate::http::AppState;
 
 /// A channel as the API shows it (camelCase). The access token is write-only:
 /// `hasAccessToken` says whether one is stored.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct ChannelRecord {
     id: Uuid,
@@ -36,7 +36,7 @@ pub(crate) struct ChannelRecord {
     updated_at: DateTime<Utc>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct Webhook {
     /// Where Meta should post; known only when a public URL is configured.

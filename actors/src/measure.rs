@@ -1,0 +1,112 @@
+//! What the runtime counts and times, through the `metrics` facade (the server installs the
+//! Prometheus recorder; without one, every call here is a no-op). Every metric the actors
+//! emit is named here, once. Labels are small closed sets (outcomes, kinds, Meta's error
+//! codes): never an id of a person, a message or a secret.
+
+use std::time::Duration;
+
+use metrics::{Unit, counter, describe_counter, describe_histogram, histogram};
+
+/// Model calls by mode (`complete`, `stream`) and outcome (`ok`, `error`).
+pub const MODEL_REQUESTS: &str = "parley_model_requests_total";
+/// Time of a model call, whole (retries included).
+pub const MODEL_SECONDS: &str = "parley_model_request_seconds";
+/// Time from the start of a streamed model call to its first token.
+pub const MODEL_FIRST_TOKEN: &str = "parley_model_first_token_seconds";
+/// Turns by origin (`api`, `whatsapp`, `follow_up`) and outcome (`ok`, `fallback`, `error`).
+pub const TURNS: &str = "parley_turns_total";
+/// Time of a turn inside its conversation actor (model calls included).
+pub const TURN_SECONDS: &str = "parley_turn_seconds";
+/// Tool calls by source (`builtin`, `mcp`) and outcome (`ok`, `error`).
+pub const TOOL_CALLS: &str = "parley_tool_calls_total";
+/// Graph API send attempts by outcome (`sent`, `failed`) and Meta's error code (`none`).
+pub const GRAPH_SENDS: &str = "parley_whatsapp_sends_total";
+/// Time a send waited for the number's and the recipient's rate limits.
+pub const LIMITER_WAIT: &str = "parley_whatsapp_limiter_wait_seconds";
+/// Actors that failed, by kind.
+pub const ACTOR_FAILURES: &str = "parley_actor_failures_total";
+/// Supervisors restarted by the root, by kind.
+pub const ACTOR_RESTARTS: &str = "parley_actor_restarts_total";
+/// Flow recipients reaching a state (`sent`, `failed`, `skipped`, …).
+pub const FLOW_RECIPIENTS: &str = "parley_flow_recipients_total";
+/// Scheduled-task runs by outcome (`succeeded`, `failed`).
+pub const TASK_RUNS: &str = "parley_scheduled_task_runs_total";
+
+/// Gives every metric above its help text and unit; call once after installing a recorder.
+pub fn describe() {
+    describe_counter!(MODEL_REQUESTS, "Model calls by mode and outcome");
+    describe_histogram!(MODEL_SECONDS, Unit::Seconds, "Time of a model call");
+    describe_histogram!(
+        MODEL_FIRST_TOKEN,
+        Unit::Seconds,
+        "Time to the first token of a streamed model call"
+    );
+    describe_counter!(TURNS, "Conversation turns by origin and outcome");
+    describe_histogram!(TURN_SECONDS, Unit::Seconds, "Time of a conversation turn");
+    describe_counter!(TOOL_CALLS, "Tool calls by source and outcome");
+    describe_counter!(
+        GRAPH_SENDS,
+        "WhatsApp Graph API send attempts by outcome and Meta error code"
+    );
+    describe_histogram!(
+        LIMITER_WAIT,
+        Unit::Seconds,
+        "Time a send waited for the rate limits"
+    );
+    describe_counter!(ACTOR_FAILURES, "Actors that failed, by kind");
+    describe_counter!(ACTOR_RESTARTS, "Supervisors restarted, by kind");
+    describe_counter!(FLOW_RECIPIENTS, "Flow recipients reaching a state");
+    describe_counter!(TASK_RUNS, "Scheduled-task runs by outcome");
+}
+
+pub(crate) fn model_call(mode: &'static str, ok: bool, elapsed: Duration) {
+    counter!(MODEL_REQUESTS, "mode" => mode, "outcome" => outcome(ok)).increment(1);
+    histogram!(MODEL_SECONDS, "mode" => mode).record(elapsed);
+}
+
+pub(crate) fn first_token(elapsed: Duration) {
+    histogram!(MODEL_FIRST_TOKEN).record(elapsed);
+}
+
+pub(crate) fn turn(origin: &'static str, result: &'static str, elapsed: Duration) {
+    counter!(TURNS, "origin" => origin, "outcome" => result).increment(1);
+    histogram!(TURN_SECONDS, "origin" => origin).record(elapsed);
+}
+
+pub(crate) fn tool_call(source: &'static str, ok: bool) {
+    counter!(TOOL_CALLS, "source" => source, "outcome" => outcome(ok)).increment(1);
+}
+
+pub(crate) fn graph_sent() {
+    counter!(GRAPH_SENDS, "outcome" => "sent", "code" => "none").increment(1);
+}
+
+/// A failed attempt, with Meta's error code when Meta answered one.
+pub(crate) fn graph_send_failed(code: Option<i64>) {
+    let code = code.map_or_else(|| "none".to_owned(), |c| c.to_string());
+    counter!(GRAPH_SENDS, "outcome" => "failed", "code" => code).increment(1);
+}
+
+pub(crate) fn limiter_wait(elapsed: Duration) {
+    histogram!(LIMITER_WAIT).record(elapsed);
+}
+
+pub(crate) fn actor_failed(kind: &'static str) {
+    counter!(ACTOR_FAILURES, "kind" => kind).increment(1);
+}
+
+pub(crate) fn actor_restarted(kind: &'static str) {
+    counter!(ACTOR_RESTARTS, "kind" => kind).increment(1);
+}
+
+pub(crate) fn flow_recipient(status: &'static str) {
+    counter!(FLOW_RECIPIENTS, "status" => status).increment(1);
+}
+
+pub(crate) fn task_run(result: &'static str) {
+    counter!(TASK_RUNS, "outcome" => result).increment(1);
+}
+
+fn outcome(ok: bool) -> &'static str {
+    if ok { "ok" } else { "error" }
+}

@@ -1,0 +1,179 @@
+//! The API's OpenAPI 3.1 document, built from the handlers' own `#[utoipa::path]` declarations
+//! (the router and the document come from the same `routes!` calls), and the offline docs page.
+//!
+//! Handlers declare their success answer and the refusals only they make (409, 502, 504).
+//! Refusals every operation can meet (a bad request, authentication, a missing resource, the
+//! body limit, rate limiting, a server error, the general time limit) are added here once, each
+//! with the shared error body of DESIGN §4.
+
+use axum::Router;
+use utoipa::openapi::path::Operation;
+use utoipa::openapi::response::ResponseBuilder;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
+use utoipa::openapi::{Content, OpenApi, Ref, RefOr};
+use utoipa_swagger_ui::SwaggerUi;
+
+use crate::http::error::Refusal;
+
+/// Where the document is served.
+pub(crate) const DOCUMENT_PATH: &str = "/openapi.json";
+/// Where the docs page is served.
+pub(crate) const DOCS_PATH: &str = "/docs";
+
+/// The name of the bearer scheme in the document.
+const BEARER: &str = "apiKey";
+
+/// Operations that need no key.
+const PUBLIC_PREFIXES: [&str; 3] = ["/health", "/ready", "/webhooks/"];
+
+/// Refusals any operation can answer, as (status, component name, description).
+const COMMON_REFUSALS: [(&str, &str, &str); 8] = [
+    (
+        "400",
+        "BadRequest",
+        "The request is not acceptable as sent (see `details`).",
+    ),
+    (
+        "401",
+        "Unauthenticated",
+        "No key, or an unknown, revoked or expired one.",
+    ),
+    (
+        "403",
+        "Forbidden",
+        "The key lacks the permission or the workspace.",
+    ),
+    ("404", "NotFound", "No such resource in the caller's reach."),
+    (
+        "413",
+        "PayloadTooLarge",
+        "The body is over the configured limit.",
+    ),
+    (
+        "429",
+        "RateLimited",
+        "Too many failed authentications from this address.",
+    ),
+    (
+        "500",
+        "InternalError",
+        "A bug or unexpected failure (logged with the request id).",
+    ),
+    (
+        "503",
+        "Unavailable",
+        "Not ready, or the request ran past its time limit.",
+    ),
+];
+
+/// A refusal only writes can meet.
+const CONFLICT: (&str, &str, &str) = (
+    "409",
+    "Conflict",
+    "The request contradicts the current state (a unique value taken, an idempotency key reused, …).",
+);
+
+#[derive(utoipa::OpenApi)]
+#[openapi(
+    info(
+        title = "Parley",
+        description = "Self-hostable conversational messaging: AI assistants on WhatsApp Business \
+                       channels, template campaigns and flows, scheduled tasks. Every answer is \
+                       `{\"message\", \"data\"}`; every refusal is `{\"message\", \"error\", \"details\"}`.",
+        license(name = "Apache-2.0")
+    ),
+    components(schemas(Refusal)),
+    tags(
+        (name = "health", description = "Liveness and readiness"),
+        (name = "workspaces", description = "Tenants"),
+        (name = "api-keys", description = "Keys and their permissions"),
+        (name = "workers", description = "Workers (who answers on a channel)"),
+        (name = "assistants", description = "A worker's assistant: model, instructions, tools"),
+        (name = "channels", description = "WhatsApp Business and sandbox channels"),
+        (name = "templates", description = "Message templates of a channel"),
+        (name = "messages", description = "Template sends"),
+        (name = "sandbox", description = "The offline channel: inject messages, read the outbox"),
+        (name = "webhooks", description = "Meta's webhook (signed, no key)"),
+        (name = "identities", description = "People: one identity across phones, e-mails and channels"),
+        (name = "stages", description = "Journey stages"),
+        (name = "memory", description = "What assistants remember about a person"),
+        (name = "conversation", description = "Talk to an assistant over HTTP (chat, SSE stream)"),
+        (name = "conversations", description = "Stored conversations and messages"),
+        (name = "mcp", description = "MCP servers and the tools they give assistants"),
+        (name = "campaigns", description = "Template campaigns"),
+        (name = "flows", description = "Campaign runs to many identities"),
+        (name = "scheduled-tasks", description = "Actions run later, once or on a schedule"),
+        (name = "admin", description = "The live actor tree"),
+    )
+)]
+struct ApiDoc;
+
+/// The whole document: the base above merged with the routed operations, then the common
+/// refusals and the security requirement added to each operation.
+pub(crate) fn document(routed: OpenApi) -> OpenApi {
+    let mut doc = <ApiDoc as utoipa::OpenApi>::openapi();
+    doc.merge(routed);
+    let components = doc.components.get_or_insert_with(Default::default);
+    components.security_schemes.insert(
+        BEARER.to_owned(),
+        SecurityScheme::Http(
+            HttpBuilder::new()
+                .scheme(HttpAuthScheme::Bearer)
+                .description(Some("An API key: `Authorization: Bearer <key>`"))
+                .build(),
+        ),
+    );
+    for (_, name, description) in COMMON_REFUSALS.iter().chain([&CONFLICT]) {
+        components.responses.insert(
+            (*name).to_owned(),
+            RefOr::T(
+                ResponseBuilder::new()
+                    .description(*description)
+                    .content(
+                        "application/json",
+                        Content::new(Some(Ref::from_schema_name("Error"))),
+                    )
+                    .build(),
+            ),
+        );
+    }
+    for (path, item) in doc.paths.paths.iter_mut() {
+        let public = PUBLIC_PREFIXES.iter().any(|p| path.starts_with(p));
+        let operations = [
+            (&mut item.get, false),
+            (&mut item.post, true),
+            (&mut item.put, true),
+            (&mut item.patch, true),
+            (&mut item.delete, true),
+        ];
+        for (operation, writes) in operations {
+            if let Some(operation) = operation.as_mut() {
+                complete(operation, public, writes);
+            }
+        }
+    }
+    doc
+}
+
+fn complete(operation: &mut Operation, public: bool, writes: bool) {
+    let refusals = COMMON_REFUSALS
+        .iter()
+        .chain(writes.then_some(&CONFLICT))
+        .filter(|(status, _, _)| !public || !matches!(*status, "403" | "429"));
+    for (status, name, _) in refusals {
+        operation
+            .responses
+            .responses
+            .entry((*status).to_owned())
+            .or_insert_with(|| RefOr::Ref(Ref::from_response_name(*name)));
+    }
+    if !public {
+        operation.security = Some(vec![SecurityRequirement::new::<_, _, &str>(BEARER, [])]);
+    }
+}
+
+/// `GET /openapi.json` and the Swagger UI page at `/docs`, both without a key. Swagger UI's
+/// files are compiled in (`vendored`), so the page works with no network anywhere.
+pub(crate) fn routes<S: Clone + Send + Sync + 'static>(doc: OpenApi) -> Router<S> {
+    SwaggerUi::new(DOCS_PATH).url(DOCUMENT_PATH, doc).into()
+}
