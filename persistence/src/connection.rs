@@ -34,7 +34,9 @@ pub async fn connect(url: &str) -> Result<DatabaseConnection> {
         .min_connections(1)
         .connect_timeout(Duration::from_secs(10))
         .acquire_timeout(Duration::from_secs(10))
-        .sqlx_logging(false)
+        // Every statement in the log, only when the filter asks for it
+        // (`PARLEY_LOG=info,sqlx::query=debug`): counting queries per request.
+        .sqlx_logging(tracing::enabled!(target: "sqlx::query", tracing::Level::DEBUG))
         .map_sqlx_sqlite_opts(|opts| {
             opts.journal_mode(SqliteJournalMode::Wal)
                 .synchronous(SqliteSynchronous::Normal)

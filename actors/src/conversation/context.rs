@@ -2,9 +2,9 @@
 //! memory. Loaded on the first turn, written through by the built-in tools, dropped when a
 //! change to the identity is announced.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
-use parley_persistence::entities::{identity, memory_entry, stage};
+use parley_persistence::entities::{conversation, identity, memory_entry, stage};
 use parley_persistence::{ConnectionTrait, Result, identities, memory};
 use serde_json::{Value, json};
 
@@ -17,6 +17,10 @@ pub(crate) struct Context {
     pub(crate) identity: identity::Model,
     /// Its memory, by key.
     pub(crate) memory: BTreeMap<String, memory_entry::Model>,
+    /// Its current conversation on each channel, as this actor last wrote to it. Its
+    /// `last_message_at` is never ahead of the database's (others may append later), so a
+    /// conversation this cache thinks active is active; one it thinks idle is read again.
+    pub(crate) conversations: HashMap<uuid::Uuid, conversation::Model>,
 }
 
 impl Context {
@@ -34,7 +38,11 @@ impl Context {
             .into_iter()
             .map(|entry| (entry.key.clone(), entry))
             .collect();
-        Ok(Some(Self { identity, memory }))
+        Ok(Some(Self {
+            identity,
+            memory,
+            conversations: HashMap::new(),
+        }))
     }
 
     /// The identity's language: `preferences.language` memory, else metadata `language`; the

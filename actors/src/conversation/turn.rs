@@ -43,7 +43,7 @@ pub(crate) async fn run(
     routed: &Routed,
     batch: &[TurnRequest],
 ) -> Result<TurnOutcome, TurnError> {
-    let stored = match record_inbound(deps, context, routed, batch).await? {
+    let stored = match record_inbound(deps, &mut *context, routed, batch).await? {
         Ok(stored) => stored,
         Err(answered) => return Ok(answered),
     };
@@ -120,7 +120,7 @@ pub(crate) async fn run(
 /// reply back (`Err`) instead of asking the model again.
 async fn record_inbound(
     deps: &ConversationDeps,
-    context: &Context,
+    context: &mut Context,
     routed: &Routed,
     batch: &[TurnRequest],
 ) -> Result<Result<Stored, TurnOutcome>, TurnError> {
@@ -151,23 +151,27 @@ async fn record_inbound(
                 })?
         }
         None => {
-            let here = Thread {
-                workspace_id: context.identity.workspace_id,
-                identity_id: context.identity.id,
-                channel_id: routed.channel.id,
-            };
             let idle_after = deps.settings.idle_after;
-            thread::current(
-                db,
-                here,
-                idle_after,
-                Some(routed.assistant.id),
-                clock::now(),
-            )
-            .await?
+            let now = clock::now();
+            let cached = context
+                .conversations
+                .get(&routed.channel.id)
+                .filter(|c| !thread::is_idle(c, idle_after, now));
+            match cached {
+                Some(active) => active.clone(),
+                None => {
+                    let here = Thread {
+                        workspace_id: context.identity.workspace_id,
+                        identity_id: context.identity.id,
+                        channel_id: routed.channel.id,
+                    };
+                    thread::current(db, here, idle_after, Some(routed.assistant.id), now).await?
+                }
+            }
         }
     };
     let mut new_ids = Vec::with_capacity(batch.len());
+    let mut appended_at = None;
     for request in batch.iter().filter(|r| r.follow_up().is_none()) {
         let wamid = request.wamid();
         if let Some(stored) = resumed
@@ -183,6 +187,15 @@ async fn record_inbound(
         let stored =
             conversations::append_message(db, &conversation, message, clock::now()).await?;
         new_ids.push(stored.id);
+        // What `append_message` wrote as the conversation's `last_message_at`.
+        appended_at = Some(stored.created_at);
+    }
+    if resumed.is_none() {
+        let mut current = conversation.clone();
+        if let Some(at) = appended_at {
+            current.last_message_at = at;
+        }
+        context.conversations.insert(routed.channel.id, current);
     }
     Ok(Ok(Stored {
         conversation,
