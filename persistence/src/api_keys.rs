@@ -2,7 +2,8 @@
 
 use chrono::{DateTime, Utc};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
+    QuerySelect, Set,
 };
 use uuid::Uuid;
 
@@ -61,17 +62,18 @@ pub async fn find_by_hash(
     db: &impl ConnectionTrait,
     key_hash: &str,
 ) -> Result<Option<(api_key::Model, workspace::Model)>> {
-    let Some(key) = api_key::Entity::find()
+    // One statement: every authenticated request runs it.
+    let of_workspace: sea_orm::RelationDef = api_key::Entity::belongs_to(workspace::Entity)
+        .from(api_key::Column::WorkspaceId)
+        .to(workspace::Column::Id)
+        .into();
+    let found = api_key::Entity::find()
+        .join(sea_orm::JoinType::InnerJoin, of_workspace)
+        .select_also(workspace::Entity)
         .filter(api_key::Column::KeyHash.eq(key_hash))
         .one(db)
-        .await?
-    else {
-        return Ok(None);
-    };
-    let workspace = workspace::Entity::find_by_id(key.workspace_id)
-        .one(db)
         .await?;
-    Ok(workspace.map(|w| (key, w)))
+    Ok(found.and_then(|(key, workspace)| workspace.map(|w| (key, w))))
 }
 
 /// Records a successful use, at most once per `min_interval`, so that reads do not each cost a
