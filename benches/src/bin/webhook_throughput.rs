@@ -4,8 +4,9 @@
 //!   (16 at a time); the clock stops when the fake Graph API has received every reply.
 //! - Baseline: a bare axum handler on a fresh database of the same kind that verifies the
 //!   signature, makes the same database writes as Parley's pipeline (event, identity and
-//!   contact, conversation, message in, reply, send claim and result, event done) and posts
-//!   the reply to the same fake Graph API, inline.
+//!   contact, conversation, message in, reply, send claim and result, event done), asks the
+//!   same fake model for the reply (one Chat Completions call, as Parley's turn makes) and
+//!   posts it to the same fake Graph API, inline: work for work.
 //!
 //! Run: `cargo run --release -p parley-benches --bin webhook_throughput -- [messages]`
 
@@ -24,8 +25,8 @@ use parley_benches::{BenchDatabase, BenchServer};
 use parley_persistence::conversations::{self, NewMessage};
 use parley_persistence::identities::{self, NewIdentity};
 use parley_persistence::{DatabaseConnection, MessageStatus, clock, deliveries, webhook_events};
-use parley_testkit::FakeGraph;
 use parley_testkit::graph::text_message;
+use parley_testkit::{FakeGraph, FakeModel};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -135,6 +136,7 @@ struct Baseline {
     db: DatabaseConnection,
     http: reqwest::Client,
     graph_url: String,
+    model_url: String,
     workspace_id: i64,
     channel_id: Uuid,
 }
@@ -142,6 +144,7 @@ struct Baseline {
 async fn run_baseline(messages: usize) -> anyhow::Result<f64> {
     let dir = tempfile::tempdir()?;
     let graph = FakeGraph::start().await;
+    let model = FakeModel::start().await;
     let database = BenchDatabase::create(dir.path()).await?;
     let db = parley_persistence::connect(&database.url).await?;
     parley_persistence::migrate(&db).await?;
@@ -176,6 +179,7 @@ async fn run_baseline(messages: usize) -> anyhow::Result<f64> {
         db,
         http: reqwest::Client::new(),
         graph_url: format!("{}/{NUMBER}/messages", graph.base_url()),
+        model_url: format!("{}/chat/completions", model.base_url()),
         workspace_id: owner.workspace_id,
         channel_id: channel.id,
     });
@@ -256,7 +260,20 @@ async fn baseline_writes(state: &Baseline, body: &[u8]) -> anyhow::Result<()> {
         now,
     )
     .await?;
-    let reply = format!("You said: {text}");
+    let answer: Value = state
+        .http
+        .post(&state.model_url)
+        .json(&json!({"model": "fake", "stream": false, "messages": [
+            {"role": "system", "content": "You help the person."},
+            {"role": "user", "content": text}]}))
+        .send()
+        .await?
+        .json()
+        .await?;
+    let reply = answer["choices"][0]["message"]["content"]
+        .as_str()
+        .context("model reply")?
+        .to_owned();
     let stored = conversations::append_message(
         db,
         &conversation,

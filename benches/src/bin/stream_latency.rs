@@ -1,0 +1,169 @@
+//! How much Parley adds to a streamed reply's first and last token.
+//!
+//! Starts Parley in-process on SQLite (or `PARLEY_BENCH_DATABASE_URL`) with the testkit fake
+//! model streaming like a real one (200 ms to the first token, then 20 tokens 10 ms apart),
+//! and measures in the same run, interleaved:
+//! - baseline: the same streamed Chat Completions request posted straight to the fake model,
+//!   timed to its first content chunk and to its end;
+//! - Parley: `GET /conversation/{id}/streaming`, timed to its first `token` event and to its
+//!   `complete` event.
+//!
+//! Run: `cargo run --release -p parley-benches --bin stream_latency -- [turns] [identities]`
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use futures_util::StreamExt;
+use parley_benches::{BenchServer, print_comparison};
+use parley_testkit::Reply;
+use serde_json::json;
+
+const TIME_TO_FIRST_TOKEN: Duration = Duration::from_millis(200);
+const BETWEEN_TOKENS: Duration = Duration::from_millis(10);
+const TOKENS: usize = 20;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let mut args = std::env::args().skip(1);
+    let turns: usize = args
+        .next()
+        .map_or(Ok(100), |a| a.parse())
+        .context("turns")?;
+    let identities: usize = args
+        .next()
+        .map_or(Ok(10), |a| a.parse())
+        .context("identities")?;
+
+    let server = BenchServer::start(|_| {}).await?;
+    let (_, channel) = server
+        .assistant_channel(
+            "You help {{identity.name}}.",
+            &json!({"name": "Bench line", "integration": "sandbox"}),
+        )
+        .await?;
+    for n in 0..identities {
+        let body = json!({"name": format!("Person {n}")});
+        server
+            .send(
+                reqwest::Method::PUT,
+                &format!("/identity/stream-{n}"),
+                &body,
+            )
+            .await?;
+    }
+    server
+        .model
+        .set_latency(TIME_TO_FIRST_TOKEN, BETWEEN_TOKENS);
+    let reply = (0..TOKENS)
+        .map(|i| format!("word{i}"))
+        .collect::<Vec<_>>()
+        .join(" ");
+
+    let direct_url = format!("{}/chat/completions", server.model.base_url());
+    let direct_body = json!({"model": "fake", "stream": true, "messages": [
+        {"role": "system", "content": "You help Person 0."}, {"role": "user", "content": "hello"}]});
+    let mut samples = Samples::default();
+    for n in 0..turns + WARM_UP {
+        server.model.push([Reply::Text(reply.clone())]);
+        let started = Instant::now();
+        let direct = server
+            .http
+            .post(&direct_url)
+            .json(&direct_body)
+            .send()
+            .await?;
+        let baseline = timed(started, direct, "\"content\"", "[DONE]").await?;
+
+        server.model.push([Reply::Text(reply.clone())]);
+        let path = format!(
+            "{}/conversation/stream-{}/streaming?channel_id={channel}&message=hello%20{n}",
+            server.base,
+            n % identities
+        );
+        let started = Instant::now();
+        let through = server
+            .http
+            .get(&path)
+            .bearer_auth(&server.key)
+            .send()
+            .await?;
+        anyhow::ensure!(through.status().is_success(), "{}", through.status());
+        let parley = timed(
+            started,
+            through,
+            "\"type\":\"token\"",
+            "\"type\":\"complete\"",
+        )
+        .await?;
+        if n >= WARM_UP {
+            samples.push(baseline, parley);
+        }
+    }
+
+    println!(
+        "stream_latency: {turns} streamed turns over {identities} identities, database {}; \
+         model: {} ms to the first token, {TOKENS} tokens {} ms apart",
+        server.database_kind(),
+        TIME_TO_FIRST_TOKEN.as_millis(),
+        BETWEEN_TOKENS.as_millis()
+    );
+    println!("\nfirst token");
+    print_comparison(
+        "model alone (baseline)",
+        &samples.model_first,
+        "through Parley's SSE stream",
+        &samples.parley_first,
+    )?;
+    println!("\nlast token (complete)");
+    print_comparison(
+        "model alone (baseline)",
+        &samples.model_last,
+        "through Parley's SSE stream",
+        &samples.parley_last,
+    )?;
+    server.stop().await
+}
+
+/// Turns before measuring (connections, caches, the identities' actors).
+const WARM_UP: usize = 10;
+
+#[derive(Default)]
+struct Samples {
+    model_first: Vec<Duration>,
+    model_last: Vec<Duration>,
+    parley_first: Vec<Duration>,
+    parley_last: Vec<Duration>,
+}
+
+impl Samples {
+    fn push(&mut self, model: (Duration, Duration), parley: (Duration, Duration)) {
+        self.model_first.push(model.0);
+        self.model_last.push(model.1);
+        self.parley_first.push(parley.0);
+        self.parley_last.push(parley.1);
+    }
+}
+
+/// Reads a streamed body, answering the time from `started` (just before the request was
+/// sent) to the chunk holding `first` and to the chunk holding `last`.
+async fn timed(
+    started: Instant,
+    response: reqwest::Response,
+    first: &str,
+    last: &str,
+) -> anyhow::Result<(Duration, Duration)> {
+    let mut body = response.bytes_stream();
+    let mut seen = String::new();
+    let mut first_at = None;
+    while let Some(chunk) = body.next().await {
+        seen.push_str(&String::from_utf8_lossy(&chunk?));
+        if first_at.is_none() && seen.contains(first) {
+            first_at = Some(started.elapsed());
+        }
+        if seen.contains(last) {
+            let first_at = first_at.context("no first token")?;
+            return Ok((first_at, started.elapsed()));
+        }
+    }
+    anyhow::bail!("the stream ended without {last}: {seen}")
+}
