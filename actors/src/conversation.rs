@@ -308,8 +308,19 @@ fn forget(state: &mut ConversationState, change: &Change) {
         Change::Stages { .. } => state.stages = None,
         Change::Channel { channel_id, .. } | Change::ChannelDeleted { channel_id, .. } => {
             state.routes.remove(channel_id);
+            // A deleted channel's conversations were closed.
+            if let Some(context) = state.context.as_mut() {
+                context.conversations.remove(channel_id);
+                context.histories.remove(channel_id);
+            }
         }
-        Change::Assistants { .. } => state.routes.clear(),
+        // The history kept is as long as the assistant's `history_turns` asked.
+        Change::Assistants { .. } => {
+            state.routes.clear();
+            if let Some(context) = state.context.as_mut() {
+                context.histories.clear();
+            }
+        }
     }
 }
 

@@ -273,6 +273,25 @@ pub async fn recent_messages(
     Ok(newest_first)
 }
 
+/// The messages of a conversation created at or after `since`, oldest first: what a
+/// conversation actor adds to the history it keeps.
+///
+/// # Errors
+/// Fails on a database error.
+pub async fn messages_since(
+    db: &impl ConnectionTrait,
+    conversation_id: Uuid,
+    since: DateTime<Utc>,
+) -> Result<Vec<message::Model>> {
+    Ok(message::Entity::find()
+        .filter(message::Column::ConversationId.eq(conversation_id))
+        .filter(message::Column::CreatedAt.gte(since))
+        .order_by_asc(message::Column::CreatedAt)
+        .order_by_asc(message::Column::Id)
+        .all(db)
+        .await?)
+}
+
 /// A conversation by id, whatever its workspace; for background work.
 ///
 /// # Errors

@@ -8,6 +8,7 @@ use parley_persistence::entities::{conversation, identity, memory_entry, stage};
 use parley_persistence::{ConnectionTrait, Result, identities, memory};
 use serde_json::{Value, json};
 
+use crate::conversation::history::KeptHistory;
 use crate::domain::templating::nest_memory;
 
 /// The cached view of one identity.
@@ -21,6 +22,9 @@ pub(crate) struct Context {
     /// `last_message_at` is never ahead of the database's (others may append later), so a
     /// conversation this cache thinks active is active; one it thinks idle is read again.
     pub(crate) conversations: HashMap<uuid::Uuid, conversation::Model>,
+    /// The recent messages of that conversation on each channel, brought up to date by each
+    /// turn.
+    pub(crate) histories: HashMap<uuid::Uuid, KeptHistory>,
 }
 
 impl Context {
@@ -42,6 +46,7 @@ impl Context {
             identity,
             memory,
             conversations: HashMap::new(),
+            histories: HashMap::new(),
         }))
     }
 

@@ -12,19 +12,82 @@ pub(crate) fn last_turns(messages: &[message::Model], turns: usize) -> Vec<ChatM
     if turns == 0 {
         return Vec::new();
     }
+    messages[start_of_last_turns(messages, turns)..]
+        .iter()
+        .filter_map(to_chat)
+        .collect()
+}
+
+/// Where the last `turns` whole turns of `messages` start.
+fn start_of_last_turns(messages: &[message::Model], turns: usize) -> usize {
     let starts: Vec<usize> = messages
         .iter()
         .enumerate()
         .filter(|(_, m)| m.role == Role::User)
         .map(|(i, _)| i)
         .collect();
-    let from = match starts.len().checked_sub(turns) {
+    match starts.len().checked_sub(turns) {
         Some(skip) => starts[skip],
         // Fewer turns than asked: start at the first user message, dropping any orphan
         // assistant output before it (a template sent before the person wrote, say).
         None => starts.first().copied().unwrap_or(messages.len()),
-    };
-    messages[from..].iter().filter_map(to_chat).collect()
+    }
+}
+
+/// How far back a refresh looks before the newest kept message: a message another writer
+/// (a send, a flow) timestamped just before it but committed just after the last refresh is
+/// still picked up.
+const REFRESH_OVERLAP: chrono::Duration = chrono::Duration::seconds(5);
+
+/// The recent messages of one conversation, kept by its identity's actor between turns and
+/// brought up to date with the messages stored since (by this actor or anyone else), so a
+/// turn reads only what is new instead of the whole window.
+#[derive(Clone, Debug)]
+pub(crate) struct KeptHistory {
+    /// The conversation they belong to.
+    pub(crate) conversation_id: uuid::Uuid,
+    /// Oldest first.
+    messages: Vec<message::Model>,
+}
+
+impl KeptHistory {
+    /// History loaded whole (the conversation's last `window` messages, oldest first).
+    pub(crate) fn loaded(conversation_id: uuid::Uuid, messages: Vec<message::Model>) -> Self {
+        Self {
+            conversation_id,
+            messages,
+        }
+    }
+
+    /// Since when to read new messages; `None` when nothing is kept (read the window).
+    pub(crate) fn refresh_from(&self) -> Option<chrono::DateTime<chrono::Utc>> {
+        self.messages.last().map(|m| m.created_at - REFRESH_OVERLAP)
+    }
+
+    /// Adds the messages read since [`KeptHistory::refresh_from`] that are not kept yet.
+    pub(crate) fn add(&mut self, newer: Vec<message::Model>) {
+        let fresh: Vec<message::Model> = newer
+            .into_iter()
+            .filter(|m| !self.messages.iter().rev().any(|k| k.id == m.id))
+            .collect();
+        if fresh.is_empty() {
+            return;
+        }
+        self.messages.extend(fresh);
+        self.messages.sort_by_key(|m| (m.created_at, m.id));
+    }
+
+    /// The kept messages, oldest first.
+    pub(crate) fn messages(&self) -> &[message::Model] {
+        &self.messages
+    }
+
+    /// Forgets what the next turns will not send: everything before the last `turns` turns
+    /// (whole turns are what the model gets).
+    pub(crate) fn keep_last_turns(&mut self, turns: usize) {
+        let from = start_of_last_turns(&self.messages, turns.max(1));
+        self.messages.drain(..from);
+    }
 }
 
 fn to_chat(m: &message::Model) -> Option<ChatMessage> {
@@ -125,5 +188,23 @@ mod tests {
         ];
         assert!(last_turns(&messages, 0).is_empty());
         assert_eq!(last_turns(&messages, 10).len(), 2);
+    }
+
+    #[test]
+    fn kept_history_adds_only_what_is_new_in_order_and_keeps_whole_turns() {
+        let first = message(Role::User, "one");
+        let reply = message(Role::Assistant, "two");
+        let mut kept = KeptHistory::loaded(Uuid::nil(), vec![first.clone(), reply.clone()]);
+        assert!(kept.refresh_from().is_some_and(|at| at < reply.created_at));
+
+        // A refresh overlaps what is kept: only the new message is added, in time order.
+        let next = message(Role::User, "three");
+        kept.add(vec![reply.clone(), next.clone()]);
+        let contents: Vec<&str> = kept.messages().iter().map(|m| m.content.as_str()).collect();
+        assert_eq!(contents, ["one", "two", "three"]);
+
+        kept.keep_last_turns(1);
+        let contents: Vec<&str> = kept.messages().iter().map(|m| m.content.as_str()).collect();
+        assert_eq!(contents, ["three"]);
     }
 }

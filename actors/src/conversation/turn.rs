@@ -15,7 +15,7 @@ use uuid::Uuid;
 use self::reply::ReplyPlan;
 use self::toolbox::Toolbox;
 use super::context::Context;
-use super::history::last_turns;
+use super::history::{KeptHistory, last_turns};
 use super::route::Routed;
 use super::thread::{self, Thread};
 use super::tools;
@@ -48,7 +48,7 @@ pub(crate) async fn run(
         Err(answered) => return Ok(answered),
     };
     let plan = ReplyPlan::new(batch, stored.new_ids.last().copied(), context.identity.id);
-    let mut messages = prompt(deps, context, stages, routed, &stored, batch).await?;
+    let mut messages = prompt(deps, &mut *context, stages, routed, &stored, batch).await?;
     let context_of_call = CallContext {
         workspace_id: context.identity.workspace_id,
         assistant_id: Some(routed.assistant.id),
@@ -206,25 +206,29 @@ async fn record_inbound(
 /// The model's messages: rendered instructions, the last whole turns, the new text.
 async fn prompt(
     deps: &ConversationDeps,
-    context: &Context,
+    context: &mut Context,
     stages: &[stage::Model],
     routed: &Routed,
     stored: &Stored,
     batch: &[TurnRequest],
 ) -> Result<Vec<ChatMessage>, TurnError> {
-    let earlier: Vec<_> =
-        conversations::recent_messages(&deps.db, stored.conversation.id, HISTORY_WINDOW)
-            .await?
-            .into_iter()
-            .filter(|m| !stored.new_ids.contains(&m.id))
-            .collect();
+    let turns = routed.settings.history_turns();
+    let kept = kept_history(deps, context, routed.channel.id, stored.conversation.id).await?;
+    let earlier: Vec<_> = kept
+        .messages()
+        .iter()
+        .filter(|m| !stored.new_ids.contains(&m.id))
+        .cloned()
+        .collect();
+    // What the next turn needs: this turn's messages and the turns before them.
+    kept.keep_last_turns(turns.saturating_add(batch.len()));
     let system = templating::render(
         &routed.assistant.instructions,
         &context.template_context(stages),
     )
     .map_err(TurnError::Template)?;
     let mut messages = vec![ChatMessage::system(system)];
-    messages.extend(last_turns(&earlier, routed.settings.history_turns()));
+    messages.extend(last_turns(&earlier, turns));
     let text: Vec<&str> = batch
         .iter()
         .filter(|r| r.follow_up().is_none())
@@ -240,6 +244,44 @@ async fn prompt(
         )));
     }
     Ok(messages)
+}
+
+/// The conversation's recent messages as the actor keeps them, brought up to date: the
+/// messages stored since the last turn (by anyone), or the whole window the first time.
+async fn kept_history<'c>(
+    deps: &ConversationDeps,
+    context: &'c mut Context,
+    channel_id: Uuid,
+    conversation_id: Uuid,
+) -> Result<&'c mut KeptHistory, TurnError> {
+    let since = context
+        .histories
+        .get(&channel_id)
+        .filter(|kept| kept.conversation_id == conversation_id)
+        .and_then(KeptHistory::refresh_from);
+    let kept = match since {
+        Some(since) => {
+            let newer = conversations::messages_since(&deps.db, conversation_id, since).await?;
+            let kept = context
+                .histories
+                .get_mut(&channel_id)
+                .ok_or_else(|| TurnError::Storage("kept history vanished".to_owned()))?;
+            kept.add(newer);
+            kept
+        }
+        None => {
+            let window =
+                conversations::recent_messages(&deps.db, conversation_id, HISTORY_WINDOW).await?;
+            context
+                .histories
+                .insert(channel_id, KeptHistory::loaded(conversation_id, window));
+            context
+                .histories
+                .get_mut(&channel_id)
+                .ok_or_else(|| TurnError::Storage("kept history vanished".to_owned()))?
+        }
+    };
+    Ok(kept)
 }
 
 /// One round of tool calls the model asked for.
