@@ -36,8 +36,9 @@ fn start_of_last_turns(messages: &[message::Model], turns: usize) -> usize {
 
 /// How far back a refresh looks before the newest kept message: a message another writer
 /// (a send, a flow) timestamped just before it but committed just after the last refresh is
-/// still picked up.
-const REFRESH_OVERLAP: chrono::Duration = chrono::Duration::seconds(5);
+/// still picked up. Short, because everything inside it is read again: with 5 s, a person
+/// writing fast made every turn re-read hundreds of rows (2 ms a turn on SQLite).
+const REFRESH_OVERLAP: chrono::Duration = chrono::Duration::milliseconds(250);
 
 /// The recent messages of one conversation, kept by its identity's actor between turns and
 /// brought up to date with the messages stored since (by this actor or anyone else), so a
