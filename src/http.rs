@@ -7,7 +7,7 @@ mod api_keys;
 mod assistants;
 mod auth;
 mod campaigns;
-pub(crate) use auth::AuthFailures;
+pub(crate) use auth::{AuthFailures, KnownKeys};
 mod channels;
 mod chat;
 mod conversations;
@@ -65,6 +65,8 @@ pub struct AppState {
     pub secrets: Arc<SecretBox>,
     /// Failed authentications per client address.
     pub(crate) auth_failures: auth::AuthFailures,
+    /// Keys that authenticated recently.
+    pub(crate) known_keys: auth::KnownKeys,
     /// The Prometheus recorder's handle (`None` when another recorder was installed first).
     pub(crate) metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
 }

@@ -59,6 +59,7 @@ impl Application {
                 auth_failures: crate::http::AuthFailures::new(
                     settings.server.auth_failures_per_minute,
                 ),
+                known_keys: crate::http::KnownKeys::default(),
                 settings: Arc::new(settings),
                 db,
                 actors,

@@ -7,6 +7,7 @@
 //! | a ConversationActor | its identity, stage name, memory | [`Change::Identity`] |
 //! | every ConversationActor of the workspace | stage names (instructions, tool text) | [`Change::Stages`] |
 //! | every ConversationActor of the workspace | a channel's route (worker, assistants) | [`Change::Channel`], [`Change::Assistants`] |
+//! | a ConversationActor | the recent messages of its conversations | [`Change::Messages`] |
 //! | the ChannelActor | its channel row and token | [`Change::Channel`] (restart), [`Change::ChannelDeleted`] (stop) |
 
 use uuid::Uuid;
@@ -45,6 +46,16 @@ pub enum Change {
         /// The workspace.
         workspace_id: i64,
     },
+    /// Messages of an identity were stored outside its conversation actor (a send, a flow,
+    /// an opt-out), the first of them at `since`.
+    Messages {
+        /// Its workspace.
+        workspace_id: i64,
+        /// The identity.
+        identity_id: Uuid,
+        /// When the first of them was stored.
+        since: chrono::DateTime<chrono::Utc>,
+    },
 }
 
 impl Change {
@@ -55,7 +66,8 @@ impl Change {
             | Self::Stages { workspace_id }
             | Self::Channel { workspace_id, .. }
             | Self::ChannelDeleted { workspace_id, .. }
-            | Self::Assistants { workspace_id } => *workspace_id,
+            | Self::Assistants { workspace_id }
+            | Self::Messages { workspace_id, .. } => *workspace_id,
         }
     }
 }

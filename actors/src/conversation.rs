@@ -161,14 +161,17 @@ impl Actor for ConversationActor {
         message: Self::Msg,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
+        // A turn's future (model call, tool calls, statements) is large, and ractor keeps
+        // the actor's loop, this future's largest state included, in one allocation for the
+        // actor's whole life: boxed, an idle actor holds a few bytes instead of a turn.
         match message {
             ConversationMsg::Turn(request, reply) => {
                 tracing::debug!(channel_id = %request.channel_id, "turn received");
-                turn_arrived(state, &myself, request, reply).await;
+                Box::pin(turn_arrived(state, &myself, request, reply)).await;
             }
             ConversationMsg::Flush(generation) => {
                 if generation == state.generation {
-                    flush(state).await;
+                    Box::pin(flush(state)).await;
                 }
             }
             ConversationMsg::Changed(change) => forget(state, &change),
@@ -222,6 +225,7 @@ async fn turn_arrived(
 }
 
 /// Loads what is not cached yet and picks the assistant for the request's channel.
+#[tracing::instrument(name = "prepare", level = "debug", skip_all)]
 async fn prepare(
     state: &mut ConversationState,
     request: &TurnRequest,
@@ -305,6 +309,11 @@ async fn flush(state: &mut ConversationState) {
 fn forget(state: &mut ConversationState, change: &Change) {
     match change {
         Change::Identity { .. } => state.context = None,
+        Change::Messages { since, .. } => {
+            if let Some(context) = state.context.as_mut() {
+                context.missed(*since);
+            }
+        }
         Change::Stages { .. } => state.stages = None,
         Change::Channel { channel_id, .. } | Change::ChannelDeleted { channel_id, .. } => {
             state.routes.remove(channel_id);

@@ -252,6 +252,8 @@ impl Outbox {
         let mut message = NewMessage::to_person(content.clone(), MessageStatus::Pending);
         message.outbound = Some(outgoing.to_stored());
         let stored = conversations::append_message(db, &conversation, message, now).await?;
+        self.handles
+            .stored_messages(thread.workspace_id, thread.identity_id, now);
         let request = SendRequest {
             message_id: Some(stored.id),
             outgoing,

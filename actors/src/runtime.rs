@@ -166,6 +166,23 @@ impl Handles {
             .map(|registry| Conversations::new(registry, self.turn_timeout))
     }
 
+    /// Tells the identity's conversation actor (if live) that messages were stored for it
+    /// elsewhere, the first of them at `since`, so that its next turn reads them.
+    pub(crate) fn stored_messages(
+        &self,
+        workspace_id: i64,
+        identity_id: uuid::Uuid,
+        since: chrono::DateTime<chrono::Utc>,
+    ) {
+        if let Ok(conversations) = self.conversations() {
+            conversations.changed(&crate::changes::Change::Messages {
+                workspace_id,
+                identity_id,
+                since,
+            });
+        }
+    }
+
     /// The handle on the channel actors.
     pub(crate) fn channels(&self) -> Result<Channels, RuntimeError> {
         Self::read(&self.channels, SupervisorKind::Channels).map(Channels::new)

@@ -9,8 +9,10 @@
 //! [`BenchServer`] starts Parley in-process on a fresh database with the testkit fakes, the
 //! same way for every bench.
 
+use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use parley::config::Settings;
@@ -28,6 +30,8 @@ pub struct BenchServer {
     pub base: String,
     /// A key with every permission.
     pub key: String,
+    /// The bootstrapped workspace.
+    pub workspace_id: i64,
     /// The fake model Parley talks to.
     pub model: FakeModel,
     /// The fake Graph API Parley talks to.
@@ -81,6 +85,7 @@ impl BenchServer {
         Ok(Self {
             base,
             key: owner.api_key,
+            workspace_id: owner.workspace_id,
             model,
             graph,
             http: reqwest::Client::new(),
@@ -330,6 +335,96 @@ pub fn memory_kib(field: &str) -> u64 {
                 .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
         })
         .unwrap_or(0)
+}
+
+/// Where a bench's time goes: every span's wall time (creation to close, waits included),
+/// summed by span name. Installed by [`SpanTimes::install`] when `PARLEY_BENCH_SPANS` is set,
+/// with Parley's stage spans at debug level (`PARLEY_BENCH_SPANS` is the filter when it is not
+/// `1`); left out otherwise, so that plain runs pay nothing for it.
+#[derive(Clone, Debug, Default)]
+pub struct SpanTimes {
+    totals: Arc<Mutex<BTreeMap<&'static str, (u64, Duration)>>>,
+}
+
+/// When a span was created, kept in its extensions.
+struct Opened(Instant);
+
+impl SpanTimes {
+    /// Installs the global subscriber when `PARLEY_BENCH_SPANS` is set; `None` otherwise.
+    pub fn install() -> Option<Self> {
+        use tracing_subscriber::layer::SubscriberExt;
+        use tracing_subscriber::util::SubscriberInitExt;
+        let filter = std::env::var("PARLEY_BENCH_SPANS").ok()?;
+        let filter = if filter == "1" {
+            "parley=debug,parley_actors=debug,parley_persistence=debug,tower_http=off".to_owned()
+        } else {
+            filter
+        };
+        let times = Self::default();
+        tracing_subscriber::registry()
+            .with(tracing_subscriber::EnvFilter::new(filter))
+            .with(times.clone())
+            .try_init()
+            .ok()?;
+        Some(times)
+    }
+
+    /// Forgets what was recorded so far (the warm-up).
+    pub fn reset(&self) {
+        self.lock().clear();
+    }
+
+    /// Prints each span's count and mean wall time per `per` operations, longest first.
+    pub fn print(&self, per: usize) {
+        let totals = self.lock().clone();
+        let mut rows: Vec<_> = totals.into_iter().collect();
+        rows.sort_by_key(|(_, (_, total))| std::cmp::Reverse(*total));
+        println!(
+            "{:<36} {:>10} {:>14}",
+            "span (wall time)", "per op", "mean per op"
+        );
+        for (name, (count, total)) in rows {
+            let per = per.max(1) as f64;
+            println!(
+                "{name:<36} {:>10.2} {:>11.3} ms",
+                count as f64 / per,
+                total.as_secs_f64() * 1000.0 / per
+            );
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<&'static str, (u64, Duration)>> {
+        self.totals
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl<S> tracing_subscriber::Layer<S> for SpanTimes
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    fn on_new_span(
+        &self,
+        _attrs: &tracing::span::Attributes<'_>,
+        id: &tracing::span::Id,
+        ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        if let Some(span) = ctx.span(id) {
+            span.extensions_mut().insert(Opened(Instant::now()));
+        }
+    }
+
+    fn on_close(&self, id: tracing::span::Id, ctx: tracing_subscriber::layer::Context<'_, S>) {
+        let Some(span) = ctx.span(&id) else { return };
+        let Some(elapsed) = span.extensions().get::<Opened>().map(|o| o.0.elapsed()) else {
+            return;
+        };
+        let mut totals = self.lock();
+        let entry = totals.entry(span.name()).or_default();
+        entry.0 += 1;
+        entry.1 += elapsed;
+    }
 }
 
 #[cfg(test)]

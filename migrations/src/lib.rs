@@ -14,6 +14,7 @@ mod m20261123_000006_verified_numbers;
 mod m20261123_000007_mcp_servers;
 mod m20261123_000008_campaigns_and_flows;
 mod m20261123_000009_scheduled_tasks;
+mod m20261124_000010_conversation_activity;
 
 /// Applies Parley's migrations in order; `parley serve` and `parley migrate` run it.
 #[derive(Debug)]
@@ -32,6 +33,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261123_000007_mcp_servers::Migration),
             Box::new(m20261123_000008_campaigns_and_flows::Migration),
             Box::new(m20261123_000009_scheduled_tasks::Migration),
+            Box::new(m20261124_000010_conversation_activity::Migration),
         ]
     }
 }

@@ -76,23 +76,15 @@ pub async fn find_by_hash(
     Ok(found.and_then(|(key, workspace)| workspace.map(|w| (key, w))))
 }
 
-/// Records a successful use, at most once per `min_interval`, so that reads do not each cost a
-/// write.
+/// Records a use of the key at `now` (the caller writes it at most once a minute per key, so
+/// that reads do not each cost a write).
 ///
 /// # Errors
 /// Fails on a database error.
-pub async fn touch(
-    db: &impl ConnectionTrait,
-    key: &api_key::Model,
-    now: DateTime<Utc>,
-    min_interval: chrono::Duration,
-) -> Result<()> {
-    if key.last_used_at.is_some_and(|at| now - at < min_interval) {
-        return Ok(());
-    }
+pub async fn touch(db: &impl ConnectionTrait, key_id: Uuid, now: DateTime<Utc>) -> Result<()> {
     api_key::Entity::update_many()
         .col_expr(api_key::Column::LastUsedAt, now.into())
-        .filter(api_key::Column::Id.eq(key.id))
+        .filter(api_key::Column::Id.eq(key_id))
         .exec(db)
         .await?;
     Ok(())

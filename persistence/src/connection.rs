@@ -16,6 +16,9 @@ use crate::Result;
 /// locked". SQLite has one writer at a time; short write transactions make this rarely reached.
 const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// A pooled connection idle at least this long is pinged before it is handed out.
+const PING_WHEN_IDLE_FOR: Duration = Duration::from_secs(30);
+
 /// The URL of the embedded SQLite database kept in `data_dir`.
 pub fn sqlite_url_in(data_dir: &Path) -> String {
     format!("sqlite://{}?mode=rwc", data_dir.join("parley.db").display())
@@ -34,6 +37,10 @@ pub async fn connect(url: &str) -> Result<DatabaseConnection> {
         .min_connections(1)
         .connect_timeout(Duration::from_secs(10))
         .acquire_timeout(Duration::from_secs(10))
+        // A connection is pinged before use only after sitting idle (when a server, proxy or
+        // firewall may have dropped it), not on every checkout: the default ping is one more
+        // round trip per statement, unseen in the statement log.
+        .test_before_acquire_if_idle_for(PING_WHEN_IDLE_FOR)
         // Every statement in the log, only when the filter asks for it
         // (`PARLEY_LOG=info,sqlx::query=debug`): counting queries per request.
         .sqlx_logging(tracing::enabled!(target: "sqlx::query", tracing::Level::DEBUG))

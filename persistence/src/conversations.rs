@@ -162,7 +162,9 @@ impl NewMessage {
     }
 }
 
-/// Appends a message to `conversation` and moves its `last_message_at`.
+/// Appends a message to `conversation`. Its `last_message_at` moves to `now` in the same
+/// statement: the database's trigger `messages_touch_conversation` keeps it (one round trip,
+/// and one commit, per stored message).
 ///
 /// # Errors
 /// [`crate::PersistenceError::Conflict`] when the platform message id was already stored for
@@ -194,11 +196,6 @@ pub async fn append_message(
     }
     .insert(db)
     .await?;
-    conversation::Entity::update_many()
-        .col_expr(conversation::Column::LastMessageAt, now.into())
-        .filter(conversation::Column::Id.eq(conversation.id))
-        .exec(db)
-        .await?;
     Ok(stored)
 }
 

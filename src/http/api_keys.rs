@@ -198,6 +198,7 @@ async fn revoke_api_key(
             other => other,
         })?;
     let revoked = api_keys::revoke(&state.db, key, clock::now()).await?;
+    state.known_keys.forget(revoked.id);
     tracing::info!(revoked_api_key_id = %revoked.id, "API key revoked");
     Ok(Envelope::ok("API key revoked successfully", revoked.into()))
 }

@@ -231,6 +231,7 @@ fn message_text(problems: &mut Problems, value: Option<&Value>) -> String {
 /// The identity a conversation call addresses (resolved like any identity path: 404 when
 /// unknown) and the channel's id (400 when malformed). Whether the channel exists and has an
 /// assistant is the conversation actor's answer.
+#[tracing::instrument(name = "resolve_identity", level = "debug", skip_all)]
 async fn resolve(
     state: &AppState,
     caller: &Caller,

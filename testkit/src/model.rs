@@ -163,7 +163,7 @@ async fn chat_completions(State(shared): State<Arc<Shared>>, body: Bytes) -> Res
     let prompt_tokens = count_prompt_tokens(&request);
     match reply {
         Reply::Status(code) => {
-            tokio::time::sleep(ttft).await;
+            pause(ttft).await;
             error(
                 StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
                 "injected failure",
@@ -174,7 +174,7 @@ async fn chat_completions(State(shared): State<Arc<Shared>>, body: Bytes) -> Res
             StatusCode::GATEWAY_TIMEOUT.into_response()
         }
         Reply::Malformed if !streaming => {
-            tokio::time::sleep(ttft).await;
+            pause(ttft).await;
             (
                 [(header::CONTENT_TYPE, "application/json")],
                 "{\"choices\": [",
@@ -182,7 +182,7 @@ async fn chat_completions(State(shared): State<Arc<Shared>>, body: Bytes) -> Res
                 .into_response()
         }
         reply if !streaming => {
-            tokio::time::sleep(ttft).await;
+            pause(ttft).await;
             let (message, finish, completion_tokens) = whole_message(&reply);
             axum::Json(json!({
                 "id": "chatcmpl-fake",
@@ -206,7 +206,7 @@ fn stream(
 ) -> Response {
     let (tx, rx) = mpsc::channel::<Result<Bytes, Infallible>>(16);
     tokio::spawn(async move {
-        tokio::time::sleep(ttft).await;
+        pause(ttft).await;
         let chunk = |delta: Value, finish: Value| {
             json!({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "model": model,
                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
@@ -251,7 +251,7 @@ fn stream(
         }
         for (n, event) in events.into_iter().enumerate() {
             if n > 1 {
-                tokio::time::sleep(between).await;
+                pause(between).await;
             }
             if tx
                 .send(Ok(Bytes::from(format!("data: {event}\n\n"))))
@@ -333,4 +333,12 @@ fn error(status: StatusCode, message: &str) -> Response {
     let body =
         json!({"error": {"message": message, "type": "server_error", "code": status.as_u16()}});
     (status, axum::Json(body)).into_response()
+}
+
+/// Waits `time`; no time at all is no wait (a zero `sleep` still waits for the timer's next
+/// millisecond tick, which would make an "instant" fake take up to a millisecond).
+async fn pause(time: Duration) {
+    if !time.is_zero() {
+        tokio::time::sleep(time).await;
+    }
 }

@@ -4,7 +4,7 @@
 use reqwest::Method;
 use serde_json::json;
 
-use crate::helpers::{expect_error, expect_status, spawn_app};
+use crate::helpers::{expect_error, expect_status, order_update, spawn_app};
 
 const STAGED: &str = "Stage: {{identity.stage}}.";
 
@@ -77,4 +77,43 @@ async fn deleting_a_channel_stops_its_actor() {
     expect_status(app.delete(&format!("/channels/{channel}")).await, 200).await;
 
     app.wait_for_live_actors("root/channels", 0).await;
+}
+
+#[tokio::test]
+async fn a_message_sent_to_a_live_identity_is_in_its_next_turns_history() {
+    let app = spawn_app().await;
+    let channel = app.live_channel("106540352242922").await;
+    app.graph.add_template("waba-1", order_update());
+    app.put_identity("crm-1", json!({"name": "Ana", "phone": "+5511987654321"}))
+        .await;
+    // The first turn makes the identity's actor live, keeping the conversation's history.
+    expect_status(app.chat("crm-1", &channel, "one").await, 200).await;
+
+    let sent = app
+        .send_template(
+            &channel,
+            &json!({"identity": {"phone": "5511987654321"}, "templateId": "order_update", "templateType": "text",
+                    "templateLanguage": "en_US", "templateComponents": {"body": [{"type": "text", "text": "Ana"}, {"type": "text", "text": "#42"}]}}),
+        )
+        .await;
+    expect_status(sent, 200).await;
+    expect_status(app.chat("crm-1", &channel, "two").await, 200).await;
+
+    let request = app.model.last_request().expect("request");
+    let history: Vec<_> = request["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .skip(1)
+        .map(|m| (m["role"].clone(), m["content"].clone()))
+        .collect();
+    assert_eq!(
+        history,
+        [
+            (json!("user"), json!("one")),
+            (json!("assistant"), json!("You said: one")),
+            (json!("assistant"), json!("Hi Ana, your order #42 has shipped.")),
+            (json!("user"), json!("two")),
+        ]
+    );
 }

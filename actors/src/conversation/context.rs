@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use parley_persistence::entities::{conversation, identity, memory_entry, stage};
+use parley_persistence::entities::{conversation, identity, memory_entry, message, stage};
 use parley_persistence::{ConnectionTrait, Result, identities, memory};
 use serde_json::{Value, json};
 
@@ -48,6 +48,25 @@ impl Context {
             conversations: HashMap::new(),
             histories: HashMap::new(),
         }))
+    }
+
+    /// Adds a message this actor stored to the history it keeps of that conversation.
+    pub(crate) fn wrote(&mut self, stored: &message::Model) {
+        if let Some(kept) = self
+            .histories
+            .get_mut(&stored.channel_id)
+            .filter(|kept| kept.conversation_id == stored.conversation_id)
+        {
+            kept.push(stored);
+        }
+    }
+
+    /// Messages of this identity may have been stored from `since` on without passing through
+    /// [`Context::wrote`]: the next turn on each channel reads them from the table.
+    pub(crate) fn missed(&mut self, since: chrono::DateTime<chrono::Utc>) {
+        for kept in self.histories.values_mut() {
+            kept.missed(since);
+        }
     }
 
     /// The identity's language: `preferences.language` memory, else metadata `language`; the

@@ -40,15 +40,20 @@ fn start_of_last_turns(messages: &[message::Model], turns: usize) -> usize {
 /// writing fast made every turn re-read hundreds of rows (2 ms a turn on SQLite).
 const REFRESH_OVERLAP: chrono::Duration = chrono::Duration::milliseconds(250);
 
-/// The recent messages of one conversation, kept by its identity's actor between turns and
-/// brought up to date with the messages stored since (by this actor or anyone else), so a
-/// turn reads only what is new instead of the whole window.
+/// The recent messages of one conversation, kept by its identity's actor between turns. The
+/// actor adds what it stores itself ([`KeptHistory::push`]); what others store (a send, a
+/// flow, an opt-out) is announced with [`crate::changes::Change::Messages`] and read from the
+/// table on the next turn ([`KeptHistory::missed`]), so a turn reads nothing when nobody else
+/// wrote, and only what is new when somebody did.
 #[derive(Clone, Debug)]
 pub(crate) struct KeptHistory {
     /// The conversation they belong to.
     pub(crate) conversation_id: uuid::Uuid,
     /// Oldest first.
     messages: Vec<message::Model>,
+    /// Messages stored by others from this time on may be missing; `None` when the kept
+    /// messages are all there is.
+    unread_since: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 impl KeptHistory {
@@ -57,16 +62,33 @@ impl KeptHistory {
         Self {
             conversation_id,
             messages,
+            unread_since: None,
         }
     }
 
-    /// Since when to read new messages; `None` when nothing is kept (read the window).
+    /// Since when to read messages others stored; `None` when nothing is missing.
     pub(crate) fn refresh_from(&self) -> Option<chrono::DateTime<chrono::Utc>> {
-        self.messages.last().map(|m| m.created_at - REFRESH_OVERLAP)
+        self.unread_since.map(|at| at - REFRESH_OVERLAP)
     }
 
-    /// Adds the messages read since [`KeptHistory::refresh_from`] that are not kept yet.
+    /// Messages may have been stored by others from `since` on.
+    pub(crate) fn missed(&mut self, since: chrono::DateTime<chrono::Utc>) {
+        self.unread_since = Some(self.unread_since.map_or(since, |at| at.min(since)));
+    }
+
+    /// Adds the messages read since [`KeptHistory::refresh_from`]; nothing is missing after.
     pub(crate) fn add(&mut self, newer: Vec<message::Model>) {
+        self.merge(newer);
+        self.unread_since = None;
+    }
+
+    /// Adds a message this actor stored.
+    pub(crate) fn push(&mut self, stored: &message::Model) {
+        self.merge(vec![stored.clone()]);
+    }
+
+    /// Adds what is not kept yet, keeping time order.
+    fn merge(&mut self, newer: Vec<message::Model>) {
         let fresh: Vec<message::Model> = newer
             .into_iter()
             .filter(|m| !self.messages.iter().rev().any(|k| k.id == m.id))
@@ -75,7 +97,9 @@ impl KeptHistory {
             return;
         }
         self.messages.extend(fresh);
-        self.messages.sort_by_key(|m| (m.created_at, m.id));
+        if !self.messages.is_sorted_by_key(|m| (m.created_at, m.id)) {
+            self.messages.sort_by_key(|m| (m.created_at, m.id));
+        }
     }
 
     /// The kept messages, oldest first.
@@ -195,12 +219,18 @@ mod tests {
     fn kept_history_adds_only_what_is_new_in_order_and_keeps_whole_turns() {
         let first = message(Role::User, "one");
         let reply = message(Role::Assistant, "two");
-        let mut kept = KeptHistory::loaded(Uuid::nil(), vec![first.clone(), reply.clone()]);
-        assert!(kept.refresh_from().is_some_and(|at| at < reply.created_at));
+        let mut kept = KeptHistory::loaded(Uuid::nil(), vec![first.clone()]);
+        kept.push(&reply);
+        assert_eq!(kept.refresh_from(), None, "nothing was stored by others");
+
+        // Someone else stored a message: the next refresh starts before it.
+        let next = message(Role::User, "three");
+        kept.missed(next.created_at);
+        assert!(kept.refresh_from().is_some_and(|at| at < next.created_at));
 
         // A refresh overlaps what is kept: only the new message is added, in time order.
-        let next = message(Role::User, "three");
         kept.add(vec![reply.clone(), next.clone()]);
+        assert_eq!(kept.refresh_from(), None);
         let contents: Vec<&str> = kept.messages().iter().map(|m| m.content.as_str()).collect();
         assert_eq!(contents, ["one", "two", "three"]);
 

@@ -10,6 +10,7 @@ use ractor::{
     Actor, ActorId, ActorProcessingErr, ActorRef, MessagingErr, RpcReplyPort, SupervisionEvent,
     call_t, rpc::CallResult,
 };
+use tracing::Instrument;
 use uuid::Uuid;
 
 use super::{
@@ -154,7 +155,7 @@ async fn get(
 fn fan_out(state: &RegistryState, change: &Change) {
     let workspace_id = change.workspace_id();
     let concerned: Vec<&ActorRef<ConversationMsg>> = match change {
-        Change::Identity { identity_id, .. } => state
+        Change::Identity { identity_id, .. } | Change::Messages { identity_id, .. } => state
             .live
             .get(&(workspace_id, *identity_id))
             .into_iter()
@@ -225,13 +226,16 @@ impl Conversations {
         // An actor that passivated between the lookup and the send refuses the message; the
         // second attempt reaches its successor.
         for _ in 0..2 {
-            let actor = call_t!(self.registry, RegistryMsg::Get, 5_000, key)
+            let actor = async { call_t!(self.registry, RegistryMsg::Get, 5_000, key) }
+                .instrument(tracing::debug_span!("find_actor"))
+                .await
                 .map_err(|e| RuntimeError::Unavailable(e.to_string()))??;
             let sent = actor
                 .call(
                     |reply| ConversationMsg::Turn(request.clone(), reply),
                     Some(self.turn_timeout),
                 )
+                .instrument(tracing::debug_span!("actor_turn"))
                 .await;
             match sent {
                 Ok(CallResult::Success(outcome)) => return outcome,

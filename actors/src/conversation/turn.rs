@@ -5,11 +5,14 @@
 mod reply;
 mod toolbox;
 
+use std::collections::hash_map::Entry;
+
 use parley_persistence::conversations::{self, NewMessage};
 use parley_persistence::entities::{conversation, message, stage};
 use parley_persistence::{clock, deliveries};
 use serde_json::Value;
 use tokio::sync::mpsc;
+use tracing::Instrument;
 use uuid::Uuid;
 
 use self::reply::ReplyPlan;
@@ -55,7 +58,9 @@ pub(crate) async fn run(
         identity_id: Some(context.identity.id),
         conversation_id: Some(stored.conversation.id),
     };
-    let toolbox = Toolbox::assemble(&deps.mcp, routed, stages, context_of_call).await;
+    let toolbox = Toolbox::assemble(&deps.mcp, routed, stages, context_of_call)
+        .instrument(tracing::debug_span!("toolbox"))
+        .await;
     let specs = &toolbox.specs;
     let streams: Vec<mpsc::Sender<TurnEvent>> =
         batch.iter().filter_map(|r| r.events().cloned()).collect();
@@ -77,6 +82,8 @@ pub(crate) async fn run(
             Ok(completion) => completion,
             Err(error) => {
                 let conversation = &stored.conversation;
+                // The fallback (if any) is stored without passing through the kept history.
+                context.missed(clock::now());
                 return reply::fall_back(deps, conversation, routed, &streams, error, &plan)
                     .await
                     .map(|outcome| TurnOutcome {
@@ -90,7 +97,9 @@ pub(crate) async fn run(
         if completion.tool_calls.is_empty() || offer.is_empty() {
             let stored_reply = plan
                 .store(&deps.db, &stored.conversation, &completion)
+                .instrument(tracing::debug_span!("store_reply"))
                 .await?;
+            context.wrote(&stored_reply);
             return Ok(TurnOutcome {
                 conversation_id: stored.conversation.id,
                 message_id: stored_reply.id,
@@ -118,6 +127,7 @@ pub(crate) async fn run(
 /// Stores the person's messages in the current conversation. A re-dispatched WhatsApp
 /// message resumes where the last attempt stopped: answered already, it gives the stored
 /// reply back (`Err`) instead of asking the model again.
+#[tracing::instrument(name = "record_inbound", level = "debug", skip_all)]
 async fn record_inbound(
     deps: &ConversationDeps,
     context: &mut Context,
@@ -139,6 +149,8 @@ async fn record_inbound(
                     delivery: None,
                 }));
             }
+            // Stored by an earlier attempt: the kept history may not have it.
+            context.missed(stored.created_at);
             resumed = Some(stored);
         }
     }
@@ -186,6 +198,7 @@ async fn record_inbound(
         message.metadata = request.metadata.clone();
         let stored =
             conversations::append_message(db, &conversation, message, clock::now()).await?;
+        context.wrote(&stored);
         new_ids.push(stored.id);
         // What `append_message` wrote as the conversation's `last_message_at`.
         appended_at = Some(stored.created_at);
@@ -204,6 +217,7 @@ async fn record_inbound(
 }
 
 /// The model's messages: rendered instructions, the last whole turns, the new text.
+#[tracing::instrument(name = "prompt", level = "debug", skip_all)]
 async fn prompt(
     deps: &ConversationDeps,
     context: &mut Context,
@@ -246,41 +260,27 @@ async fn prompt(
     Ok(messages)
 }
 
-/// The conversation's recent messages as the actor keeps them, brought up to date: the
-/// messages stored since the last turn (by anyone), or the whole window the first time.
+/// The conversation's recent messages as the actor keeps them: the whole window the first
+/// time (or when the conversation changed), then only what others stored since, when they did.
+#[tracing::instrument(name = "kept_history", level = "debug", skip_all)]
 async fn kept_history<'c>(
     deps: &ConversationDeps,
     context: &'c mut Context,
     channel_id: Uuid,
     conversation_id: Uuid,
 ) -> Result<&'c mut KeptHistory, TurnError> {
-    let since = context
-        .histories
-        .get(&channel_id)
-        .filter(|kept| kept.conversation_id == conversation_id)
-        .and_then(KeptHistory::refresh_from);
-    let kept = match since {
-        Some(since) => {
-            let newer = conversations::messages_since(&deps.db, conversation_id, since).await?;
-            let kept = context
-                .histories
-                .get_mut(&channel_id)
-                .ok_or_else(|| TurnError::Storage("kept history vanished".to_owned()))?;
-            kept.add(newer);
-            kept
+    let window = || conversations::recent_messages(&deps.db, conversation_id, HISTORY_WINDOW);
+    let kept = match context.histories.entry(channel_id) {
+        Entry::Occupied(kept) if kept.get().conversation_id == conversation_id => kept.into_mut(),
+        Entry::Occupied(mut kept) => {
+            kept.insert(KeptHistory::loaded(conversation_id, window().await?));
+            kept.into_mut()
         }
-        None => {
-            let window =
-                conversations::recent_messages(&deps.db, conversation_id, HISTORY_WINDOW).await?;
-            context
-                .histories
-                .insert(channel_id, KeptHistory::loaded(conversation_id, window));
-            context
-                .histories
-                .get_mut(&channel_id)
-                .ok_or_else(|| TurnError::Storage("kept history vanished".to_owned()))?
-        }
+        Entry::Vacant(slot) => slot.insert(KeptHistory::loaded(conversation_id, window().await?)),
     };
+    if let Some(since) = kept.refresh_from() {
+        kept.add(conversations::messages_since(&deps.db, conversation_id, since).await?);
+    }
     Ok(kept)
 }
 
@@ -308,7 +308,9 @@ impl ToolRound<'_> {
         );
         request.usage = serde_json::to_value(completion.usage).ok();
         request.tool_calls = Some(calls_json);
-        conversations::append_message(db, self.conversation, request, clock::now()).await?;
+        let stored =
+            conversations::append_message(db, self.conversation, request, clock::now()).await?;
+        self.context.wrote(&stored);
         let content = (!completion.content.is_empty()).then(|| completion.content.clone());
         messages.push(ChatMessage::tool_request(
             content,
@@ -329,8 +331,11 @@ impl ToolRound<'_> {
                 || result["isError"] == Value::Bool(true);
             crate::measure::tool_call(source, !refused);
             let text = result.to_string();
-            let stored = NewMessage::tool_result(call.id.clone(), text.clone());
-            conversations::append_message(db, self.conversation, stored, clock::now()).await?;
+            let result_message = NewMessage::tool_result(call.id.clone(), text.clone());
+            let stored =
+                conversations::append_message(db, self.conversation, result_message, clock::now())
+                    .await?;
+            self.context.wrote(&stored);
             messages.push(ChatMessage::tool_result(&call.id, text));
             records.push(ToolCallRecord {
                 name: call.function.name.clone(),
@@ -344,6 +349,7 @@ impl ToolRound<'_> {
 }
 
 /// Calls the model, streaming its tokens to every listener when there are listeners.
+#[tracing::instrument(name = "call_model", level = "debug", skip_all)]
 async fn call_model(
     deps: &ConversationDeps,
     request: &ChatRequest,

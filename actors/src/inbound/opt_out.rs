@@ -89,6 +89,7 @@ async fn record(
     reply.outbound = Some(outgoing.to_stored());
     let reply = conversations::append_message(&txn, &conversation, reply, now).await?;
     txn.commit().await?;
+    handles.stored_messages(event.workspace_id, person.id, now);
     Ok(Some((reply.id, outgoing)))
 }
 

@@ -6,11 +6,12 @@
 //! - chat: `POST /conversation/{id}/chat/{channel}` through Parley, round-robin over identities.
 //!
 //! Run: `cargo run --release -p parley-benches --bin chat_latency -- [turns] [identities]`
+//! With `PARLEY_BENCH_SPANS=1` it also prints the mean wall time of each stage's span per turn.
 
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use parley_benches::{BenchServer, print_comparison};
+use parley_benches::{BenchServer, SpanTimes, print_comparison};
 use serde_json::json;
 
 #[tokio::main]
@@ -25,6 +26,7 @@ async fn main() -> anyhow::Result<()> {
         .map_or(Ok(20), |a| a.parse())
         .context("identities")?;
 
+    let spans = SpanTimes::install();
     let server = BenchServer::start(|_| {}).await?;
     let (_, channel) = server
         .assistant_channel(
@@ -38,8 +40,12 @@ async fn main() -> anyhow::Result<()> {
             .send(reqwest::Method::PUT, &format!("/identity/bench-{n}"), &body)
             .await?;
     }
-    let (baseline, turn_times) = measure(&server, &channel, turns, identities).await?;
+    let (baseline, turn_times) =
+        measure(&server, &channel, turns, identities, spans.as_ref()).await?;
     report(&server, turns, identities, &baseline, &turn_times)?;
+    if let Some(spans) = spans {
+        spans.print(turns);
+    }
     server.stop().await
 }
 
@@ -50,6 +56,7 @@ async fn measure(
     channel: &str,
     turns: usize,
     identities: usize,
+    spans: Option<&SpanTimes>,
 ) -> anyhow::Result<(Vec<Duration>, Vec<Duration>)> {
     // Baseline: the request a turn makes, straight to the model.
     let direct_body = json!({"model": "fake", "stream": false, "messages": [
@@ -77,6 +84,9 @@ async fn measure(
     for n in 0..identities.max(20) {
         direct().await?;
         chat(n).await?;
+    }
+    if let Some(spans) = spans {
+        spans.reset();
     }
     let mut baseline = Vec::with_capacity(turns);
     let mut turn_times = Vec::with_capacity(turns);

@@ -1,0 +1,303 @@
+//! What a live identity costs in memory, and how long passivating many of them takes.
+//!
+//! Starts Parley in-process (SQLite, or `PARLEY_BENCH_DATABASE_URL`) with the fake model, stores
+//! `identities` people, gives each one chat turn (32 at a time), and measures in the same run:
+//! - Parley: this process's RSS growth per live ConversationActor, after every person's turn;
+//! - baseline: in a child process (a clean heap), one bare tokio task per person holding a deep
+//!   copy of what a live identity's actor keeps between turns (the identity, its memory, its
+//!   current conversation and that conversation's recent messages, read from this run's
+//!   database), waiting on a notification;
+//! - passivation: how long after the last actor's idle timeout every actor has stopped, and
+//!   the RSS left afterwards.
+//!
+//! The actors' idle timeout must outlast the turns (a person whose actor passivated before the
+//! measurement is not live); the report says how many were live when measured.
+//!
+//! Run: `cargo run --release -p parley-benches --bin idle_identities -- [identities] [idle_secs]`
+//! (defaults 100000 and 300).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use futures_util::StreamExt;
+use parley_benches::{BenchServer, memory_kib};
+use parley_persistence::identities::{self, NewIdentity};
+use parley_persistence::{TransactionTrait, clock, conversations, memory};
+use serde_json::json;
+use uuid::Uuid;
+
+const CONCURRENCY: usize = 32;
+/// Identities stored per transaction while setting up.
+const BATCH: usize = 1_000;
+/// Recent messages a live actor keeps for a one-turn conversation (the person's and the reply).
+const KEPT_MESSAGES: u64 = 2;
+
+fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    if args.first().map(String::as_str) == Some("--baseline") {
+        return runtime.block_on(baseline_child(&args[1..]));
+    }
+    let identities: usize = args
+        .first()
+        .map_or(Ok(100_000), |a| a.parse())
+        .context("identities")?;
+    let idle_secs: u64 = args
+        .get(1)
+        .map_or(Ok(300), |a| a.parse())
+        .context("idle_secs")?;
+    runtime.block_on(run(identities, idle_secs))
+}
+
+async fn run(identities: usize, idle_secs: u64) -> anyhow::Result<()> {
+    let server = BenchServer::start(|settings| {
+        settings.actors.conversation_actor_idle_secs = idle_secs;
+    })
+    .await?;
+    let (_, channel) = server
+        .assistant_channel(
+            "You help {{identity.name}}.",
+            &json!({"name": "Bench line", "integration": "sandbox"}),
+        )
+        .await?;
+    let channel: Uuid = channel.parse()?;
+    let people = store_identities(&server, identities).await?;
+
+    // One person's turn first, so that what every turn shares (pools, clients, caches of the
+    // channel and the workspace) is in the starting figure.
+    chat(&server, people[0], channel).await?;
+    let rss_before = memory_kib("VmRSS");
+    let started = Instant::now();
+    let results: Vec<anyhow::Result<()>> = futures_util::stream::iter(people[1..].iter().copied())
+        .map(|person| chat(&server, person, channel))
+        .buffer_unordered(CONCURRENCY)
+        .collect()
+        .await;
+    results.into_iter().collect::<anyhow::Result<()>>()?;
+    let turns_took = started.elapsed();
+    let last_turn = Instant::now();
+    let live = live_conversations(&server).await?;
+    let rss_live = memory_kib("VmRSS");
+
+    let baseline = run_baseline_child(&server, people[0], channel, identities).await?;
+
+    let idle_deadline = last_turn + Duration::from_secs(idle_secs);
+    let passivated = wait_until_passivated(&server, idle_deadline).await?;
+    let rss_after = memory_kib("VmRSS");
+
+    let per_actor = kib_per(rss_live.saturating_sub(rss_before), live.saturating_sub(1));
+    println!(
+        "idle_identities: {identities} identities, one turn each ({CONCURRENCY} at a time, {:.1} s, {:.0} turns/s), database {}",
+        turns_took.as_secs_f64(),
+        identities as f64 / turns_took.as_secs_f64(),
+        server.database_kind()
+    );
+    println!(
+        "{:<44} {:>10}",
+        "live conversation actors when measured", live
+    );
+    println!(
+        "{:<44} {:>10} {:>12} {:>14}",
+        "", "RSS before", "RSS live", "per identity"
+    );
+    println!(
+        "{:<44} {:>10} {:>12} {:>14}",
+        "Parley (ConversationActor)",
+        mib(rss_before),
+        mib(rss_live),
+        format!("{per_actor:.2} KiB")
+    );
+    println!(
+        "{:<44} {:>10} {:>12} {:>14}",
+        "bare tokio task, same cached state",
+        mib(baseline.before_kib),
+        mib(baseline.after_kib),
+        format!("{:.2} KiB", baseline.per_task_kib())
+    );
+    println!(
+        "ratio Parley/baseline per identity: {:.2}",
+        per_actor / baseline.per_task_kib().max(1e-9)
+    );
+    println!(
+        "{:<44} {:>10}",
+        "passivated all, after the last idle timeout",
+        format!("{:.2} s", passivated.as_secs_f64())
+    );
+    println!("{:<44} {:>10}", "RSS after passivation", mib(rss_after));
+    server.stop().await
+}
+
+/// Stores `count` identities straight in the database, a batch per transaction.
+async fn store_identities(server: &BenchServer, count: usize) -> anyhow::Result<Vec<Uuid>> {
+    let db = parley_persistence::connect(server.database_url()).await?;
+    let workspace_id = server.workspace_id;
+    let mut people = Vec::with_capacity(count);
+    for chunk in (0..count).collect::<Vec<_>>().chunks(BATCH) {
+        let txn = db.begin().await?;
+        for n in chunk {
+            let new = NewIdentity {
+                id: Uuid::now_v7(),
+                name: Some(format!("Person {n}")),
+                external_id: Some(format!("idle-{n}")),
+                metadata: json!({}),
+                opted_out: false,
+            };
+            people.push(
+                identities::create(&txn, workspace_id, new, clock::now())
+                    .await?
+                    .id,
+            );
+        }
+        txn.commit().await?;
+    }
+    db.close().await?;
+    Ok(people)
+}
+
+async fn chat(server: &BenchServer, person: Uuid, channel: Uuid) -> anyhow::Result<()> {
+    server
+        .post(
+            &format!("/conversation/{person}/chat/{channel}"),
+            &json!({"message": "hello"}),
+        )
+        .await
+        .map(drop)
+}
+
+/// Live actors under `root/conversations`, from `GET /admin/actors`.
+async fn live_conversations(server: &BenchServer) -> anyhow::Result<usize> {
+    let tree = server
+        .send(reqwest::Method::GET, "/admin/actors", &json!({}))
+        .await?;
+    tree["data"]["supervisors"]
+        .as_array()
+        .and_then(|s| {
+            s.iter()
+                .find(|s| s["path"] == "root/conversations")
+                .and_then(|s| s["live"].as_u64())
+        })
+        .and_then(|n| usize::try_from(n).ok())
+        .context("no root/conversations in the actor tree")
+}
+
+/// Waits until no conversation actor is live; answers how long after `idle_deadline` (the
+/// moment the last actor's idle timeout ran out) that was.
+async fn wait_until_passivated(
+    server: &BenchServer,
+    idle_deadline: Instant,
+) -> anyhow::Result<Duration> {
+    tokio::time::sleep_until(idle_deadline.into()).await;
+    let give_up = Instant::now() + Duration::from_secs(600);
+    while live_conversations(server).await? > 0 {
+        anyhow::ensure!(Instant::now() < give_up, "actors still live after 600 s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(idle_deadline.elapsed())
+}
+
+/// What the baseline child measured.
+struct BaselineFigures {
+    before_kib: u64,
+    after_kib: u64,
+    tasks: usize,
+}
+
+impl BaselineFigures {
+    fn per_task_kib(&self) -> f64 {
+        kib_per(self.after_kib.saturating_sub(self.before_kib), self.tasks)
+    }
+}
+
+/// Runs this binary again as the baseline, on the same database and person.
+async fn run_baseline_child(
+    server: &BenchServer,
+    person: Uuid,
+    channel: Uuid,
+    tasks: usize,
+) -> anyhow::Result<BaselineFigures> {
+    let me = std::env::current_exe()?;
+    let args = [
+        "--baseline".to_owned(),
+        server.database_url().to_owned(),
+        server.workspace_id.to_string(),
+        person.to_string(),
+        channel.to_string(),
+        tasks.to_string(),
+    ];
+    let output =
+        tokio::task::spawn_blocking(move || std::process::Command::new(me).args(args).output())
+            .await??;
+    anyhow::ensure!(
+        output.status.success(),
+        "baseline failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = String::from_utf8(output.stdout)?;
+    let field = |name: &str| -> anyhow::Result<u64> {
+        text.split_whitespace()
+            .find_map(|w| w.strip_prefix(name))
+            .context("baseline output")?
+            .parse()
+            .map_err(anyhow::Error::from)
+    };
+    Ok(BaselineFigures {
+        before_kib: field("before_kib=")?,
+        after_kib: field("after_kib=")?,
+        tasks: usize::try_from(field("tasks=")?)?,
+    })
+}
+
+/// The baseline: `count` tokio tasks, each holding its own copy of one live identity's cached
+/// state as read from the database.
+async fn baseline_child(args: &[String]) -> anyhow::Result<()> {
+    let [url, workspace_id, person, channel, count] = args else {
+        anyhow::bail!("--baseline <database url> <workspace> <identity> <channel> <tasks>");
+    };
+    let workspace_id: i64 = workspace_id.parse()?;
+    let person: Uuid = person.parse()?;
+    let channel: Uuid = channel.parse()?;
+    let count: usize = count.parse()?;
+    let db = parley_persistence::connect(url).await?;
+    let identity = identities::find(&db, workspace_id, person)
+        .await?
+        .context("the bench's identity")?;
+    let remembered = memory::list(&db, person).await?;
+    let conversation = conversations::latest_for(&db, person, channel)
+        .await?
+        .context("the bench's conversation")?;
+    let history = conversations::recent_messages(&db, conversation.id, KEPT_MESSAGES).await?;
+    db.close().await?;
+    let state = (identity, remembered, conversation, history);
+
+    let release = Arc::new(tokio::sync::Notify::new());
+    let before_kib = memory_kib("VmRSS");
+    let mut tasks = Vec::with_capacity(count);
+    for _ in 0..count {
+        let held = state.clone();
+        let release = release.clone();
+        tasks.push(tokio::spawn(async move {
+            release.notified().await;
+            drop(held);
+        }));
+    }
+    // Let every task reach its wait.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let after_kib = memory_kib("VmRSS");
+    release.notify_waiters();
+    for task in tasks {
+        task.await?;
+    }
+    println!("before_kib={before_kib} after_kib={after_kib} tasks={count}");
+    Ok(())
+}
+
+fn kib_per(kib: u64, count: usize) -> f64 {
+    kib as f64 / count.max(1) as f64
+}
+
+fn mib(kib: u64) -> String {
+    format!("{:.0} MiB", kib as f64 / 1024.0)
+}
