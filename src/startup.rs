@@ -96,13 +96,30 @@ impl Application {
         };
         let addr = listener.local_addr()?;
         tracing::info!(%addr, "listening");
+        let checkpoints = tokio::spawn(checkpoint_every(state.db.clone(), WAL_CHECKPOINT_EVERY));
         serve(listener, router(state.clone()), limits, shutdown, grace).await;
         state.actors.shutdown(grace).await;
+        checkpoints.abort();
         if let Err(error) = state.db.close_by_ref().await {
             tracing::warn!(%error, "closing the database");
         }
         tracing::info!("stopped");
         Ok(())
+    }
+}
+
+/// How often the embedded SQLite database's write-ahead log is copied into the database file.
+const WAL_CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
+
+/// Checkpoints the embedded database's write-ahead log every `period` until aborted.
+async fn checkpoint_every(db: DatabaseConnection, period: Duration) {
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        tick.tick().await;
+        if let Err(error) = parley_persistence::checkpoint_wal(&db).await {
+            tracing::warn!(%error, "the SQLite write-ahead log could not be checkpointed");
+        }
     }
 }
 

@@ -29,7 +29,9 @@ pub mod webhook_events;
 pub mod workers;
 pub mod workspaces;
 
-pub use connection::{begin_write, connect, migrate, pool_connections, sqlite_url_in};
+pub use connection::{
+    begin_write, checkpoint_wal, connect, migrate, pool_connections, sqlite_url_in,
+};
 pub use error::PersistenceError;
 pub use page::{Cursor, CursorPage, Page, Paged};
 pub use sea_orm::{ConnectionTrait, DatabaseConnection, TransactionTrait};

@@ -112,7 +112,10 @@ async fn a_message_sent_to_a_live_identity_is_in_its_next_turns_history() {
         [
             (json!("user"), json!("one")),
             (json!("assistant"), json!("You said: one")),
-            (json!("assistant"), json!("Hi Ana, your order #42 has shipped.")),
+            (
+                json!("assistant"),
+                json!("Hi Ana, your order #42 has shipped.")
+            ),
             (json!("user"), json!("two")),
         ]
     );

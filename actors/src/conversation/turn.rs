@@ -9,7 +9,7 @@ use std::collections::hash_map::Entry;
 
 use parley_persistence::conversations::{self, NewMessage};
 use parley_persistence::entities::{conversation, message, stage};
-use parley_persistence::{clock, deliveries};
+use parley_persistence::{DatabaseConnection, clock, deliveries};
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tracing::Instrument;
@@ -31,11 +31,11 @@ use crate::outbound::Outgoing;
 /// Stored messages read back to build history; far more than any `history_turns` needs.
 const HISTORY_WINDOW: u64 = 400;
 
-/// The person's side of a turn, stored.
-struct Stored {
+/// Where the person's side of a turn goes, found before anything of it is stored.
+struct Found {
     conversation: conversation::Model,
-    /// The messages of this turn, so that history leaves them out.
-    new_ids: Vec<Uuid>,
+    /// The batch's message an earlier attempt stored already (a re-dispatched event).
+    resumed: Option<message::Model>,
 }
 
 /// Runs one turn for `batch` (one message, or a debounced burst on one channel).
@@ -46,17 +46,18 @@ pub(crate) async fn run(
     routed: &Routed,
     batch: &[TurnRequest],
 ) -> Result<TurnOutcome, TurnError> {
-    let stored = match record_inbound(deps, &mut *context, routed, batch).await? {
-        Ok(stored) => stored,
+    let found = match find_thread(deps, &mut *context, routed, batch).await? {
+        Ok(found) => found,
         Err(answered) => return Ok(answered),
     };
-    let plan = ReplyPlan::new(batch, stored.new_ids.last().copied(), context.identity.id);
-    let mut messages = prompt(deps, &mut *context, stages, routed, &stored, batch).await?;
+    let conversation = &found.conversation;
+    let resumed: Vec<Uuid> = found.resumed.iter().map(|m| m.id).collect();
+    let mut messages = prompt(deps, &mut *context, stages, routed, &found, &resumed, batch).await?;
     let context_of_call = CallContext {
         workspace_id: context.identity.workspace_id,
         assistant_id: Some(routed.assistant.id),
         identity_id: Some(context.identity.id),
-        conversation_id: Some(stored.conversation.id),
+        conversation_id: Some(conversation.id),
     };
     let toolbox = Toolbox::assemble(&deps.mcp, routed, stages, context_of_call)
         .instrument(tracing::debug_span!("toolbox"))
@@ -64,24 +65,40 @@ pub(crate) async fn run(
     let specs = &toolbox.specs;
     let streams: Vec<mpsc::Sender<TurnEvent>> =
         batch.iter().filter_map(|r| r.events().cloned()).collect();
+    let rounds = deps.settings.max_tool_rounds;
+    // The last round offers no tools, so the model has to answer in words.
+    let offer = |round: u32| if round < rounds { &specs[..] } else { &[] };
+    let request = |round: u32, messages: &[ChatMessage]| ChatRequest {
+        model: routed.assistant.model.clone(),
+        messages: messages.to_vec(),
+        tools: offer(round).to_vec(),
+        temperature: routed.settings.temperature,
+        max_tokens: routed.settings.max_tokens,
+    };
+
+    // The person's messages are stored while the model reads them (the prompt does not need
+    // their rows): a turn does not wait for a commit before its first token. Both finish
+    // before anything else happens, so a reply is never stored before what it answers, and a
+    // model that fails leaves the person's messages stored.
+    let first_request = request(0, &messages);
+    let (stored, first) = tokio::join!(
+        store_inbound(&deps.db, &found, batch),
+        call_model(deps, &first_request, &streams),
+    );
+    let new_ids = remember_stored(context, routed, &found, stored?);
+    let plan = ReplyPlan::new(batch, new_ids.last().copied(), context.identity.id);
+    let mut first = Some(first);
 
     let mut usage = Usage::default();
     let mut records = Vec::new();
-    let rounds = deps.settings.max_tool_rounds;
     for round in 0..=rounds {
-        // The last round offers no tools, so the model has to answer in words.
-        let offer = if round < rounds { &specs[..] } else { &[] };
-        let request = ChatRequest {
-            model: routed.assistant.model.clone(),
-            messages: messages.clone(),
-            tools: offer.to_vec(),
-            temperature: routed.settings.temperature,
-            max_tokens: routed.settings.max_tokens,
+        let answered = match first.take() {
+            Some(answered) => answered,
+            None => call_model(deps, &request(round, &messages), &streams).await,
         };
-        let completion = match call_model(deps, &request, &streams).await {
+        let completion = match answered {
             Ok(completion) => completion,
             Err(error) => {
-                let conversation = &stored.conversation;
                 // The fallback (if any) is stored without passing through the kept history.
                 context.missed(clock::now());
                 return reply::fall_back(deps, conversation, routed, &streams, error, &plan)
@@ -94,14 +111,14 @@ pub(crate) async fn run(
             }
         };
         usage += completion.usage;
-        if completion.tool_calls.is_empty() || offer.is_empty() {
+        if completion.tool_calls.is_empty() || offer(round).is_empty() {
             let stored_reply = plan
-                .store(&deps.db, &stored.conversation, &completion)
+                .store(&deps.db, conversation, &completion)
                 .instrument(tracing::debug_span!("store_reply"))
                 .await?;
             context.wrote(&stored_reply);
             return Ok(TurnOutcome {
-                conversation_id: stored.conversation.id,
+                conversation_id: conversation.id,
                 message_id: stored_reply.id,
                 reply: completion.content,
                 tool_calls: records,
@@ -114,7 +131,7 @@ pub(crate) async fn run(
             deps,
             context: &mut *context,
             stages,
-            conversation: &stored.conversation,
+            conversation,
             toolbox: &toolbox,
         };
         records.extend(call.run(&completion, &mut messages).await?);
@@ -124,16 +141,16 @@ pub(crate) async fn run(
     ))
 }
 
-/// Stores the person's messages in the current conversation. A re-dispatched WhatsApp
-/// message resumes where the last attempt stopped: answered already, it gives the stored
-/// reply back (`Err`) instead of asking the model again.
-#[tracing::instrument(name = "record_inbound", level = "debug", skip_all)]
-async fn record_inbound(
+/// The conversation the person's messages go to. A re-dispatched WhatsApp message resumes
+/// where the last attempt stopped: answered already, it gives the stored reply back (`Err`)
+/// instead of asking the model again.
+#[tracing::instrument(name = "find_thread", level = "debug", skip_all)]
+async fn find_thread(
     deps: &ConversationDeps,
     context: &mut Context,
     routed: &Routed,
     batch: &[TurnRequest],
-) -> Result<Result<Stored, TurnOutcome>, TurnError> {
+) -> Result<Result<Found, TurnOutcome>, TurnError> {
     let db = &deps.db;
     let mut resumed: Option<message::Model> = None;
     for wamid in batch.iter().filter_map(TurnRequest::wamid) {
@@ -182,56 +199,83 @@ async fn record_inbound(
             }
         }
     };
-    let mut new_ids = Vec::with_capacity(batch.len());
-    let mut appended_at = None;
+    Ok(Ok(Found {
+        conversation,
+        resumed,
+    }))
+}
+
+/// Stores the batch's messages from the person that no earlier attempt stored; answers the id
+/// of every message of the batch (stored now or before) and the rows stored now.
+#[tracing::instrument(name = "store_inbound", level = "debug", skip_all)]
+async fn store_inbound(
+    db: &DatabaseConnection,
+    found: &Found,
+    batch: &[TurnRequest],
+) -> Result<(Vec<Uuid>, Vec<message::Model>), TurnError> {
+    let mut ids = Vec::with_capacity(batch.len());
+    let mut stored_now = Vec::with_capacity(batch.len());
     for request in batch.iter().filter(|r| r.follow_up().is_none()) {
         let wamid = request.wamid();
-        if let Some(stored) = resumed
+        if let Some(stored) = found
+            .resumed
             .as_ref()
             .filter(|m| m.platform_message_id.as_deref() == wamid && wamid.is_some())
         {
-            new_ids.push(stored.id);
+            ids.push(stored.id);
             continue;
         }
         let mut message = NewMessage::from_person(request.text.clone());
         message.platform_message_id = wamid.map(str::to_owned);
         message.metadata = request.metadata.clone();
         let stored =
-            conversations::append_message(db, &conversation, message, clock::now()).await?;
-        context.wrote(&stored);
-        new_ids.push(stored.id);
-        // What `append_message` wrote as the conversation's `last_message_at`.
-        appended_at = Some(stored.created_at);
+            conversations::append_message(db, &found.conversation, message, clock::now()).await?;
+        ids.push(stored.id);
+        stored_now.push(stored);
     }
-    if resumed.is_none() {
-        let mut current = conversation.clone();
-        if let Some(at) = appended_at {
-            current.last_message_at = at;
+    Ok((ids, stored_now))
+}
+
+/// Keeps what [`store_inbound`] stored: in the history, and as the channel's current
+/// conversation (its `last_message_at` is the newest message's time); answers the ids.
+fn remember_stored(
+    context: &mut Context,
+    routed: &Routed,
+    found: &Found,
+    (ids, stored_now): (Vec<Uuid>, Vec<message::Model>),
+) -> Vec<Uuid> {
+    for stored in &stored_now {
+        context.wrote(stored);
+    }
+    if found.resumed.is_none() {
+        let mut current = found.conversation.clone();
+        if let Some(newest) = stored_now.last() {
+            current.last_message_at = newest.created_at;
         }
         context.conversations.insert(routed.channel.id, current);
     }
-    Ok(Ok(Stored {
-        conversation,
-        new_ids,
-    }))
+    ids
 }
 
-/// The model's messages: rendered instructions, the last whole turns, the new text.
+/// The model's messages: rendered instructions, the last whole turns, the new text. Built
+/// before the batch's messages are stored.
 #[tracing::instrument(name = "prompt", level = "debug", skip_all)]
 async fn prompt(
     deps: &ConversationDeps,
     context: &mut Context,
     stages: &[stage::Model],
     routed: &Routed,
-    stored: &Stored,
+    found: &Found,
+    resumed: &[Uuid],
     batch: &[TurnRequest],
 ) -> Result<Vec<ChatMessage>, TurnError> {
     let turns = routed.settings.history_turns();
-    let kept = kept_history(deps, context, routed.channel.id, stored.conversation.id).await?;
+    let kept = kept_history(deps, context, routed.channel.id, found.conversation.id).await?;
+    // The batch's messages are stored after this (or, resumed, may be kept already).
     let earlier: Vec<_> = kept
         .messages()
         .iter()
-        .filter(|m| !stored.new_ids.contains(&m.id))
+        .filter(|m| !resumed.contains(&m.id))
         .cloned()
         .collect();
     // What the next turn needs: this turn's messages and the turns before them.
