@@ -8,6 +8,7 @@ mod assistants;
 mod auth;
 mod campaigns;
 pub(crate) use auth::{AuthFailures, KnownKeys};
+pub(crate) use chat::IdentityPaths;
 mod channels;
 mod chat;
 mod conversations;
@@ -25,6 +26,7 @@ mod metrics;
 mod middleware;
 pub(crate) mod openapi;
 mod pagination;
+mod remembered;
 mod sandbox;
 mod scheduled_tasks;
 mod send;
@@ -67,6 +69,8 @@ pub struct AppState {
     pub(crate) auth_failures: auth::AuthFailures,
     /// Keys that authenticated recently.
     pub(crate) known_keys: auth::KnownKeys,
+    /// Identity paths the conversation endpoints resolved recently.
+    pub(crate) identity_paths: chat::IdentityPaths,
     /// The Prometheus recorder's handle (`None` when another recorder was installed first).
     pub(crate) metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
 }
@@ -144,6 +148,10 @@ impl AppState {
     /// Tells the live actors that something they may cache changed; call it after the write
     /// is committed.
     pub(crate) fn changed(&self, change: Change) {
+        if matches!(change, Change::Identity { .. }) {
+            // Any identity write may make a path name another identity (or none).
+            self.identity_paths.clear();
+        }
         self.actors.changed(change);
     }
 

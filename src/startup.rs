@@ -60,6 +60,7 @@ impl Application {
                     settings.server.auth_failures_per_minute,
                 ),
                 known_keys: crate::http::KnownKeys::default(),
+                identity_paths: crate::http::IdentityPaths::default(),
                 settings: Arc::new(settings),
                 db,
                 actors,

@@ -1,10 +1,9 @@
 //! Bearer API-key authentication and the permission check every handler makes.
 
-use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::num::NonZeroU32;
-use std::sync::{Arc, PoisonError, RwLock};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::header::AUTHORIZATION;
@@ -16,6 +15,7 @@ use uuid::Uuid;
 use crate::domain::{Permission, Permissions, hash_api_key};
 use crate::http::AppState;
 use crate::http::error::ApiError;
+use crate::http::remembered::Remembered;
 
 /// How often `last_used_at` is written for a key in steady use.
 const LAST_USED_RESOLUTION: chrono::Duration = chrono::Duration::minutes(1);
@@ -57,7 +57,7 @@ impl FromRequestParts<AppState> for Caller {
         let refused = || state.auth_failures.refuse(parts);
         let presented = bearer_token(parts).ok_or_else(refused)?;
         let hash = hash_api_key(presented);
-        let known = match state.known_keys.get(&hash) {
+        let known = match state.known_keys.0.get(&hash) {
             Some(known) => known,
             None => {
                 let Some((key, workspace)) = api_keys::find_by_hash(&state.db, &hash).await? else {
@@ -76,9 +76,8 @@ impl FromRequestParts<AppState> for Caller {
                     key_id: key.id,
                     expires_at: key.expires_at,
                     last_used_at: key.last_used_at,
-                    read_at: Instant::now(),
                 };
-                state.known_keys.insert(hash.clone(), known.clone());
+                state.known_keys.0.insert(hash.clone(), known.clone());
                 known
             }
         };
@@ -91,7 +90,10 @@ impl FromRequestParts<AppState> for Caller {
             .is_none_or(|at| now - at >= LAST_USED_RESOLUTION)
         {
             api_keys::touch(&state.db, known.key_id, now).await?;
-            state.known_keys.used(&hash, now);
+            state
+                .known_keys
+                .0
+                .update(&hash, |known| known.last_used_at = Some(now));
         }
         let span = tracing::Span::current();
         span.record("workspace_id", known.caller.workspace_id);
@@ -103,18 +105,19 @@ impl FromRequestParts<AppState> for Caller {
 /// How long an authenticated key is answered from memory before it is read again.
 const KNOWN_KEY_TTL: Duration = Duration::from_secs(10);
 
-/// Keys remembered at most; past this the memory starts over.
-const KNOWN_KEYS_MAX: usize = 10_000;
-
 /// Keys that authenticated in the last [`KNOWN_KEY_TTL`], by hash, so that a request does not
 /// read its key (and workspace) again: one statement less on every authenticated request.
 /// Only successes are remembered (a wrong key always reaches the database and the failure
 /// limiter); expiry is checked on every use; a key revoked through this server is forgotten
 /// at once. A key revoked through another server sharing the database (or by hand in the
 /// database) is refused here within [`KNOWN_KEY_TTL`].
-#[derive(Clone, Debug, Default)]
-pub(crate) struct KnownKeys {
-    keys: Arc<RwLock<HashMap<String, KnownKey>>>,
+#[derive(Clone, Debug)]
+pub(crate) struct KnownKeys(Remembered<KnownKey>);
+
+impl Default for KnownKeys {
+    fn default() -> Self {
+        Self(Remembered::new(KNOWN_KEY_TTL))
+    }
 }
 
 /// What a remembered key grants.
@@ -124,39 +127,12 @@ struct KnownKey {
     key_id: Uuid,
     expires_at: Option<chrono::DateTime<chrono::Utc>>,
     last_used_at: Option<chrono::DateTime<chrono::Utc>>,
-    read_at: Instant,
 }
 
 impl KnownKeys {
-    fn get(&self, hash: &str) -> Option<KnownKey> {
-        let keys = self.keys.read().unwrap_or_else(PoisonError::into_inner);
-        keys.get(hash)
-            .filter(|known| known.read_at.elapsed() < KNOWN_KEY_TTL)
-            .cloned()
-    }
-
-    fn insert(&self, hash: String, known: KnownKey) {
-        let mut keys = self.keys.write().unwrap_or_else(PoisonError::into_inner);
-        if keys.len() >= KNOWN_KEYS_MAX {
-            keys.retain(|_, k| k.read_at.elapsed() < KNOWN_KEY_TTL);
-            if keys.len() >= KNOWN_KEYS_MAX {
-                keys.clear();
-            }
-        }
-        keys.insert(hash, known);
-    }
-
-    fn used(&self, hash: &str, at: chrono::DateTime<chrono::Utc>) {
-        let mut keys = self.keys.write().unwrap_or_else(PoisonError::into_inner);
-        if let Some(known) = keys.get_mut(hash) {
-            known.last_used_at = Some(at);
-        }
-    }
-
     /// Forgets a key (it was revoked): its next request reads it again, and is refused.
     pub(crate) fn forget(&self, key_id: Uuid) {
-        let mut keys = self.keys.write().unwrap_or_else(PoisonError::into_inner);
-        keys.retain(|_, known| known.key_id != key_id);
+        self.0.forget(|known| known.key_id == key_id);
     }
 }
 

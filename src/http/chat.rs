@@ -29,6 +29,7 @@ use crate::http::error::Refusal;
 use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Json, Path, Query};
 use crate::http::identities::find_identity;
+use crate::http::remembered::Remembered;
 use crate::http::validation::{Problems, object_or_empty, parse_uuid};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -238,9 +239,40 @@ async fn resolve(
     identity_id: &str,
     channel_id: &str,
 ) -> Result<(Uuid, Uuid)> {
-    let identity = find_identity(&state.db, caller.workspace_id, identity_id).await?;
     let channel_id = parse_uuid(channel_id, "channel_id")?;
+    let path = format!("{}/{identity_id}", caller.workspace_id);
+    if let Some(known) = state.identity_paths.0.get(&path) {
+        return Ok((known, channel_id));
+    }
+    let identity = find_identity(&state.db, caller.workspace_id, identity_id).await?;
+    state.identity_paths.0.insert(path, identity.id);
     Ok((identity.id, channel_id))
+}
+
+/// How long a resolved identity path is answered from memory.
+const IDENTITY_PATH_TTL: Duration = Duration::from_secs(10);
+
+/// The identity each path (id, external id, phone, e-mail) of a workspace named when the
+/// conversation endpoints last resolved it, so that a chat does not look its identity up on
+/// every message. Only paths that named an identity are remembered; any identity write through
+/// this server forgets them all ([`AppState::changed`]), so a path that comes to name another
+/// identity is read again at once; one changed through another server sharing the database is
+/// read again within [`IDENTITY_PATH_TTL`]. A remembered identity deleted since is refused by
+/// its conversation actor (404).
+#[derive(Clone, Debug)]
+pub(crate) struct IdentityPaths(Remembered<Uuid>);
+
+impl Default for IdentityPaths {
+    fn default() -> Self {
+        Self(Remembered::new(IDENTITY_PATH_TTL))
+    }
+}
+
+impl IdentityPaths {
+    /// Forgets every path.
+    pub(crate) fn clear(&self) {
+        self.0.clear();
+    }
 }
 
 fn conversations(state: &AppState) -> Result<Conversations> {

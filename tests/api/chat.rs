@@ -799,3 +799,32 @@ async fn an_error_event_carries_a_public_message_not_the_upstreams_words() {
     assert!(!content.contains("127.0.0.1"), "{content}");
     assert_eq!(events[0]["code"], "upstream_failed");
 }
+
+#[tokio::test]
+async fn a_path_that_comes_to_name_another_identity_reaches_it_at_once() {
+    let app = spawn_app().await;
+    let (_, channel) = app.chat_channel("Echo.", json!({})).await;
+    let first = app.put_identity("crm-1", json!({"name": "Ana"})).await;
+    expect_status(app.chat("crm-1", &channel, "hello").await, 200).await;
+
+    let first_id = first["id"].as_str().expect("id");
+    expect_status(app.delete(&format!("/identity/{first_id}")).await, 200).await;
+    expect_error(
+        app.chat("crm-1", &channel, "anyone?").await,
+        404,
+        "not_found",
+    )
+    .await;
+    let second = app.put_identity("crm-1", json!({"name": "Bia"})).await;
+    assert_ne!(second["id"], first["id"]);
+
+    let answered = expect_status(app.chat("crm-1", &channel, "hello again").await, 200).await;
+    let listed = expect_status(app.get("/conversations?identity_id=crm-1").await, 200).await;
+    let ids: Vec<_> = listed["data"]
+        .as_array()
+        .expect("conversations")
+        .iter()
+        .map(|c| c["id"].clone())
+        .collect();
+    assert_eq!(ids, [answered["data"]["conversation_id"].clone()]);
+}
