@@ -3,13 +3,15 @@
 //! Starts Parley in-process on SQLite (or `PARLEY_BENCH_DATABASE_URL`) with one identity (with
 //! a phone) and 20 workers, and a bare axum server on the same database and pool size whose
 //! handlers run the statements Parley's do, through sqlx with no ORM: the key joined with its
-//! workspace, then the identity and its contact points (`GET /identity/{id}`), or the count
-//! and the first page of workers (`GET /workers`), answered as JSON. 32 clients at a time; the
+//! workspace (remembered for 10 s, as Parley remembers it), then the identity and its contact
+//! points (`GET /identity/{id}`), or the count and the first page of workers (`GET /workers`),
+//! answered as JSON. 32 clients at a time; the
 //! two servers take turns, endpoint by endpoint, so both see the same machine weather.
 //!
 //! Run: `cargo run --release -p parley-benches --bin crud_reads -- [requests per endpoint]`
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -147,6 +149,16 @@ struct Baseline {
     base: String,
 }
 
+/// The bare server's state: its pool, and the keys it authenticated recently, remembered for
+/// as long as Parley remembers them (so both run the same statements per request).
+struct Bare {
+    pool: Pool,
+    keys: RwLock<HashMap<String, (i64, Instant)>>,
+}
+
+/// How long Parley remembers an authenticated key (`src/http/auth.rs`).
+const KEY_TTL: Duration = Duration::from_secs(10);
+
 impl Baseline {
     async fn start(url: &str) -> anyhow::Result<Self> {
         let pool = if url.starts_with("sqlite:") {
@@ -167,7 +179,10 @@ impl Baseline {
         let app = axum::Router::new()
             .route("/identity/{id}", axum::routing::get(identity))
             .route("/workers", axum::routing::get(workers))
-            .with_state(Arc::new(pool));
+            .with_state(Arc::new(Bare {
+                pool,
+                keys: RwLock::new(HashMap::new()),
+            }));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let base = format!("http://{}", listener.local_addr()?);
         tokio::spawn(async move { axum::serve(listener, app).await });
@@ -200,20 +215,31 @@ macro_rules! col {
 
 type Time = chrono::DateTime<chrono::Utc>;
 
-/// The key's workspace, as Parley's authentication finds it (one joined statement).
-async fn authenticate(pool: &Pool, headers: &HeaderMap) -> Result<i64, StatusCode> {
+/// The key's workspace, as Parley's authentication finds it: from memory when it authenticated
+/// in the last [`KEY_TTL`], else with one joined statement.
+async fn authenticate(bare: &Bare, headers: &HeaderMap) -> Result<i64, StatusCode> {
     let token = headers
         .get("authorization")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .ok_or(StatusCode::UNAUTHORIZED)?;
     let hash = parley::domain::hash_api_key(token);
+    let remembered = bare
+        .keys
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(&hash)
+        .filter(|(_, at)| at.elapsed() < KEY_TTL)
+        .map(|(workspace, _)| *workspace);
+    if let Some(workspace) = remembered {
+        return Ok(workspace);
+    }
     let found = query_json!(
-        pool,
+        &bare.pool,
         "SELECT k.id, k.workspace_id, k.user_id, k.permissions, k.revoked_at, k.expires_at, \
          k.last_used_at, w.id, w.business_id, w.name FROM api_keys k \
          JOIN workspaces w ON w.id = k.workspace_id WHERE k.key_hash = $1",
-        [hash],
+        [hash.clone()],
         |row| json!({"workspace": col!(row, 1, i64), "permissions": col!(row, 3, String),
                      "revoked": col!(row, 4, Time).is_some()})
     )?;
@@ -221,17 +247,22 @@ async fn authenticate(pool: &Pool, headers: &HeaderMap) -> Result<i64, StatusCod
     if row["revoked"] == true {
         return Err(StatusCode::UNAUTHORIZED);
     }
-    row["workspace"].as_i64().ok_or(StatusCode::UNAUTHORIZED)
+    let workspace = row["workspace"].as_i64().ok_or(StatusCode::UNAUTHORIZED)?;
+    bare.keys
+        .write()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(hash, (workspace, Instant::now()));
+    Ok(workspace)
 }
 
 async fn identity(
-    State(pool): State<Arc<Pool>>,
+    State(bare): State<Arc<Bare>>,
     headers: HeaderMap,
     Path(id): Path<uuid::Uuid>,
 ) -> Result<Json<Value>, StatusCode> {
-    let workspace = authenticate(&pool, &headers).await?;
+    let workspace = authenticate(&bare, &headers).await?;
     let found = query_json!(
-        &*pool,
+        &bare.pool,
         "SELECT id, workspace_id, name, external_id, metadata, stage_id, opted_out, created_at, \
          updated_at FROM identities WHERE id = $1 AND workspace_id = $2",
         [id, workspace],
@@ -243,7 +274,7 @@ async fn identity(
     )?;
     let mut record = found.into_iter().next().ok_or(StatusCode::NOT_FOUND)?;
     let contacts = query_json!(
-        &*pool,
+        &bare.pool,
         "SELECT id, workspace_id, identity_id, kind, value, is_primary, created_at \
          FROM contact_points WHERE identity_id IN ($1) ORDER BY created_at, id",
         [id],
@@ -256,18 +287,18 @@ async fn identity(
 }
 
 async fn workers(
-    State(pool): State<Arc<Pool>>,
+    State(bare): State<Arc<Bare>>,
     headers: HeaderMap,
 ) -> Result<Json<Value>, StatusCode> {
-    let workspace = authenticate(&pool, &headers).await?;
+    let workspace = authenticate(&bare, &headers).await?;
     let total = query_json!(
-        &*pool,
+        &bare.pool,
         "SELECT COUNT(*) FROM workers WHERE workspace_id = $1",
         [workspace],
         |row| json!(col!(row, 0, i64))
     )?;
     let page = query_json!(
-        &*pool,
+        &bare.pool,
         "SELECT id, workspace_id, name, description, timezone, created_at, updated_at \
          FROM workers WHERE workspace_id = $1 ORDER BY id LIMIT 20 OFFSET 0",
         [workspace],
