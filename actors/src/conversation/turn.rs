@@ -51,8 +51,7 @@ pub(crate) async fn run(
         Err(answered) => return Ok(answered),
     };
     let conversation = &found.conversation;
-    let resumed: Vec<Uuid> = found.resumed.iter().map(|m| m.id).collect();
-    let mut messages = prompt(deps, &mut *context, stages, routed, &found, &resumed, batch).await?;
+    let mut messages = prompt(deps, &mut *context, stages, routed, &found, batch).await?;
     let context_of_call = CallContext {
         workspace_id: context.identity.workspace_id,
         assistant_id: Some(routed.assistant.id),
@@ -266,16 +265,16 @@ async fn prompt(
     stages: &[stage::Model],
     routed: &Routed,
     found: &Found,
-    resumed: &[Uuid],
     batch: &[TurnRequest],
 ) -> Result<Vec<ChatMessage>, TurnError> {
     let turns = routed.settings.history_turns();
     let kept = kept_history(deps, context, routed.channel.id, found.conversation.id).await?;
     // The batch's messages are stored after this (or, resumed, may be kept already).
+    let resumed = found.resumed.as_ref().map(|m| m.id);
     let earlier: Vec<_> = kept
         .messages()
         .iter()
-        .filter(|m| !resumed.contains(&m.id))
+        .filter(|m| Some(m.id) != resumed)
         .cloned()
         .collect();
     // What the next turn needs: this turn's messages and the turns before them.
