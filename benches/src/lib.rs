@@ -341,9 +341,13 @@ pub fn memory_kib(field: &str) -> u64 {
 /// summed by span name. Installed by [`SpanTimes::install`] when `PARLEY_BENCH_SPANS` is set,
 /// with Parley's stage spans at debug level (`PARLEY_BENCH_SPANS` is the filter when it is not
 /// `1`); left out otherwise, so that plain runs pay nothing for it.
+///
+/// With `sqlx::query=debug` in the filter it also counts the SQL statements run, by their
+/// summary (`INSERT INTO "messages" …`): the statements per operation.
 #[derive(Clone, Debug, Default)]
 pub struct SpanTimes {
     totals: Arc<Mutex<BTreeMap<&'static str, (u64, Duration)>>>,
+    statements: Arc<Mutex<BTreeMap<String, u64>>>,
 }
 
 /// When a span was created, kept in its extensions.
@@ -372,6 +376,7 @@ impl SpanTimes {
     /// Forgets what was recorded so far (the warm-up).
     pub fn reset(&self) {
         self.lock().clear();
+        lock(&self.statements).clear();
     }
 
     /// Prints each span's count and mean wall time per `per` operations, longest first.
@@ -391,12 +396,50 @@ impl SpanTimes {
                 total.as_secs_f64() * 1000.0 / per
             );
         }
+        let statements = lock(&self.statements).clone();
+        if statements.is_empty() {
+            return;
+        }
+        let mut rows: Vec<_> = statements.into_iter().collect();
+        rows.sort_by_key(|(_, count)| std::cmp::Reverse(*count));
+        let total: u64 = rows.iter().map(|(_, count)| count).sum();
+        println!("{:<72} {:>10}", "SQL statement (within span)", "per op");
+        for (summary, count) in rows {
+            println!("{summary:<72} {:>10.2}", count as f64 / per.max(1) as f64);
+        }
+        println!(
+            "{:<72} {:>10.2}",
+            "all statements",
+            total as f64 / per.max(1) as f64
+        );
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<&'static str, (u64, Duration)>> {
-        self.totals
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        lock(&self.totals)
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Takes the `summary` field of sqlx's statement log events.
+#[derive(Default)]
+struct Summary(Option<String>);
+
+impl tracing::field::Visit for Summary {
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        if field.name() == "summary" {
+            self.0 = Some(value.to_owned());
+        }
+    }
+
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "summary" {
+            self.0 = Some(format!("{value:?}"));
+        }
     }
 }
 
@@ -412,6 +455,19 @@ where
     ) {
         if let Some(span) = ctx.span(id) {
             span.extensions_mut().insert(Opened(Instant::now()));
+        }
+    }
+
+    fn on_event(&self, event: &tracing::Event<'_>, ctx: tracing_subscriber::layer::Context<'_, S>) {
+        if event.metadata().target() != "sqlx::query" {
+            return;
+        }
+        let mut summary = Summary::default();
+        event.record(&mut summary);
+        if let Some(summary) = summary.0 {
+            let within = ctx.event_span(event).map_or("-", |span| span.name());
+            let key = format!("{within:<16} {summary}");
+            *lock(&self.statements).entry(key).or_default() += 1;
         }
     }
 

@@ -33,6 +33,8 @@ pub struct SentMessage {
     pub wamid: String,
     /// The bearer token used.
     pub token: String,
+    /// When the fake accepted it.
+    pub at: Instant,
 }
 
 impl SentMessage {
@@ -144,6 +146,11 @@ impl FakeGraph {
     /// Every message accepted, in order.
     pub fn sent(&self) -> Vec<SentMessage> {
         self.shared.lock().sent.clone()
+    }
+
+    /// How many messages were accepted: for polling without copying them all.
+    pub fn sent_count(&self) -> usize {
+        self.shared.lock().sent.len()
     }
 
     /// Every send refused, with the error code answered.
@@ -416,6 +423,7 @@ async fn accept_send(
         body,
         wamid: wamid.clone(),
         token,
+        at: now,
     });
     axum::Json(json!({"messaging_product": "whatsapp", "contacts": [{"input": to, "wa_id": to}], "messages": [{"id": wamid}]}))
         .into_response()

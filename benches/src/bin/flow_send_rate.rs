@@ -82,7 +82,7 @@ async fn main() -> anyhow::Result<()> {
     let created = started.elapsed();
     let uid = flow["uid"].as_str().context("flow uid")?.to_owned();
     let (sends_done, ended, record) = follow(&server, &uid, recipients, started).await?;
-    let sent = server.graph.sent().len();
+    let sent = server.graph.sent_count();
     let rejected = server.graph.rejected();
     let count = |code: i64| rejected.iter().filter(|(_, c)| *c == code).count();
     let sending = sends_done.saturating_sub(created).as_secs_f64();
@@ -168,7 +168,7 @@ async fn follow(
             .send(reqwest::Method::GET, &format!("/flows/{uid}"), &json!({}))
             .await?["data"]
             .clone();
-        if sends_done.is_none() && server.graph.sent().len() >= recipients {
+        if sends_done.is_none() && server.graph.sent_count() >= recipients {
             sends_done = Some(started.elapsed());
         }
         let status = flow["status"].as_str().unwrap_or_default();

@@ -8,7 +8,13 @@
 //!   same fake model for the reply (one Chat Completions call, as Parley's turn makes) and
 //!   posts it to the same fake Graph API, inline: work for work.
 //!
+//! Each run reports its throughput and the webhook-to-reply latency of its messages (from the
+//! webhook's post to the fake Graph API accepting the reply to that sender).
+//!
 //! Run: `cargo run --release -p parley-benches --bin webhook_throughput -- [messages]`
+//! With `PARLEY_BENCH_SPANS=1` it also prints the mean wall time of Parley's stage spans per
+//! message (waits included: under load a span's time is mostly its wait for a connection or
+//! the writer lock).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,7 +27,7 @@ use futures_util::StreamExt;
 use parley::tenancy::{BootstrapRequest, bootstrap};
 use parley_actors::whatsapp::signature;
 
-use parley_benches::{BenchDatabase, BenchServer};
+use parley_benches::{BenchDatabase, BenchServer, Percentiles, SpanTimes, ms};
 use parley_persistence::conversations::{self, NewMessage};
 use parley_persistence::identities::{self, NewIdentity};
 use parley_persistence::{DatabaseConnection, MessageStatus, clock, deliveries, webhook_events};
@@ -41,8 +47,12 @@ async fn main() -> anyhow::Result<()> {
         .map_or(Ok(1000), |a| a.parse())
         .context("messages")?;
     parley_actors::llm::install_crypto_provider();
+    let spans = SpanTimes::install();
 
     let baseline = run_baseline(messages).await?;
+    if let Some(spans) = &spans {
+        spans.reset();
+    }
     let parley = run_parley(messages).await?;
 
     println!(
@@ -50,32 +60,84 @@ async fn main() -> anyhow::Result<()> {
         database_kind()
     );
     println!(
-        "{:<44} {:>14}",
-        "bare axum handler, same writes + reply",
-        format!("{baseline:.0} msg/s")
+        "{:<40} {:>12} {:>18} {:>18}",
+        "", "throughput", "to reply p50", "to reply p99"
     );
-    println!(
-        "{:<44} {:>14}",
-        "Parley webhook -> assistant -> reply",
-        format!("{parley:.0} msg/s")
-    );
-    println!("ratio Parley/baseline: {:.2}", parley / baseline);
+    for (label, run) in [
+        ("bare axum handler, same writes + reply", &baseline),
+        ("Parley webhook -> assistant -> reply", &parley),
+    ] {
+        println!(
+            "{label:<40} {:>12} {:>18} {:>18}",
+            format!("{:.0} msg/s", run.rate),
+            ms(run.latency.p50),
+            ms(run.latency.p99)
+        );
+    }
+    println!("ratio Parley/baseline: {:.2}", parley.rate / baseline.rate);
+    if let Some(spans) = spans {
+        spans.print(messages);
+    }
     Ok(())
 }
 
-fn payloads(messages: usize) -> Vec<String> {
+/// What one run measured.
+struct Run {
+    /// Messages answered per second, first post to last reply.
+    rate: f64,
+    /// From each webhook's post to the fake Graph API accepting its reply.
+    latency: Percentiles,
+}
+
+impl Run {
+    /// Matches each sender's post time with the reply the fake Graph API accepted for it.
+    fn of(
+        messages: usize,
+        started: Instant,
+        posted: &[(String, Instant)],
+        graph: &FakeGraph,
+    ) -> anyhow::Result<Self> {
+        let elapsed = started.elapsed();
+        let answered: std::collections::HashMap<String, Instant> = graph
+            .sent()
+            .into_iter()
+            .map(|sent| (sent.to().to_owned(), sent.at))
+            .collect();
+        let latencies: Vec<Duration> = posted
+            .iter()
+            .map(|(from, at)| {
+                answered
+                    .get(from)
+                    .map(|replied| replied.saturating_duration_since(*at))
+                    .with_context(|| format!("no reply to {from}"))
+            })
+            .collect::<anyhow::Result<_>>()?;
+        Ok(Self {
+            rate: messages as f64 / elapsed.as_secs_f64(),
+            latency: Percentiles::of(&latencies).context("no messages")?,
+        })
+    }
+}
+
+/// Each message's sender and its signed webhook body.
+fn payloads(messages: usize) -> Vec<(String, String)> {
     (0..messages)
         .map(|n| {
             let from = format!("1415555{:04}", n % 10_000);
-            text_message(NUMBER, &from, "Bench", &format!("wamid.bench{n}"), "hello").to_string()
+            let body = text_message(NUMBER, &from, "Bench", &format!("wamid.bench{n}"), "hello");
+            (from, body.to_string())
         })
         .collect()
 }
 
-async fn post_all(url: &str, bodies: Vec<String>) -> anyhow::Result<()> {
+/// Posts every webhook, `CONCURRENCY` at a time; returns when each sender's was posted.
+async fn post_all(
+    url: &str,
+    bodies: Vec<(String, String)>,
+) -> anyhow::Result<Vec<(String, Instant)>> {
     let http = reqwest::Client::new();
-    let results: Vec<anyhow::Result<()>> = futures_util::stream::iter(bodies)
-        .map(|body| {
+    let results: Vec<anyhow::Result<(String, Instant)>> = futures_util::stream::iter(bodies)
+        .map(|(from, body)| {
             let request = http
                 .post(url)
                 .header("content-type", "application/json")
@@ -85,9 +147,10 @@ async fn post_all(url: &str, bodies: Vec<String>) -> anyhow::Result<()> {
                 )
                 .body(body);
             async move {
+                let posted = Instant::now();
                 let status = request.send().await?.status();
                 anyhow::ensure!(status.is_success(), "webhook answered {status}");
-                Ok(())
+                Ok((from, posted))
             }
         })
         .buffer_unordered(CONCURRENCY)
@@ -98,18 +161,18 @@ async fn post_all(url: &str, bodies: Vec<String>) -> anyhow::Result<()> {
 
 async fn wait_for(graph: &FakeGraph, count: usize) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(600);
-    while graph.sent().len() < count {
+    while graph.sent_count() < count {
         anyhow::ensure!(
             Instant::now() < deadline,
             "only {} of {count} replies",
-            graph.sent().len()
+            graph.sent_count()
         );
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     Ok(())
 }
 
-async fn run_parley(messages: usize) -> anyhow::Result<f64> {
+async fn run_parley(messages: usize) -> anyhow::Result<Run> {
     let server = BenchServer::start(|settings| {
         settings.whatsapp.app_secret = Some(SECRET.into());
         settings.whatsapp.pair_burst = 1000;
@@ -124,11 +187,11 @@ async fn run_parley(messages: usize) -> anyhow::Result<f64> {
         .await?;
     let bodies = payloads(messages);
     let started = Instant::now();
-    post_all(&format!("{}/webhooks/waba/{channel}", server.base), bodies).await?;
+    let posted = post_all(&format!("{}/webhooks/waba/{channel}", server.base), bodies).await?;
     wait_for(&server.graph, messages).await?;
-    let elapsed = started.elapsed();
+    let run = Run::of(messages, started, &posted, &server.graph)?;
     server.stop().await?;
-    Ok(messages as f64 / elapsed.as_secs_f64())
+    Ok(run)
 }
 
 #[derive(Clone)]
@@ -141,7 +204,7 @@ struct Baseline {
     channel_id: Uuid,
 }
 
-async fn run_baseline(messages: usize) -> anyhow::Result<f64> {
+async fn run_baseline(messages: usize) -> anyhow::Result<Run> {
     let dir = tempfile::tempdir()?;
     let graph = FakeGraph::start().await;
     let model = FakeModel::start().await;
@@ -191,13 +254,13 @@ async fn run_baseline(messages: usize) -> anyhow::Result<f64> {
     let server = tokio::spawn(async move { axum::serve(listener, app).await });
 
     let started = Instant::now();
-    post_all(&format!("http://{addr}/hook"), payloads(messages)).await?;
+    let posted = post_all(&format!("http://{addr}/hook"), payloads(messages)).await?;
     wait_for(&graph, messages).await?;
-    let elapsed = started.elapsed();
+    let run = Run::of(messages, started, &posted, &graph)?;
     server.abort();
     state_db.close().await?;
     database.drop_database().await?;
-    Ok(messages as f64 / elapsed.as_secs_f64())
+    Ok(run)
 }
 
 async fn baseline_hook(
