@@ -5,8 +5,9 @@
 //! | cached by | fact | change |
 //! |---|---|---|
 //! | a ConversationActor | its identity, stage name, memory | [`Change::Identity`] |
-//! | every ConversationActor of the workspace | stage names (instructions, tool text) | [`Change::Stages`] |
-//! | every ConversationActor of the workspace | a channel's route (worker, assistants) | [`Change::Channel`], [`Change::Assistants`] |
+//! | the conversation registry, shared by its actors | the workspace's stage names (instructions, tool text) | [`Change::Stages`] |
+//! | the conversation registry, shared by its actors | a channel's route (worker, assistants, MCP servers) | [`Change::Channel`], [`Change::Assistants`] |
+//! | every ConversationActor of the workspace | kept history of a channel (its length is the assistant's) | [`Change::Channel`], [`Change::Assistants`] |
 //! | a ConversationActor | the recent messages of its conversations | [`Change::Messages`] |
 //! | the ChannelActor | its channel row and token | [`Change::Channel`] (restart), [`Change::ChannelDeleted`] (stop) |
 

@@ -1,6 +1,7 @@
 //! ConversationActor: one per live identity. It serialises that identity's turns across
-//! channels, caches what a turn reads (the identity and its memory, the workspace's stages,
-//! each channel's route to its assistants) until a [`Change`] says otherwise, merges a burst
+//! channels, caches what a turn reads about its identity (the identity, its memory, its
+//! recent messages) until a [`Change`] says otherwise, reads what all actors read alike (the
+//! workspace's stages, each channel's route to its assistants) from [`shared`], merges a burst
 //! of messages into one turn when the assistant asks for it (`debounce_ms`), and passivates
 //! after an idle timeout; the registry spawns it again on the next message.
 
@@ -9,16 +10,15 @@ mod history;
 pub mod registry;
 mod request;
 mod route;
+mod shared;
 pub mod thread;
 mod tools;
 mod turn;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parley_persistence::entities::stage;
-use parley_persistence::{DatabaseConnection, Page, stages};
+use parley_persistence::DatabaseConnection;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use uuid::Uuid;
 
@@ -27,7 +27,8 @@ use self::registry::RegistryMsg;
 pub use self::request::{
     ToolCallRecord, TurnError, TurnEvent, TurnOrigin, TurnOutcome, TurnRequest,
 };
-use self::route::{Route, Routed};
+use self::route::Routed;
+use self::shared::Shared;
 pub use self::tools::BUILTIN_TOOLS;
 use crate::changes::Change;
 use crate::llm::LlmClient;
@@ -70,6 +71,7 @@ pub(crate) struct ConversationActor;
 pub(crate) struct ConversationArgs {
     pub(crate) key: ConversationKey,
     pub(crate) deps: Arc<ConversationDeps>,
+    pub(crate) shared: Arc<Shared>,
     pub(crate) registry: ActorRef<RegistryMsg>,
 }
 
@@ -90,12 +92,10 @@ pub(crate) struct ConversationState {
     deps: Arc<ConversationDeps>,
     /// Asked to passivate this actor, so that no new turn is routed here while it drains.
     registry: ActorRef<RegistryMsg>,
+    /// The routes and stages all actors share.
+    shared: Arc<Shared>,
     /// The identity and its memory; `None` until the first turn or after a change.
     context: Option<Context>,
-    /// The workspace's stages (their names render in instructions and the tool text).
-    stages: Option<Vec<stage::Model>>,
-    /// Each channel's route to its assistants, loaded on the first turn on that channel.
-    routes: HashMap<Uuid, Route>,
     /// Turns collected in the current debounce window.
     pending: Vec<Pending>,
     /// Bumped by every debounced turn; a flush for an older generation is stale.
@@ -135,9 +135,8 @@ impl Actor for ConversationActor {
             key: args.key,
             deps: args.deps,
             registry: args.registry,
+            shared: args.shared,
             context: None,
-            stages: None,
-            routes: HashMap::new(),
             pending: Vec::new(),
             generation: 0,
             last_activity: Instant::now(),
@@ -224,7 +223,8 @@ async fn turn_arrived(
     });
 }
 
-/// Loads what is not cached yet and picks the assistant for the request's channel.
+/// Loads the identity's context when it is not cached and picks the assistant for the
+/// request's channel.
 #[tracing::instrument(name = "prepare", level = "debug", skip_all)]
 async fn prepare(
     state: &mut ConversationState,
@@ -239,24 +239,12 @@ async fn prepare(
                 .ok_or(TurnError::IdentityNotFound)?,
         );
     }
-    if state.stages.is_none() {
-        // Stages are a short list by nature; a thousand is far beyond any journey.
-        let page = Page {
-            page: 1,
-            limit: 1_000,
-        };
-        state.stages = Some(stages::list(db, workspace_id, page).await?.items);
-    }
-    if let std::collections::hash_map::Entry::Vacant(slot) = state.routes.entry(request.channel_id)
-    {
-        slot.insert(Route::load(db, workspace_id, request.channel_id).await?);
-    }
+    let route = state
+        .shared
+        .route(db, workspace_id, request.channel_id)
+        .await?;
     let context = state.context.as_ref().ok_or(TurnError::IdentityNotFound)?;
-    state
-        .routes
-        .get(&request.channel_id)
-        .ok_or(TurnError::ChannelNotFound)?
-        .choose(context.language().as_deref())
+    route.choose(context.language().as_deref())
 }
 
 async fn answer(
@@ -264,11 +252,12 @@ async fn answer(
     routed: &Routed,
     batch: &[TurnRequest],
 ) -> Result<TurnOutcome, TurnError> {
-    let (Some(context), Some(stages)) = (state.context.as_mut(), state.stages.as_deref()) else {
+    let stages = state.shared.stages(&state.deps.db, state.key.0).await?;
+    let Some(context) = state.context.as_mut() else {
         return Err(TurnError::IdentityNotFound);
     };
     let started = std::time::Instant::now();
-    let outcome = turn::run(&state.deps, context, stages, routed, batch).await;
+    let outcome = turn::run(&state.deps, context, &stages, routed, batch).await;
     let result = match &outcome {
         Ok(done) if done.fallback => "fallback",
         Ok(_) => "ok",
@@ -305,7 +294,8 @@ async fn flush(state: &mut ConversationState) {
     }
 }
 
-/// Drops what `change` made stale; the next turn reloads it.
+/// Drops what `change` made stale; the next turn reloads it. (The registry has already
+/// told [`Shared`].)
 fn forget(state: &mut ConversationState, change: &Change) {
     match change {
         Change::Identity { .. } => state.context = None,
@@ -314,9 +304,8 @@ fn forget(state: &mut ConversationState, change: &Change) {
                 context.missed(*since);
             }
         }
-        Change::Stages { .. } => state.stages = None,
+        Change::Stages { .. } => {}
         Change::Channel { channel_id, .. } | Change::ChannelDeleted { channel_id, .. } => {
-            state.routes.remove(channel_id);
             // A deleted channel's conversations were closed.
             if let Some(context) = state.context.as_mut() {
                 context.conversations.remove(channel_id);
@@ -325,7 +314,6 @@ fn forget(state: &mut ConversationState, change: &Change) {
         }
         // The history kept is as long as the assistant's `history_turns` asked.
         Change::Assistants { .. } => {
-            state.routes.clear();
             if let Some(context) = state.context.as_mut() {
                 context.histories.clear();
             }

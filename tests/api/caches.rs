@@ -68,6 +68,48 @@ async fn a_changed_assistant_answers_the_next_turn_of_a_live_conversation() {
     expect_error(refused, 409, "conflict").await;
 }
 
+/// Routes and stages are read once for all conversation actors: a change must reach an actor
+/// that was not live when it happened, not only the live ones.
+#[tokio::test]
+async fn a_change_reaches_the_first_turn_of_an_identity_not_live_when_it_happened() {
+    let app = spawn_app().await;
+    let (assistant, channel) = app.chat_channel(STAGED, json!({})).await;
+    let stage = app.stage("Lead").await;
+    app.put_identity("crm-1", json!({"name": "Ana"})).await;
+    app.put_identity("crm-2", json!({"name": "Bo"})).await;
+    let set = app
+        .send_json(
+            Method::POST,
+            "/identity/crm-2/stage",
+            &json!({"stage_id": "Lead"}),
+        )
+        .await;
+    expect_status(set, 200).await;
+    expect_status(app.chat("crm-1", &channel, "one").await, 200).await;
+    assert_eq!(app.last_system_prompt(), "Stage: .");
+    assert_eq!(app.live_actors("root/conversations").await, 1);
+
+    let patched = app
+        .send_json(
+            Method::PATCH,
+            &format!("/assistant/{assistant}"),
+            &json!({"instructions": "Now: {{identity.stage}}."}),
+        )
+        .await;
+    expect_status(patched, 200).await;
+    let renamed = app
+        .send_json(
+            Method::PUT,
+            &format!("/stages/{stage}"),
+            &json!({"name": "Qualified"}),
+        )
+        .await;
+    expect_status(renamed, 200).await;
+    expect_status(app.chat("crm-2", &channel, "hello").await, 200).await;
+    assert_eq!(app.last_system_prompt(), "Now: Qualified.");
+    assert_eq!(app.live_actors("root/conversations").await, 2);
+}
+
 #[tokio::test]
 async fn deleting_a_channel_stops_its_actor() {
     let app = spawn_app().await;

@@ -13,6 +13,7 @@ use ractor::{
 use tracing::Instrument;
 use uuid::Uuid;
 
+use super::shared::Shared;
 use super::{
     ConversationActor, ConversationArgs, ConversationDeps, ConversationKey, ConversationMsg,
     TurnError, TurnOrigin, TurnOutcome, TurnRequest,
@@ -27,6 +28,8 @@ pub(crate) struct ConversationRegistry;
 pub(crate) struct RegistryState {
     /// Shared with every conversation actor.
     deps: Arc<ConversationDeps>,
+    /// The routes and stages every conversation actor reads.
+    shared: Arc<Shared>,
     /// The live actor of each identity.
     live: LiveActors<ConversationKey, ConversationMsg>,
 }
@@ -65,6 +68,7 @@ impl Actor for ConversationRegistry {
     ) -> Result<Self::State, ActorProcessingErr> {
         Ok(RegistryState {
             deps,
+            shared: Arc::default(),
             live: LiveActors::new(),
         })
     }
@@ -134,6 +138,7 @@ async fn get(
     let args = ConversationArgs {
         key,
         deps: state.deps.clone(),
+        shared: state.shared.clone(),
         registry: myself.clone(),
     };
     let path = ActorPath::conversation(key.1);
@@ -150,9 +155,11 @@ async fn get(
     }
 }
 
-/// Tells every live actor the change concerns: the identity's own actor, or every actor of
-/// the workspace for a change they all may cache.
+/// Forgets what the change made stale in the shared routes and stages, then tells every live
+/// actor the change concerns: the identity's own actor, or every actor of the workspace for a
+/// change they all may cache.
 fn fan_out(state: &RegistryState, change: &Change) {
+    state.shared.forget(change);
     let workspace_id = change.workspace_id();
     let concerned: Vec<&ActorRef<ConversationMsg>> = match change {
         Change::Identity { identity_id, .. } | Change::Messages { identity_id, .. } => state
