@@ -40,7 +40,6 @@ pub async fn find_or_create_by_phone(
             };
         }
         let txn = parley_persistence::begin_write(db).await?;
-        let now = clock::now();
         let new = NewIdentity {
             id: Uuid::now_v7(),
             name: name.map(str::to_owned),
@@ -48,11 +47,17 @@ pub async fn find_or_create_by_phone(
             metadata: json!({}),
             opted_out: false,
         };
-        let created = identities::create(&txn, workspace_id, new, now).await?;
-        match identities::attach_contact(&txn, workspace_id, created.id, PHONE, phone.as_str(), now)
-            .await
-        {
-            Ok(()) => {
+        let created = identities::create_with_contact(
+            &txn,
+            workspace_id,
+            new,
+            PHONE,
+            phone.as_str(),
+            clock::now(),
+        )
+        .await;
+        match created {
+            Ok(created) => {
                 txn.commit().await?;
                 return Ok(created);
             }

@@ -194,6 +194,50 @@ pub async fn create(
     .await?)
 }
 
+/// Stores a new identity with its first contact point, primary: two INSERTs and nothing read
+/// back (every column is given). Run it in a transaction; on SQLite that transaction holds the
+/// writer lock until it commits, so it is kept to the two statements.
+///
+/// # Errors
+/// [`crate::PersistenceError::Conflict`] when the contact point belongs to another identity
+/// (or the id or external id is taken).
+pub async fn create_with_contact(
+    db: &impl ConnectionTrait,
+    workspace_id: i64,
+    new: NewIdentity,
+    kind: &str,
+    value: &str,
+    now: DateTime<Utc>,
+) -> Result<identity::Model> {
+    let now = crate::clock::at_storage_precision(now);
+    let created = identity::Model {
+        id: new.id,
+        workspace_id,
+        name: new.name,
+        external_id: new.external_id,
+        metadata: new.metadata,
+        stage_id: None,
+        opted_out: new.opted_out,
+        created_at: now,
+        updated_at: now,
+    };
+    identity::Entity::insert(identity::ActiveModel::from(created.clone()))
+        .exec_without_returning(db)
+        .await?;
+    contact_point::Entity::insert(contact_point::ActiveModel {
+        id: Set(Uuid::now_v7()),
+        workspace_id: Set(workspace_id),
+        identity_id: Set(created.id),
+        kind: Set(kind.to_owned()),
+        value: Set(value.to_owned()),
+        is_primary: Set(true),
+        created_at: Set(now),
+    })
+    .exec_without_returning(db)
+    .await?;
+    Ok(created)
+}
+
 /// What an update changes; `None` leaves a field as it is.
 #[derive(Clone, Debug, Default)]
 pub struct IdentityChanges {

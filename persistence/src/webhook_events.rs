@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::OnConflict;
 use sea_orm::{
-    ColumnTrait, Condition, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
+    ColumnTrait, Condition, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
 };
 use serde_json::Value;
 use uuid::Uuid;
@@ -26,34 +26,33 @@ pub async fn insert_if_new(
     payload: Value,
     now: DateTime<Utc>,
 ) -> Result<Option<webhook_event::Model>> {
-    let id = Uuid::now_v7();
-    let inserted = webhook_event::Entity::insert(webhook_event::ActiveModel {
-        id: Set(id),
-        workspace_id: Set(workspace_id),
-        channel_id: Set(channel_id),
-        platform_message_id: Set(platform_message_id.to_owned()),
-        payload: Set(payload),
-        status: Set(EventStatus::Pending),
-        error: Set(None),
-        received_at: Set(now),
-        processed_at: Set(None),
-        attempts: Set(0),
-        next_attempt_at: Set(None),
-    })
-    .on_conflict(
-        OnConflict::columns([
-            webhook_event::Column::ChannelId,
-            webhook_event::Column::PlatformMessageId,
-        ])
-        .do_nothing()
-        .to_owned(),
-    )
-    .exec_without_returning(db)
-    .await?;
-    if inserted == 0 {
-        return Ok(None);
-    }
-    Ok(webhook_event::Entity::find_by_id(id).one(db).await?)
+    let event = webhook_event::Model {
+        id: Uuid::now_v7(),
+        workspace_id,
+        channel_id,
+        platform_message_id: platform_message_id.to_owned(),
+        payload,
+        status: EventStatus::Pending,
+        error: None,
+        received_at: crate::clock::at_storage_precision(now),
+        processed_at: None,
+        attempts: 0,
+        next_attempt_at: None,
+    };
+    let inserted = webhook_event::Entity::insert(webhook_event::ActiveModel::from(event.clone()))
+        .on_conflict(
+            OnConflict::columns([
+                webhook_event::Column::ChannelId,
+                webhook_event::Column::PlatformMessageId,
+            ])
+            .do_nothing()
+            .to_owned(),
+        )
+        .exec_without_returning(db)
+        .await?;
+    // Every column is given, the time at storage precision: the row is what was inserted,
+    // without reading it back.
+    Ok((inserted > 0).then_some(event))
 }
 
 /// Events waiting to be answered whose time has come (fresh ones, and failed attempts whose
