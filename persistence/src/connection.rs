@@ -1,5 +1,7 @@
 //! Opening the database and bringing its schema up to date.
 
+mod busy;
+
 use std::path::Path;
 use std::time::Duration;
 
@@ -14,6 +16,7 @@ use crate::Result;
 
 /// How long a SQLite connection waits for the writer lock before failing with "database is
 /// locked". SQLite has one writer at a time; short write transactions make this rarely reached.
+/// How it waits is [`busy`]'s.
 const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A pooled connection idle at least this long is pinged before it is handed out.
@@ -26,7 +29,8 @@ pub fn sqlite_url_in(data_dir: &Path) -> String {
 
 /// Connects to the database named by `url` (`sqlite://…` or `postgres://…`).
 ///
-/// SQLite connections use WAL, `synchronous=NORMAL`, foreign keys and a busy timeout.
+/// SQLite connections use WAL, `synchronous=NORMAL`, foreign keys and a busy handler that
+/// waits for the writer lock in short steps ([`busy`]).
 ///
 /// # Errors
 /// Fails when the URL is not understood or the database cannot be reached.
@@ -54,6 +58,9 @@ pub async fn connect(url: &str) -> Result<DatabaseConnection> {
                 .busy_timeout(SQLITE_BUSY_TIMEOUT)
                 .foreign_keys(true)
                 .create_if_missing(true)
+        })
+        .map_sqlx_sqlite_pool_opts(|pool| {
+            pool.after_connect(|connection, _| Box::pin(busy::install(connection)))
         });
     Ok(Database::connect(options).await?)
 }
