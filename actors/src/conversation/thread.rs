@@ -30,16 +30,44 @@ pub async fn current(
     assistant_id: Option<Uuid>,
     now: DateTime<Utc>,
 ) -> Result<conversation::Model, PersistenceError> {
+    Ok(open_or_start(db, thread, idle_after, assistant_id, now)
+        .await?
+        .conversation)
+}
+
+/// A thread's current conversation, as [`current`] finds it.
+#[derive(Clone, Debug)]
+pub(crate) struct Current {
+    /// The conversation.
+    pub(crate) conversation: conversation::Model,
+    /// Whether it was started just now: it has no messages yet.
+    pub(crate) started: bool,
+}
+
+/// As [`current`], saying whether the conversation was started by this call.
+///
+/// # Errors
+/// Fails on a database error.
+pub(crate) async fn open_or_start(
+    db: &impl ConnectionTrait,
+    thread: Thread,
+    idle_after: chrono::Duration,
+    assistant_id: Option<Uuid>,
+    now: DateTime<Utc>,
+) -> Result<Current, PersistenceError> {
     if let Some(latest) = conversations::latest_for(db, thread.identity_id, thread.channel_id)
         .await?
         .filter(|c| c.status == ConversationStatus::Open)
     {
         if !is_idle(&latest, idle_after, now) {
-            return Ok(latest);
+            return Ok(Current {
+                conversation: latest,
+                started: false,
+            });
         }
         conversations::close(db, latest.id).await?;
     }
-    conversations::start(
+    let conversation = conversations::start(
         db,
         thread.workspace_id,
         thread.identity_id,
@@ -47,7 +75,11 @@ pub async fn current(
         assistant_id,
         now,
     )
-    .await
+    .await?;
+    Ok(Current {
+        conversation,
+        started: true,
+    })
 }
 
 /// Whether the conversation has been without messages for `idle_after` or longer, which

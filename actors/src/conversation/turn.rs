@@ -23,7 +23,6 @@ use super::route::Routed;
 use super::thread::{self, Thread};
 use super::tools;
 use super::{ConversationDeps, ToolCallRecord, TurnError, TurnEvent, TurnOutcome, TurnRequest};
-use crate::domain::templating;
 use crate::llm::{ChatMessage, ChatRequest, Completion, LlmError, Usage};
 use crate::mcp::CallContext;
 use crate::outbound::Outgoing;
@@ -34,6 +33,8 @@ const HISTORY_WINDOW: u64 = 400;
 /// Where the person's side of a turn goes, found before anything of it is stored.
 struct Found {
     conversation: conversation::Model,
+    /// Whether this turn started the conversation: it has no messages yet.
+    started: bool,
     /// The batch's message an earlier attempt stored already (a re-dispatched event).
     resumed: Option<message::Model>,
 }
@@ -170,14 +171,19 @@ async fn find_thread(
             resumed = Some(stored);
         }
     }
-    let conversation = match &resumed {
-        Some(stored) => {
-            conversations::find(db, context.identity.workspace_id, stored.conversation_id)
-                .await?
-                .ok_or_else(|| {
-                    TurnError::Storage("the resumed message lost its conversation".to_owned())
-                })?
-        }
+    let current = match &resumed {
+        Some(stored) => thread::Current {
+            conversation: conversations::find(
+                db,
+                context.identity.workspace_id,
+                stored.conversation_id,
+            )
+            .await?
+            .ok_or_else(|| {
+                TurnError::Storage("the resumed message lost its conversation".to_owned())
+            })?,
+            started: false,
+        },
         None => {
             let idle_after = deps.settings.idle_after;
             let now = clock::now();
@@ -186,20 +192,25 @@ async fn find_thread(
                 .get(&routed.channel.id)
                 .filter(|c| !thread::is_idle(c, idle_after, now));
             match cached {
-                Some(active) => active.clone(),
+                Some(active) => thread::Current {
+                    conversation: active.clone(),
+                    started: false,
+                },
                 None => {
                     let here = Thread {
                         workspace_id: context.identity.workspace_id,
                         identity_id: context.identity.id,
                         channel_id: routed.channel.id,
                     };
-                    thread::current(db, here, idle_after, Some(routed.assistant.id), now).await?
+                    let assistant = Some(routed.assistant.id);
+                    thread::open_or_start(db, here, idle_after, assistant, now).await?
                 }
             }
         }
     };
     Ok(Ok(Found {
-        conversation,
+        conversation: current.conversation,
+        started: current.started,
         resumed,
     }))
 }
@@ -268,7 +279,7 @@ async fn prompt(
     batch: &[TurnRequest],
 ) -> Result<Vec<ChatMessage>, TurnError> {
     let turns = routed.settings.history_turns();
-    let kept = kept_history(deps, context, routed.channel.id, found.conversation.id).await?;
+    let kept = kept_history(deps, context, routed.channel.id, found).await?;
     // The batch's messages are stored after this (or, resumed, may be kept already).
     let resumed = found.resumed.as_ref().map(|m| m.id);
     let earlier: Vec<_> = kept
@@ -279,11 +290,10 @@ async fn prompt(
         .collect();
     // What the next turn needs: this turn's messages and the turns before them.
     kept.keep_last_turns(turns.saturating_add(batch.len()));
-    let system = templating::render(
-        &routed.assistant.instructions,
-        &context.template_context(stages),
-    )
-    .map_err(TurnError::Template)?;
+    let system = routed
+        .instructions
+        .render(context.template_context(stages))
+        .map_err(TurnError::Template)?;
     let mut messages = vec![ChatMessage::system(system)];
     messages.extend(last_turns(&earlier, turns));
     let text: Vec<&str> = batch
@@ -305,14 +315,22 @@ async fn prompt(
 
 /// The conversation's recent messages as the actor keeps them: the whole window the first
 /// time (or when the conversation changed), then only what others stored since, when they did.
+/// A conversation this turn started has no messages to read; whatever others store in it from
+/// now on is announced like any other.
 #[tracing::instrument(name = "kept_history", level = "debug", skip_all)]
 async fn kept_history<'c>(
     deps: &ConversationDeps,
     context: &'c mut Context,
     channel_id: Uuid,
-    conversation_id: Uuid,
+    found: &Found,
 ) -> Result<&'c mut KeptHistory, TurnError> {
-    let window = || conversations::recent_messages(&deps.db, conversation_id, HISTORY_WINDOW);
+    let conversation_id = found.conversation.id;
+    let window = || async {
+        if found.started {
+            return Ok(Vec::new());
+        }
+        conversations::recent_messages(&deps.db, conversation_id, HISTORY_WINDOW).await
+    };
     let kept = match context.histories.entry(channel_id) {
         Entry::Occupied(kept) if kept.get().conversation_id == conversation_id => kept.into_mut(),
         Entry::Occupied(mut kept) => {
