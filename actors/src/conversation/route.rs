@@ -9,6 +9,7 @@ use uuid::Uuid;
 
 use super::TurnError;
 use crate::domain::AssistantSettings;
+use crate::domain::templating::Compiled;
 
 /// A channel and the assistants that may answer on it, oldest first.
 #[derive(Clone, Debug)]
@@ -22,6 +23,8 @@ pub(crate) struct Route {
 struct Candidate {
     assistant: assistant::Model,
     settings: AssistantSettings,
+    /// Its instructions, compiled.
+    instructions: Compiled,
     /// The MCP servers attached to it, in attachment order.
     mcp_servers: Vec<mcp_server::Model>,
 }
@@ -35,6 +38,8 @@ pub(crate) struct Routed {
     pub(crate) assistant: assistant::Model,
     /// Its settings, read once.
     pub(crate) settings: AssistantSettings,
+    /// Its instructions, compiled once.
+    pub(crate) instructions: Compiled,
     /// The MCP servers attached to it.
     pub(crate) mcp_servers: Vec<mcp_server::Model>,
 }
@@ -61,6 +66,7 @@ impl Route {
         for assistant in assistants {
             candidates.push(Candidate {
                 settings: AssistantSettings::from_stored(&assistant.settings),
+                instructions: Compiled::new(&assistant.instructions),
                 mcp_servers: mcp_servers::attached_to(db, assistant.id).await?,
                 assistant,
             });
@@ -96,6 +102,7 @@ impl Route {
             channel: self.channel.clone(),
             assistant: chosen.assistant.clone(),
             settings: chosen.settings.clone(),
+            instructions: chosen.instructions.clone(),
             mcp_servers: chosen.mcp_servers.clone(),
         })
     }

@@ -4,19 +4,57 @@
 //! The context is `identity.{name,stage,external_id,phone,email,metadata}` and `memory`, whose
 //! dotted keys become nested objects (`profile.name` → `memory.profile.name`).
 
-use handlebars::Handlebars;
+use std::sync::{Arc, LazyLock};
+
+use handlebars::{
+    Context, Handlebars, RenderContext, Renderable, StringOutput, Template, TemplateError,
+};
 use serde_json::{Map, Value};
+
+/// The engine every render uses: no HTML escaping, no registered templates or extra helpers.
+static ENGINE: LazyLock<Handlebars<'static>> = LazyLock::new(|| {
+    let mut engine = Handlebars::new();
+    engine.register_escape_fn(handlebars::no_escape);
+    engine
+});
 
 /// Renders `template` with `context`.
 ///
 /// # Errors
 /// Fails when the template does not compile or a helper fails; the message says why.
 pub fn render(template: &str, context: &Value) -> Result<String, String> {
-    let mut engine = Handlebars::new();
-    engine.register_escape_fn(handlebars::no_escape);
-    engine
-        .render_template(template, context)
-        .map_err(|e| e.to_string())
+    Compiled::new(template).render(context.clone())
+}
+
+/// A template compiled once (an assistant's instructions, kept with its route) and rendered
+/// on every turn; one that does not compile keeps its error for each render to answer.
+#[derive(Clone, Debug)]
+pub struct Compiled(Result<Arc<Template>, Arc<TemplateError>>);
+
+impl Compiled {
+    /// Compiles `template`.
+    pub fn new(template: &str) -> Self {
+        Self(Template::compile(template).map(Arc::new).map_err(Arc::new))
+    }
+
+    /// Renders it with `context`.
+    ///
+    /// # Errors
+    /// Fails when the template did not compile or a helper fails; the message says why.
+    pub fn render(&self, context: Value) -> Result<String, String> {
+        let template = self.0.as_ref().map_err(|e| e.to_string())?;
+        let context = Context::from(context);
+        let mut output = StringOutput::new();
+        template
+            .render(
+                &ENGINE,
+                &context,
+                &mut RenderContext::new(None),
+                &mut output,
+            )
+            .map_err(|e| e.to_string())?;
+        output.into_string().map_err(|e| e.to_string())
+    }
 }
 
 /// Nests dotted memory keys into objects. When a key is both a value and a prefix
@@ -71,6 +109,22 @@ mod tests {
         )
         .expect("renders");
         assert_eq!(rendered, "Stage: Lead. Name: Ana & Bo <3");
+    }
+
+    #[test]
+    fn a_compiled_template_renders_as_the_text_does_and_keeps_its_error() {
+        let context = json!({"identity": {"name": "Ana <3"}});
+        let compiled = Compiled::new("Hi {{identity.name}}{{#if memory.x}}!{{/if}}");
+        assert_eq!(
+            compiled.render(context.clone()).expect("renders"),
+            "Hi Ana <3"
+        );
+        assert_eq!(compiled.render(json!({})).expect("renders"), "Hi ");
+        let broken = Compiled::new("Hi {{#if}}");
+        let error = broken
+            .render(context.clone())
+            .expect_err("does not compile");
+        assert_eq!(Some(error), render("Hi {{#if}}", &context).err());
     }
 
     #[test]
