@@ -35,12 +35,14 @@ pub(crate) enum Processed {
     Retry(String),
 }
 
-/// Answers one stored event.
+/// Answers one stored event; `fresh` when the webhook has just stored it and this is its
+/// first processing.
 #[tracing::instrument(name = "inbound", skip_all, fields(event_id = %event.id, channel_id = %event.channel_id, workspace_id = event.workspace_id))]
 pub(crate) async fn process(
     handles: &Arc<Handles>,
     stop_words: &[String],
     event: &webhook_event::Model,
+    fresh: bool,
 ) -> Processed {
     let inbound = match InboundMessage::from_stored(&event.payload) {
         Ok(inbound) => inbound,
@@ -66,6 +68,7 @@ pub(crate) async fn process(
         origin: TurnOrigin::WhatsApp {
             wamid: inbound.wamid.clone(),
             from: inbound.from.clone(),
+            retried: !fresh,
         },
         metadata: None,
     };

@@ -40,6 +40,10 @@ pub enum TurnOrigin {
         wamid: String,
         /// The sender, who receives the reply.
         from: Phone,
+        /// Whether an earlier attempt may have stored the message (and its reply): false only
+        /// on the first processing of an event the webhook has just stored, which spares the
+        /// turn looking for them.
+        retried: bool,
     },
     /// A scheduled follow-up: no message of the person; the assistant writes to them with
     /// these instructions, and the reply is stored `pending` for the channel to send.
@@ -76,6 +80,18 @@ impl TurnRequest {
         match &self.origin {
             TurnOrigin::WhatsApp { wamid, .. } => Some(wamid),
             TurnOrigin::Api { .. } | TurnOrigin::FollowUp { .. } => None,
+        }
+    }
+
+    /// The WhatsApp id of a message an earlier attempt may have stored.
+    pub(crate) fn wamid_to_resume(&self) -> Option<&str> {
+        match &self.origin {
+            TurnOrigin::WhatsApp {
+                wamid,
+                retried: true,
+                ..
+            } => Some(wamid),
+            _ => None,
         }
     }
 

@@ -153,7 +153,7 @@ async fn find_thread(
 ) -> Result<Result<Found, TurnOutcome>, TurnError> {
     let db = &deps.db;
     let mut resumed: Option<message::Model> = None;
-    for wamid in batch.iter().filter_map(TurnRequest::wamid) {
+    for wamid in batch.iter().filter_map(TurnRequest::wamid_to_resume) {
         if let Some(stored) = deliveries::find_by_platform_id(db, routed.channel.id, wamid).await? {
             if let Some(reply) = deliveries::reply_to(db, stored.id).await? {
                 return Ok(Err(TurnOutcome {

@@ -72,6 +72,11 @@ pub(crate) struct InboundWorkerArgs {
 /// Who sent an event: a person on a channel. Their events are answered one at a time.
 type Sender = (Uuid, String);
 
+/// Whether an event came straight from the webhook that stored it, not from the table (a
+/// retry, or one left at a restart or when the queue was full): nothing can have been
+/// stored for it yet.
+type Fresh = bool;
+
 /// An event being answered: its sender and workspace.
 type Running = (Sender, i64);
 
@@ -84,8 +89,9 @@ pub(crate) struct InboundWorkerState {
     running: HashMap<Uuid, Running>,
     /// Senders with an event being answered.
     busy: HashSet<Sender>,
-    /// Events waiting their turn, oldest first; bounded by `settings.queue`.
-    waiting: VecDeque<(webhook_event::Model, Sender)>,
+    /// Events waiting their turn, oldest first, with whether each is fresh; bounded by
+    /// `settings.queue`.
+    waiting: VecDeque<(webhook_event::Model, Sender, Fresh)>,
     /// Every event id the worker holds (running or waiting), so a sweep does not take one twice.
     known: HashSet<Uuid>,
     /// Whether events may be waiting in the database that the worker does not hold.
@@ -137,7 +143,7 @@ impl Actor for InboundWorker {
     ) -> Result<(), ActorProcessingErr> {
         match message {
             InboundWorkerMsg::Stored(event) => {
-                hold(state, *event);
+                hold(state, *event, true);
                 start_ready(state, &myself);
             }
             InboundWorkerMsg::Done(id) => {
@@ -170,7 +176,7 @@ impl Actor for InboundWorker {
 }
 
 /// Keeps `event` in the queue, or leaves it to the database when the queue is full.
-fn hold(state: &mut InboundWorkerState, event: webhook_event::Model) {
+fn hold(state: &mut InboundWorkerState, event: webhook_event::Model, fresh: Fresh) {
     if state.known.contains(&event.id) {
         return;
     }
@@ -180,7 +186,7 @@ fn hold(state: &mut InboundWorkerState, event: webhook_event::Model) {
     }
     let sender = sender_of(&event);
     state.known.insert(event.id);
-    state.waiting.push_back((event, sender));
+    state.waiting.push_back((event, sender, fresh));
 }
 
 /// Reads due events the worker does not hold yet, up to what the queue takes.
@@ -195,7 +201,7 @@ async fn sweep(state: &mut InboundWorkerState) {
         Ok(events) => {
             state.behind = events.len() as u64 >= limit;
             for event in events {
-                hold(state, event);
+                hold(state, event, false);
             }
         }
         Err(error) => tracing::warn!(%error, "the events table could not be swept"),
@@ -211,7 +217,7 @@ fn start_ready(state: &mut InboundWorkerState, myself: &ActorRef<InboundWorkerMs
             index += 1;
             continue;
         }
-        let Some((event, sender)) = state.waiting.remove(index) else {
+        let Some((event, sender, fresh)) = state.waiting.remove(index) else {
             break;
         };
         state.busy.insert(sender.clone());
@@ -225,7 +231,7 @@ fn start_ready(state: &mut InboundWorkerState, myself: &ActorRef<InboundWorkerMs
                 &handles,
                 &settings,
                 &event,
-                process(&handles, &settings.stop_words, &event).await,
+                process(&handles, &settings.stop_words, &event, fresh).await,
             )
             .await;
             let _ = worker.send_message(InboundWorkerMsg::Done(id));

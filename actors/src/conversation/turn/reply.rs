@@ -30,7 +30,7 @@ impl ReplyPlan {
     /// (quoting the last), else an answer to the API caller.
     pub(super) fn new(batch: &[TurnRequest], to: Option<Uuid>, identity_id: Uuid) -> Self {
         let whatsapp = batch.iter().rev().find_map(|r| match &r.origin {
-            TurnOrigin::WhatsApp { wamid, from } => {
+            TurnOrigin::WhatsApp { wamid, from, .. } => {
                 Some((from.digits().to_owned(), Some(wamid.clone())))
             }
             TurnOrigin::FollowUp { to, .. } => Some((to.digits().to_owned(), None)),
