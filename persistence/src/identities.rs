@@ -224,17 +224,9 @@ pub async fn create_with_contact(
     identity::Entity::insert(identity::ActiveModel::from(created.clone()))
         .exec_without_returning(db)
         .await?;
-    contact_point::Entity::insert(contact_point::ActiveModel {
-        id: Set(Uuid::now_v7()),
-        workspace_id: Set(workspace_id),
-        identity_id: Set(created.id),
-        kind: Set(kind.to_owned()),
-        value: Set(value.to_owned()),
-        is_primary: Set(true),
-        created_at: Set(now),
-    })
-    .exec_without_returning(db)
-    .await?;
+    contact_point::Entity::insert(primary_contact(workspace_id, created.id, kind, value, now))
+        .exec_without_returning(db)
+        .await?;
     Ok(created)
 }
 
@@ -310,20 +302,31 @@ pub async fn attach_contact(
             active.update(db).await?;
         }
         None => {
-            contact_point::ActiveModel {
-                id: Set(Uuid::now_v7()),
-                workspace_id: Set(workspace_id),
-                identity_id: Set(identity_id),
-                kind: Set(kind.to_owned()),
-                value: Set(value.to_owned()),
-                is_primary: Set(true),
-                created_at: Set(now),
-            }
-            .insert(db)
-            .await?;
+            primary_contact(workspace_id, identity_id, kind, value, now)
+                .insert(db)
+                .await?;
         }
     }
     Ok(())
+}
+
+/// A new contact point, primary for its kind.
+fn primary_contact(
+    workspace_id: i64,
+    identity_id: Uuid,
+    kind: &str,
+    value: &str,
+    now: DateTime<Utc>,
+) -> contact_point::ActiveModel {
+    contact_point::ActiveModel {
+        id: Set(Uuid::now_v7()),
+        workspace_id: Set(workspace_id),
+        identity_id: Set(identity_id),
+        kind: Set(kind.to_owned()),
+        value: Set(value.to_owned()),
+        is_primary: Set(true),
+        created_at: Set(now),
+    }
 }
 
 /// Deletes the identity with its contact points, conversations, messages, memory and stage

@@ -14,14 +14,7 @@ async fn renaming_or_deleting_a_stage_reaches_a_live_conversation() {
     let (_, channel) = app.chat_channel(STAGED, json!({})).await;
     let stage = app.stage("Lead").await;
     app.put_identity("crm-1", json!({"name": "Ana"})).await;
-    let set = app
-        .send_json(
-            Method::POST,
-            "/identity/crm-1/stage",
-            &json!({"stage_id": "Lead"}),
-        )
-        .await;
-    expect_status(set, 200).await;
+    app.set_stage("crm-1", "Lead").await;
     expect_status(app.chat("crm-1", &channel, "one").await, 200).await;
     assert_eq!(app.last_system_prompt(), "Stage: Lead.");
     assert_eq!(app.live_actors("root/conversations").await, 1);
@@ -77,14 +70,7 @@ async fn a_change_reaches_the_first_turn_of_an_identity_not_live_when_it_happene
     let stage = app.stage("Lead").await;
     app.put_identity("crm-1", json!({"name": "Ana"})).await;
     app.put_identity("crm-2", json!({"name": "Bo"})).await;
-    let set = app
-        .send_json(
-            Method::POST,
-            "/identity/crm-2/stage",
-            &json!({"stage_id": "Lead"}),
-        )
-        .await;
-    expect_status(set, 200).await;
+    app.set_stage("crm-2", "Lead").await;
     expect_status(app.chat("crm-1", &channel, "one").await, 200).await;
     assert_eq!(app.last_system_prompt(), "Stage: .");
     assert_eq!(app.live_actors("root/conversations").await, 1);

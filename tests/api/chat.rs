@@ -16,16 +16,7 @@ async fn the_model_receives_the_rendered_instructions_with_memory_and_stage() {
     app.stage("Lead").await;
     app.put_identity("crm-1", json!({"name": "Ana Maria"}))
         .await;
-    expect_status(
-        app.send_json(
-            Method::POST,
-            "/identity/crm-1/stage",
-            &json!({"stage_id": "Lead"}),
-        )
-        .await,
-        200,
-    )
-    .await;
+    app.set_stage("crm-1", "Lead").await;
     let put = app
         .send_json(
             Method::PUT,

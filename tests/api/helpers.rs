@@ -275,6 +275,18 @@ impl TestApp {
         );
         body["data"].clone()
     }
+
+    /// Moves the identity at `path_id` to `stage` (a name or an id); must succeed.
+    pub async fn set_stage(&self, path_id: &str, stage: &str) {
+        let moved = self
+            .send_json(
+                Method::POST,
+                &format!("/identity/{path_id}/stage"),
+                &serde_json::json!({"stage_id": stage}),
+            )
+            .await;
+        expect_status(moved, 200).await;
+    }
 }
 
 /// Fixtures of conversations.
