@@ -580,3 +580,52 @@ async fn more_than_a_thousand_waiting_events_are_all_worked_off() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// Answered events are marked done in batches after their replies: every one of a burst ends
+/// `processed`, and the sweep (here every 20 ms) never answers one again.
+#[tokio::test]
+async fn answered_events_are_marked_done_and_never_answered_again() {
+    use parley_persistence::EventStatus;
+    use parley_persistence::entities::webhook_event;
+    use sea_orm::EntityTrait;
+
+    let app = spawn_app_with(|s| s.actors.inbound_sweep_ms = 20).await;
+    let channel = app.live_channel(NUMBER).await;
+    for n in 0..5 {
+        let payload = text_message(
+            NUMBER,
+            &format!("1650555{n:04}"),
+            "P",
+            &format!("wamid.MARK{n}"),
+            "hi",
+        );
+        assert_eq!(app.webhook(Some(&channel), &payload).await, 200);
+    }
+    app.wait_for_sends(5).await;
+
+    let db = app.db().await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let events = webhook_event::Entity::find()
+            .all(&db)
+            .await
+            .expect("events");
+        let done = events
+            .iter()
+            .filter(|e| e.status == EventStatus::Processed && e.processed_at.is_some())
+            .count();
+        if events.len() == 5 && done == 5 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{done} of {} events marked done",
+            events.len()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Ten sweeps later, still one model call and one reply per message.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(app.model.requests().len(), 5);
+    assert_eq!(app.graph.sent_count(), 5);
+}
