@@ -13,6 +13,9 @@ pub mod params;
 pub(crate) mod registry;
 mod run;
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use parley_persistence::flows;
 use parley_persistence::{PersistenceError, RecipientStatus, clock, deliveries, identities};
 use uuid::Uuid;
@@ -25,23 +28,70 @@ use crate::whatsapp::status::StatusReport;
 /// Meta's code for a person who stopped marketing messages.
 const STOPPED_MARKETING: i64 = 131_050;
 
+/// How long after a report that named no message it is tried again: Meta can report on a
+/// message before the send's answer (its id) is recorded.
+const UNKNOWN_REPORT_RETRIES: [Duration; 4] = [
+    Duration::from_millis(250),
+    Duration::from_secs(1),
+    Duration::from_secs(3),
+    Duration::from_secs(10),
+];
+
 /// Applies one delivery report: the message, then the flow recipient it belongs to, if any.
+/// A report naming no message of the channel is tried again a few times in the background
+/// (for about 15 s), in case its send's answer is still being recorded; answers whether it
+/// changed anything now.
+///
+/// # Errors
+/// Fails on a database error.
 pub(crate) async fn apply_report(
-    handles: &Handles,
+    handles: &Arc<Handles>,
     channel_id: Uuid,
     report: &StatusReport,
 ) -> Result<bool, PersistenceError> {
+    if let Some(applied) = apply_known_report(handles, channel_id, report).await? {
+        return Ok(applied);
+    }
+    let handles = handles.clone();
+    let report = report.clone();
+    tokio::spawn(async move {
+        for wait in UNKNOWN_REPORT_RETRIES {
+            tokio::time::sleep(wait).await;
+            match apply_known_report(&handles, channel_id, &report).await {
+                Ok(Some(_)) => return,
+                Ok(None) => {}
+                Err(error) => {
+                    tracing::warn!(wamid = %report.wamid, %error, "a delivery report could not be applied");
+                    return;
+                }
+            }
+        }
+        tracing::debug!(wamid = %report.wamid, "a delivery report named no message of the channel");
+    });
+    Ok(false)
+}
+
+/// Applies a report to the message it names and its flow recipient; `None` when no message
+/// of the channel has its id.
+async fn apply_known_report(
+    handles: &Handles,
+    channel_id: Uuid,
+    report: &StatusReport,
+) -> Result<Option<bool>, PersistenceError> {
     let db = &handles.db;
-    let applied = deliveries::apply_status(
+    let Some(applied) = deliveries::apply_status(
         db,
         channel_id,
         &report.wamid,
         report.status,
         report.error.clone(),
     )
-    .await?;
+    .await?
+    else {
+        return Ok(None);
+    };
     let Some(status) = RecipientStatus::of_delivery(report.status) else {
-        return Ok(applied);
+        return Ok(Some(applied));
     };
     let error = report.error.as_ref().map(|e| {
         let message = e["message"]
@@ -63,7 +113,7 @@ pub(crate) async fn apply_report(
             flows.reported(flow_id);
         }
     }
-    Ok(applied)
+    Ok(Some(applied))
 }
 
 /// A flow to create (its contacts already resolved to identities of the workspace).

@@ -71,7 +71,8 @@ pub async fn record_send(
 }
 
 /// Applies a status Meta reported for `platform_message_id`, only if it moves the message
-/// forward; answers whether it changed anything. Unknown messages are ignored.
+/// forward; answers whether it changed anything, or `None` when no message of the channel has
+/// that id (yet: Meta's report can arrive before the send's answer is recorded).
 ///
 /// # Errors
 /// Fails on a database error.
@@ -81,12 +82,12 @@ pub async fn apply_status(
     platform_message_id: &str,
     status: MessageStatus,
     error: Option<Value>,
-) -> Result<bool> {
+) -> Result<Option<bool>> {
     let Some(found) = find_by_platform_id(db, channel_id, platform_message_id).await? else {
-        return Ok(false);
+        return Ok(None);
     };
     if status.rank() <= found.status.rank() {
-        return Ok(false);
+        return Ok(Some(false));
     }
     let lower = status.lower();
     // The condition on the current status makes concurrent reports race safely.
@@ -97,7 +98,7 @@ pub async fn apply_status(
         .filter(message::Column::Status.is_in(lower))
         .exec(db)
         .await?;
-    Ok(result.rows_affected > 0)
+    Ok(Some(result.rows_affected > 0))
 }
 
 /// Outbound messages stored but not yet handed to the platform, oldest first, after `after`

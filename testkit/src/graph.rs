@@ -62,6 +62,7 @@ struct GraphState {
     per_second: Option<u32>,
     pair_spacing: Option<Duration>,
     latency: Duration,
+    answer_after: Duration,
     invalid_tokens: Vec<String>,
     foreign_numbers: Vec<String>,
     number_errors: VecDeque<i64>,
@@ -181,6 +182,12 @@ impl FakeGraph {
     /// Delay before every answer.
     pub fn set_latency(&self, latency: Duration) {
         self.shared.lock().latency = latency;
+    }
+
+    /// Delay between accepting a message (its delivery reports are under way from then) and
+    /// answering the send, as Meta's reports can overtake its answer.
+    pub fn answer_sends_after(&self, delay: Duration) {
+        self.shared.lock().answer_after = delay;
     }
 
     /// Treats `token` as expired (error 190).
@@ -372,10 +379,26 @@ async fn accept_send(
         return meta_error(100);
     };
     let token = bearer(&headers);
+    let (answer, answer_after) = accept_now(&shared, number, body, token, edge);
+    if !answer_after.is_zero() {
+        tokio::time::sleep(answer_after).await;
+    }
+    answer
+}
+
+/// Accepts or refuses a send (under the lock); answers the response and how long to wait
+/// before giving it.
+fn accept_now(
+    shared: &Shared,
+    number: String,
+    body: Value,
+    token: String,
+    edge: &str,
+) -> (Response, Duration) {
     let mut state = shared.lock();
     let refuse = |state: &mut GraphState, code: i64| {
         state.rejected.push((body.clone(), code));
-        meta_error(code)
+        (meta_error(code), Duration::ZERO)
     };
     if token.is_empty() || state.invalid_tokens.contains(&token) {
         return refuse(&mut state, 190);
@@ -425,8 +448,9 @@ async fn accept_send(
         token,
         at: now,
     });
-    axum::Json(json!({"messaging_product": "whatsapp", "contacts": [{"input": to, "wa_id": to}], "messages": [{"id": wamid}]}))
-        .into_response()
+    let answer = axum::Json(json!({"messaging_product": "whatsapp", "contacts": [{"input": to, "wa_id": to}], "messages": [{"id": wamid}]}))
+        .into_response();
+    (answer, state.answer_after)
 }
 
 /// Posts the configured statuses of `wamid`, signed, after the configured delay.

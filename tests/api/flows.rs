@@ -965,6 +965,36 @@ async fn a_flow_within_metas_limits_is_paced_by_the_channel_and_completes_on_rep
     );
 }
 
+/// Meta's delivery reports can overtake its answer to the send: they name a message whose id
+/// Parley has not recorded yet. They are applied once it is, and the flow still completes.
+#[tokio::test]
+async fn delivery_reports_that_overtake_the_sends_answer_are_applied() {
+    let app = spawn_app().await;
+    app.graph.add_template("waba-1", order_update());
+    app.graph.answer_sends_after(Duration::from_millis(300));
+    app.graph.report_statuses(
+        &format!("{}/webhooks/waba", app.address),
+        crate::helpers::APP_SECRET,
+        Duration::from_millis(10),
+        &["delivered", "read"],
+    );
+    let live = app.live_channel("100001").await;
+    let campaign = campaign(&app, &live, "Orders", per_person()).await;
+    let people = people(&app, 3).await;
+    let created = flow(
+        &app,
+        json!({"channelUid": live, "campaignUid": campaign, "contactUids": people,
+               "configuration": {"pauseBetweenContactsMs": 0, "maxConcurrentMessages": 3}}),
+    )
+    .await;
+    let done = wait_flow(&app, &uid(&created), |f| {
+        f["status"] != "queued" && f["status"] != "running"
+    })
+    .await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["statistics"]["read"], 3, "{done}");
+}
+
 #[tokio::test]
 async fn creating_a_flow_twice_with_one_idempotency_key_creates_it_once() {
     let app = spawn_app().await;

@@ -12,8 +12,8 @@ use parley_persistence::entities::{campaign, channel, flow, flow_recipient};
 use parley_persistence::flows::{self, SendOutcome, Statistics};
 use parley_persistence::identities::{self, EMAIL, PHONE};
 use parley_persistence::{
-    FlowStatus, ParamsStrategy, PersistenceError, RecipientStatus, campaigns, channels, clock,
-    memory,
+    FlowStatus, MessageStatus, ParamsStrategy, PersistenceError, RecipientStatus, campaigns,
+    channels, clock, conversations, memory,
 };
 use serde_json::Value;
 use tokio::sync::{Notify, watch};
@@ -472,14 +472,29 @@ async fn judge(
         error,
     };
     Ok(match sent {
-        Ok(sent) => (
-            SendOutcome::Accepted {
-                message_id: sent.message_id,
-                platform_message_id: sent.platform_message_id,
-                status: RecipientStatus::of_delivery(sent.status).unwrap_or(RecipientStatus::Sent),
-            },
-            None,
-        ),
+        Ok(sent) => {
+            // Meta's reports can come back before this: they moved the message (whose id was
+            // recorded first) and found no recipient with it yet. The recipient starts where
+            // the message is.
+            let reported = conversations::find_message(&handles.db, sent.message_id)
+                .await?
+                .map(|m| m.status);
+            let status = match (RecipientStatus::of_delivery(sent.status), reported) {
+                (_, Some(MessageStatus::Read)) => RecipientStatus::Read,
+                (None | Some(RecipientStatus::Sent), Some(MessageStatus::Delivered)) => {
+                    RecipientStatus::Delivered
+                }
+                (status, _) => status.unwrap_or(RecipientStatus::Sent),
+            };
+            (
+                SendOutcome::Accepted {
+                    message_id: sent.message_id,
+                    platform_message_id: sent.platform_message_id,
+                    status,
+                },
+                None,
+            )
+        }
         Err(OutboundError::NotSent { error, .. }) => match error {
             SendError::Refused {
                 code: code @ (130_429 | 131_056),
