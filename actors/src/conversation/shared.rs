@@ -8,10 +8,15 @@
 //! the next turn reads it again. A read already under way when the change arrives finishes
 //! for the turns waiting on it, as a turn that started before the change would; it is not
 //! kept, because forgetting drops the slot it fills.
+//!
+//! Changes made through another server sharing the database are not announced here, so a
+//! value is also read again once it is [`MAX_AGE`] old: this server sees them within that time
+//! (before, a conversation actor kept its own copy for as long as it lived).
 
 use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use parley_persistence::entities::stage;
 use parley_persistence::{DatabaseConnection, Page, stages};
@@ -21,6 +26,9 @@ use uuid::Uuid;
 use super::TurnError;
 use super::route::Route;
 use crate::changes::Change;
+
+/// How long a shared value is used before it is read again.
+const MAX_AGE: Duration = Duration::from_secs(60);
 
 /// The shared routes and stages of one server's conversation actors.
 #[derive(Debug, Default)]
@@ -92,16 +100,26 @@ impl Shared {
     }
 }
 
-/// Values read once per key by whoever asks first; those asking meanwhile wait for that read.
+/// Values read once per key by whoever asks first (and again once `max_age` old); those asking
+/// meanwhile wait for that read.
 #[derive(Debug)]
 struct Slots<K, V> {
-    slots: Mutex<HashMap<K, Arc<OnceCell<Arc<V>>>>>,
+    slots: Mutex<HashMap<K, Arc<OnceCell<Loaded<V>>>>>,
+    max_age: Duration,
+}
+
+/// A value and when it was read.
+#[derive(Debug)]
+struct Loaded<V> {
+    at: Instant,
+    value: Arc<V>,
 }
 
 impl<K, V> Default for Slots<K, V> {
     fn default() -> Self {
         Self {
             slots: Mutex::new(HashMap::new()),
+            max_age: MAX_AGE,
         }
     }
 }
@@ -112,16 +130,26 @@ impl<K: Eq + Hash, V> Slots<K, V> {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<V, TurnError>>,
     {
-        let slot = self
-            .slots
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .entry(key)
-            .or_default()
-            .clone();
-        slot.get_or_try_init(|| async { load().await.map(Arc::new) })
-            .await
-            .cloned()
+        let slot = {
+            let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
+            let slot = slots.entry(key).or_default();
+            if slot
+                .get()
+                .is_some_and(|loaded| loaded.at.elapsed() >= self.max_age)
+            {
+                *slot = Arc::default();
+            }
+            slot.clone()
+        };
+        let loaded = slot
+            .get_or_try_init(|| async {
+                Ok::<_, TurnError>(Loaded {
+                    at: Instant::now(),
+                    value: Arc::new(load().await?),
+                })
+            })
+            .await?;
+        Ok(loaded.value.clone())
     }
 
     fn remove(&self, stale: impl Fn(&K) -> bool) {
@@ -160,6 +188,17 @@ mod tests {
         slots.remove(|key| *key == 1);
         assert_eq!(*count_load(&slots, 1, &reads).await.expect("again"), 3);
         assert_eq!(*count_load(&slots, 2, &reads).await.expect("untouched"), 2);
+    }
+
+    #[tokio::test]
+    async fn a_value_is_read_again_once_it_is_too_old() {
+        let slots = Slots::<i64, usize> {
+            max_age: Duration::ZERO,
+            ..Slots::default()
+        };
+        let reads = AtomicUsize::new(0);
+        assert_eq!(*count_load(&slots, 1, &reads).await.expect("read"), 1);
+        assert_eq!(*count_load(&slots, 1, &reads).await.expect("again"), 2);
     }
 
     #[tokio::test]
