@@ -53,6 +53,8 @@ impl BenchServer {
         parley_actors::llm::install_crypto_provider();
         let dir = tempfile::tempdir()?;
         let model = FakeModel::start().await;
+        // No bench reads the requests back, and keeping them would count as the server's memory.
+        model.stop_recording();
         let graph = FakeGraph::start().await;
         let database = BenchDatabase::create(dir.path()).await?;
         let mut settings = Settings {

@@ -58,6 +58,8 @@ pub enum Reply {
 struct Script {
     replies: VecDeque<Reply>,
     requests: Vec<Value>,
+    /// Request bodies are not kept (benches send hundreds of thousands).
+    forgetful: bool,
     time_to_first_token: Duration,
     between_tokens: Duration,
 }
@@ -134,6 +136,12 @@ impl FakeModel {
         script.between_tokens = between_tokens;
     }
 
+    /// Keeps no request bodies from now on, so that a long benchmark's memory is the server's
+    /// and not this fake's; [`FakeModel::requests`] then answers what came before.
+    pub fn stop_recording(&self) {
+        self.shared.lock().forgetful = true;
+    }
+
     /// Every request body received, in order.
     pub fn requests(&self) -> Vec<Value> {
         self.shared.lock().requests.clone()
@@ -151,7 +159,9 @@ async fn chat_completions(State(shared): State<Arc<Shared>>, body: Bytes) -> Res
     };
     let (reply, ttft, between) = {
         let mut script = shared.lock();
-        script.requests.push(request.clone());
+        if !script.forgetful {
+            script.requests.push(request.clone());
+        }
         let reply = script
             .replies
             .pop_front()

@@ -8,6 +8,9 @@
 //! answered as JSON. 32 clients at a time; the
 //! two servers take turns, endpoint by endpoint, so both see the same machine weather.
 //!
+//! With `PARLEY_BENCH_SPANS` set (a tracing filter, e.g. `parley=debug,sqlx::query=debug`) it
+//! also prints the mean wall time of Parley's spans, and its statements, per request.
+//!
 //! Run: `cargo run --release -p parley-benches --bin crud_reads -- [requests per endpoint]`
 
 use std::collections::HashMap;
@@ -19,7 +22,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use futures_util::StreamExt;
-use parley_benches::{BenchServer, Percentiles, ms};
+use parley_benches::{BenchServer, Percentiles, SpanTimes, ms};
 use sea_orm::sqlx::{self, Row};
 use serde_json::{Value, json};
 
@@ -31,6 +34,7 @@ async fn main() -> anyhow::Result<()> {
         .nth(1)
         .map_or(Ok(5000), |a| a.parse())
         .context("requests")?;
+    let spans = SpanTimes::install();
     let server = BenchServer::start(|_| {}).await?;
     let identity = server
         .send(
@@ -63,6 +67,9 @@ async fn main() -> anyhow::Result<()> {
             requests,
         )
         .await?;
+        if let Some(spans) = &spans {
+            spans.reset();
+        }
         let parley = load(
             &server.http,
             &format!("{}{path}", server.base),
@@ -70,6 +77,10 @@ async fn main() -> anyhow::Result<()> {
             requests,
         )
         .await?;
+        if let Some(spans) = &spans {
+            println!("spans of Parley's GET {}:", short(path));
+            spans.print(requests);
+        }
         for (label, run) in [("raw sqlx + bare axum", &bare), ("Parley", &parley)] {
             let p = Percentiles::of(&run.latencies).context("samples")?;
             println!(

@@ -2,16 +2,18 @@
 //!
 //! Starts Parley in-process (SQLite, or `PARLEY_BENCH_DATABASE_URL`) with the fake model, stores
 //! `identities` people, gives each one chat turn (32 at a time), and measures in the same run:
-//! - Parley: this process's RSS growth per live ConversationActor, after every person's turn;
+//! - Parley: this process's RSS growth per identity it holds, right after every person's turn
+//!   (most actors live) and once every actor has rested (its cache kept by the registry, with
+//!   no task or mailbox), with the server's default rest time;
 //! - baseline: in a child process (a clean heap), one bare tokio task per person holding a deep
 //!   copy of what a live identity's actor keeps between turns (the identity, its memory, its
 //!   current conversation and that conversation's recent messages, read from this run's
 //!   database), waiting on a notification;
-//! - passivation: how long after the last actor's idle timeout every actor has stopped, and
-//!   the RSS left afterwards.
+//! - forgetting: how long after the last identity's idle timeout Parley holds none of them,
+//!   and the RSS left afterwards (the allocator keeps freed memory, so it stays).
 //!
-//! The actors' idle timeout must outlast the turns (a person whose actor passivated before the
-//! measurement is not live); the report says how many were live when measured.
+//! The idle timeout must outlast the turns (an identity forgotten before the measurement is
+//! not held); the report says how many were held when measured.
 //!
 //! Run: `cargo run --release -p parley-benches --bin idle_identities -- [identities] [idle_secs]`
 //! (defaults 100000 and 300).
@@ -53,8 +55,10 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn run(identities: usize, idle_secs: u64) -> anyhow::Result<()> {
+    let mut rest = Duration::ZERO;
     let server = BenchServer::start(|settings| {
         settings.actors.conversation_actor_idle_secs = idle_secs;
+        rest = settings.actors.conversation_actor_rest();
     })
     .await?;
     let (_, channel) = server
@@ -79,36 +83,66 @@ async fn run(identities: usize, idle_secs: u64) -> anyhow::Result<()> {
     results.into_iter().collect::<anyhow::Result<()>>()?;
     let turns_took = started.elapsed();
     let last_turn = Instant::now();
-    let live = live_conversations(&server).await?;
+    let just_after = held(&server).await?;
     let rss_live = memory_kib("VmRSS");
+
+    // Every actor rests once its identity was quiet for the rest time: it stops, and the
+    // registry keeps its cache.
+    let rest_deadline = last_turn + rest + Duration::from_secs(5);
+    while held(&server).await?.live > 0 {
+        anyhow::ensure!(
+            Instant::now() < rest_deadline,
+            "actors still live after their rest time"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let rested = held(&server).await?;
+    let rss_rested = memory_kib("VmRSS");
 
     let baseline = run_baseline_child(&server, people[0], channel, identities).await?;
 
     let idle_deadline = last_turn + Duration::from_secs(idle_secs);
-    let passivated = wait_until_passivated(&server, idle_deadline).await?;
+    let forgotten = wait_until_forgotten(&server, idle_deadline).await?;
     let rss_after = memory_kib("VmRSS");
 
-    let per_actor = kib_per(rss_live.saturating_sub(rss_before), live.saturating_sub(1));
+    let grown = |rss: u64, held: &Held| {
+        kib_per(
+            rss.saturating_sub(rss_before),
+            held.total().saturating_sub(1),
+        )
+    };
+    let per_live = grown(rss_live, &just_after);
+    let per_rested = grown(rss_rested, &rested);
     println!(
-        "idle_identities: {identities} identities, one turn each ({CONCURRENCY} at a time, {:.1} s, {:.0} turns/s), database {}",
+        "idle_identities: {identities} identities, one turn each ({CONCURRENCY} at a time, {:.1} s, {:.0} turns/s), rest after {} ms, database {}",
         turns_took.as_secs_f64(),
         identities as f64 / turns_took.as_secs_f64(),
+        rest.as_millis(),
         server.database_kind()
     );
     println!(
-        "{:<44} {:>10}",
-        "live conversation actors when measured", live
+        "{:<44} {:>10} {:>12} {:>14}",
+        "", "RSS before", "RSS then", "per identity"
     );
     println!(
         "{:<44} {:>10} {:>12} {:>14}",
-        "", "RSS before", "RSS live", "per identity"
-    );
-    println!(
-        "{:<44} {:>10} {:>12} {:>14}",
-        "Parley (ConversationActor)",
+        format!(
+            "Parley, after the turns ({} live, {} resting)",
+            just_after.live, just_after.resting
+        ),
         mib(rss_before),
         mib(rss_live),
-        format!("{per_actor:.2} KiB")
+        format!("{per_live:.2} KiB")
+    );
+    println!(
+        "{:<44} {:>10} {:>12} {:>14}",
+        format!(
+            "Parley, all rested ({} live, {} resting)",
+            rested.live, rested.resting
+        ),
+        mib(rss_before),
+        mib(rss_rested),
+        format!("{per_rested:.2} KiB")
     );
     println!(
         "{:<44} {:>10} {:>12} {:>14}",
@@ -118,15 +152,16 @@ async fn run(identities: usize, idle_secs: u64) -> anyhow::Result<()> {
         format!("{:.2} KiB", baseline.per_task_kib())
     );
     println!(
-        "ratio Parley/baseline per identity: {:.2}",
-        per_actor / baseline.per_task_kib().max(1e-9)
+        "ratio Parley/baseline per identity: {:.2} after the turns, {:.2} rested",
+        per_live / baseline.per_task_kib().max(1e-9),
+        per_rested / baseline.per_task_kib().max(1e-9)
     );
     println!(
         "{:<44} {:>10}",
-        "passivated all, after the last idle timeout",
-        format!("{:.2} s", passivated.as_secs_f64())
+        "all forgotten, after the last idle timeout",
+        format!("{:.2} s", forgotten.as_secs_f64())
     );
-    println!("{:<44} {:>10}", "RSS after passivation", mib(rss_after));
+    println!("{:<44} {:>10}", "RSS once forgotten", mib(rss_after));
     server.stop().await
 }
 
@@ -167,32 +202,50 @@ async fn chat(server: &BenchServer, person: Uuid, channel: Uuid) -> anyhow::Resu
         .map(drop)
 }
 
-/// Live actors under `root/conversations`, from `GET /admin/actors`.
-async fn live_conversations(server: &BenchServer) -> anyhow::Result<usize> {
+/// What Parley holds of the identities: live actors and resting caches.
+struct Held {
+    live: usize,
+    resting: usize,
+}
+
+impl Held {
+    fn total(&self) -> usize {
+        self.live + self.resting
+    }
+}
+
+/// The counts of `root/conversations`, from `GET /admin/actors`.
+async fn held(server: &BenchServer) -> anyhow::Result<Held> {
     let tree = server
         .send(reqwest::Method::GET, "/admin/actors", &json!({}))
         .await?;
-    tree["data"]["supervisors"]
+    let conversations = tree["data"]["supervisors"]
         .as_array()
-        .and_then(|s| {
-            s.iter()
-                .find(|s| s["path"] == "root/conversations")
-                .and_then(|s| s["live"].as_u64())
-        })
-        .and_then(|n| usize::try_from(n).ok())
-        .context("no root/conversations in the actor tree")
+        .and_then(|s| s.iter().find(|s| s["path"] == "root/conversations"))
+        .context("no root/conversations in the actor tree")?;
+    let count = |field: &str| -> anyhow::Result<usize> {
+        let n = conversations[field].as_u64().context("no count")?;
+        Ok(usize::try_from(n)?)
+    };
+    Ok(Held {
+        live: count("live")?,
+        resting: count("resting")?,
+    })
 }
 
-/// Waits until no conversation actor is live; answers how long after `idle_deadline` (the
-/// moment the last actor's idle timeout ran out) that was.
-async fn wait_until_passivated(
+/// Waits until Parley holds nothing of any identity; answers how long after `idle_deadline`
+/// (the moment the last identity's idle timeout ran out) that was.
+async fn wait_until_forgotten(
     server: &BenchServer,
     idle_deadline: Instant,
 ) -> anyhow::Result<Duration> {
     tokio::time::sleep_until(idle_deadline.into()).await;
     let give_up = Instant::now() + Duration::from_secs(600);
-    while live_conversations(server).await? > 0 {
-        anyhow::ensure!(Instant::now() < give_up, "actors still live after 600 s");
+    while held(server).await?.total() > 0 {
+        anyhow::ensure!(
+            Instant::now() < give_up,
+            "identities still held after 600 s"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     Ok(idle_deadline.elapsed())

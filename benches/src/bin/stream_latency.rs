@@ -4,9 +4,9 @@
 //! model streaming like a real one (200 ms to the first token, then 20 tokens 10 ms apart),
 //! and measures in the same run, interleaved:
 //! - baseline: the same streamed Chat Completions request posted straight to the fake model,
-//!   timed to its first content chunk and to its end;
-//! - Parley: `GET /conversation/{id}/streaming`, timed to its first `token` event and to its
-//!   `complete` event.
+//!   timed to its first and last content chunks and to its end (`[DONE]`);
+//! - Parley: `GET /conversation/{id}/streaming`, timed to its first and last `token` events
+//!   and to its `complete` event, which comes once the reply is stored.
 //!
 //! Run: `cargo run --release -p parley-benches --bin stream_latency -- [turns] [identities]`
 
@@ -114,12 +114,19 @@ async fn main() -> anyhow::Result<()> {
         "through Parley's SSE stream",
         &samples.parley_first,
     )?;
-    println!("\nlast token (complete)");
+    println!("\nlast token");
     print_comparison(
         "model alone (baseline)",
         &samples.model_last,
         "through Parley's SSE stream",
         &samples.parley_last,
+    )?;
+    println!("\nend of the stream ([DONE]; complete, after the reply is stored)");
+    print_comparison(
+        "model alone (baseline)",
+        &samples.model_end,
+        "through Parley's SSE stream",
+        &samples.parley_end,
     )?;
     server.stop().await
 }
@@ -131,39 +138,59 @@ const WARM_UP: usize = 10;
 struct Samples {
     model_first: Vec<Duration>,
     model_last: Vec<Duration>,
+    model_end: Vec<Duration>,
     parley_first: Vec<Duration>,
     parley_last: Vec<Duration>,
+    parley_end: Vec<Duration>,
 }
 
 impl Samples {
-    fn push(&mut self, model: (Duration, Duration), parley: (Duration, Duration)) {
-        self.model_first.push(model.0);
-        self.model_last.push(model.1);
-        self.parley_first.push(parley.0);
-        self.parley_last.push(parley.1);
+    fn push(&mut self, model: Timing, parley: Timing) {
+        self.model_first.push(model.first);
+        self.model_last.push(model.last);
+        self.model_end.push(model.end);
+        self.parley_first.push(parley.first);
+        self.parley_last.push(parley.last);
+        self.parley_end.push(parley.end);
     }
 }
 
+/// When a stream's first and last tokens and its end arrived.
+struct Timing {
+    first: Duration,
+    last: Duration,
+    end: Duration,
+}
+
 /// Reads a streamed body, answering the time from `started` (just before the request was
-/// sent) to the chunk holding `first` and to the chunk holding `last`.
+/// sent) to the first and the last chunk holding `token`, and to the chunk holding `end`.
 async fn timed(
     started: Instant,
     response: reqwest::Response,
-    first: &str,
-    last: &str,
-) -> anyhow::Result<(Duration, Duration)> {
+    token: &str,
+    end: &str,
+) -> anyhow::Result<Timing> {
     let mut body = response.bytes_stream();
     let mut seen = String::new();
-    let mut first_at = None;
+    let mut first = None;
+    let mut last = None;
     while let Some(chunk) = body.next().await {
-        seen.push_str(&String::from_utf8_lossy(&chunk?));
-        if first_at.is_none() && seen.contains(first) {
-            first_at = Some(started.elapsed());
+        let chunk = String::from_utf8_lossy(&chunk?).into_owned();
+        let at = started.elapsed();
+        // A token split across two chunks is seen once the second arrives.
+        let before = seen.matches(token).count();
+        seen.push_str(&chunk);
+        if seen.matches(token).count() > before {
+            first.get_or_insert(at);
+            last = Some(at);
         }
-        if seen.contains(last) {
-            let first_at = first_at.context("no first token")?;
-            return Ok((first_at, started.elapsed()));
+        if seen.contains(end) {
+            return Ok(Timing {
+                first: first.context("no first token")?,
+                last: last.context("no last token")?,
+                end: at,
+            });
         }
     }
-    anyhow::bail!("the stream ended without {last}: {seen}")
+    anyhow::bail!("the stream ended without {end}: {seen}")
 }
