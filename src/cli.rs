@@ -273,8 +273,12 @@ async fn admin_actors(settings: &Settings, url: Option<String>) -> anyhow::Resul
         .into_iter()
         .flatten()
     {
+        let resting = supervisor["resting"]
+            .as_u64()
+            .map(|n| format!(", {n} resting"))
+            .unwrap_or_default();
         println!(
-            "├── {:<20} {} live",
+            "├── {:<20} {} live{resting}",
             supervisor["path"].as_str().unwrap_or_default(),
             supervisor["live"]
         );

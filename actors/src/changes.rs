@@ -10,6 +10,9 @@
 //! | every ConversationActor of the workspace | kept history of a channel (its length is the assistant's) | [`Change::Channel`], [`Change::Assistants`] |
 //! | a ConversationActor | the recent messages of its conversations | [`Change::Messages`] |
 //! | the ChannelActor | its channel row and token | [`Change::Channel`] (restart), [`Change::ChannelDeleted`] (stop) |
+//!
+//! What a ConversationActor caches stays with the conversation registry while the actor rests;
+//! the registry applies each change to it as the actor would (`Context::changed`).
 
 use uuid::Uuid;
 

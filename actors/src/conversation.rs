@@ -2,8 +2,9 @@
 //! channels, caches what a turn reads about its identity (the identity, its memory, its
 //! recent messages) until a [`Change`] says otherwise, reads what all actors read alike (the
 //! workspace's stages, each channel's route to its assistants) from [`shared`], merges a burst
-//! of messages into one turn when the assistant asks for it (`debounce_ms`), and passivates
-//! after an idle timeout; the registry spawns it again on the next message.
+//! of messages into one turn when the assistant asks for it (`debounce_ms`), and rests after a
+//! few quiet seconds: it stops, and the registry keeps its cache (no task, no mailbox) until
+//! the idle timeout, and spawns it again with that cache on the next message.
 
 mod context;
 mod history;
@@ -40,7 +41,11 @@ use crate::runtime::ActorPath;
 pub struct ConversationSettings {
     /// After this long without messages the next message starts a new conversation.
     pub idle_after: chrono::Duration,
-    /// A conversation actor with no turn for this long stops itself.
+    /// A conversation actor with no turn for this long rests: it stops and leaves what it
+    /// cached about its identity with the registry. At most `actor_idle`.
+    pub actor_rest: Duration,
+    /// An identity with no turn for this long is forgotten: its cache is dropped, and its next
+    /// turn reads it again.
     pub actor_idle: Duration,
     /// Most model calls with tool use in one turn before it must answer in words.
     pub max_tool_rounds: u32,
@@ -59,6 +64,11 @@ pub struct ConversationDeps {
     pub mcp: Arc<McpHub>,
     /// Behaviour settings.
     pub settings: ConversationSettings,
+    /// How many identity changes the conversation registry has applied, kept across its
+    /// restarts: a caller that has just created an identity hands it to the registry with the
+    /// count it read before, and the registry takes it only when no such change came in
+    /// between.
+    pub announced: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// Identifies a conversation actor: workspace and identity.
@@ -73,6 +83,15 @@ pub(crate) struct ConversationArgs {
     pub(crate) deps: Arc<ConversationDeps>,
     pub(crate) shared: Arc<Shared>,
     pub(crate) registry: ActorRef<RegistryMsg>,
+    /// What the identity's last actor cached, kept by the registry while it rested.
+    pub(crate) rested: Option<Rested>,
+}
+
+/// What the registry keeps of an identity whose actor rests: the cache and when its last turn
+/// arrived. As small as the identity's cache: no task, no mailbox.
+pub(crate) struct Rested {
+    pub(crate) context: Context,
+    pub(crate) last_activity: Instant,
 }
 
 /// A turn waiting for its debounce window to close.
@@ -112,8 +131,8 @@ pub(crate) enum ConversationMsg {
     Flush(u64),
     /// Something this actor may cache changed.
     Changed(Change),
-    /// Time to see whether the actor has been idle long enough to stop.
-    IdleCheck,
+    /// Time to see whether the actor has been quiet long enough to rest.
+    RestCheck,
     /// Fail on purpose, so that tests can watch a crash stay contained.
     #[cfg(test)]
     Crash,
@@ -129,17 +148,20 @@ impl Actor for ConversationActor {
         myself: ActorRef<Self::Msg>,
         args: ConversationArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
-        myself.send_after(args.deps.settings.actor_idle, || ConversationMsg::IdleCheck);
+        myself.send_after(args.deps.settings.actor_rest, || ConversationMsg::RestCheck);
+        let (context, last_activity) = args.rested.map_or((None, Instant::now()), |r| {
+            (Some(r.context), r.last_activity)
+        });
         Ok(ConversationState {
             path: ActorPath::conversation(args.key.1),
             key: args.key,
             deps: args.deps,
             registry: args.registry,
             shared: args.shared,
-            context: None,
+            context,
             pending: Vec::new(),
             generation: 0,
-            last_activity: Instant::now(),
+            last_activity,
         })
     }
 
@@ -174,7 +196,7 @@ impl Actor for ConversationActor {
                 }
             }
             ConversationMsg::Changed(change) => forget(state, &change),
-            ConversationMsg::IdleCheck => idle_check(state, &myself),
+            ConversationMsg::RestCheck => rest_check(state, &myself),
             #[cfg(test)]
             ConversationMsg::Crash => return Err("crash requested".into()),
         }
@@ -297,39 +319,38 @@ async fn flush(state: &mut ConversationState) {
 /// Drops what `change` made stale; the next turn reloads it. (The registry has already
 /// told [`Shared`].)
 fn forget(state: &mut ConversationState, change: &Change) {
-    match change {
-        Change::Identity { .. } => state.context = None,
-        Change::Messages { since, .. } => {
-            if let Some(context) = state.context.as_mut() {
-                context.missed(*since);
-            }
-        }
-        Change::Stages { .. } => {}
-        Change::Channel { channel_id, .. } | Change::ChannelDeleted { channel_id, .. } => {
-            // A deleted channel's conversations were closed.
-            if let Some(context) = state.context.as_mut() {
-                context.conversations.remove(channel_id);
-                context.histories.remove(channel_id);
-            }
-        }
-        // The history kept is as long as the assistant's `history_turns` asked.
-        Change::Assistants { .. } => {
-            if let Some(context) = state.context.as_mut() {
-                context.histories.clear();
-            }
-        }
+    if let Some(context) = state.context.as_mut()
+        && !context.changed(change)
+    {
+        state.context = None;
     }
 }
 
-fn idle_check(state: &ConversationState, myself: &ActorRef<ConversationMsg>) {
-    let idle = state.deps.settings.actor_idle;
+/// Asks the registry to let this actor rest once no turn came for the rest time and none
+/// waits for its debounce window; looks again later otherwise.
+fn rest_check(state: &ConversationState, myself: &ActorRef<ConversationMsg>) {
+    let rest = state.deps.settings.actor_rest;
     let quiet = state.last_activity.elapsed();
-    if quiet >= idle && state.pending.is_empty() {
+    if quiet >= rest && state.pending.is_empty() {
         let _ = state
             .registry
-            .send_message(RegistryMsg::Passivate(state.key, myself.get_id()));
+            .send_message(RegistryMsg::Rest(state.key, myself.get_id()));
     } else {
-        let wait = idle.saturating_sub(quiet).max(Duration::from_millis(10));
-        myself.send_after(wait, || ConversationMsg::IdleCheck);
+        let wait = rest.saturating_sub(quiet).max(Duration::from_millis(10));
+        myself.send_after(wait, || ConversationMsg::RestCheck);
+    }
+}
+
+impl ConversationState {
+    /// What the registry keeps once this actor stopped to rest: its cache, if it has one.
+    fn into_rested(self) -> Option<Rested> {
+        let last_activity = self.last_activity;
+        self.context.map(|mut context| {
+            context.compact();
+            Rested {
+                context,
+                last_activity,
+            }
+        })
     }
 }

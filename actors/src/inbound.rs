@@ -17,6 +17,7 @@ use parley_persistence::entities::webhook_event;
 use uuid::Uuid;
 
 use crate::channel::SendError;
+use crate::conversation::registry::Conversations;
 use crate::conversation::{TurnError, TurnOrigin, TurnOutcome, TurnRequest};
 use crate::outbound::Outbox;
 use crate::people;
@@ -48,7 +49,10 @@ pub(crate) async fn process(
         Ok(inbound) => inbound,
         Err(unreadable) => return Processed::Refused(unreadable.to_string()),
     };
-    let person = match people::find_or_create_by_phone(
+    let conversations = handles.conversations();
+    // Read before the identity may be created: see `Conversations::turn_of_created`.
+    let announced_before = conversations.as_ref().ok().map(Conversations::announced);
+    let (person, created) = match people::find_or_create(
         &handles.db,
         event.workspace_id,
         &inbound.from,
@@ -56,7 +60,7 @@ pub(crate) async fn process(
     )
     .await
     {
-        Ok(person) => person,
+        Ok(found) => found,
         Err(error) => return Processed::Retry(error.to_string()),
     };
     if opt_out::is_stop_word(stop_words, &inbound.content.text()) {
@@ -72,13 +76,18 @@ pub(crate) async fn process(
         },
         metadata: None,
     };
-    let outcome = match handles.conversations() {
-        Ok(conversations) => {
+    let outcome = match (conversations, announced_before) {
+        (Ok(conversations), Some(announced_before)) if created => {
+            conversations
+                .turn_of_created(event.workspace_id, person, announced_before, request)
+                .await
+        }
+        (Ok(conversations), _) => {
             conversations
                 .turn(event.workspace_id, person.id, request)
                 .await
         }
-        Err(error) => Err(error.into()),
+        (Err(error), _) => Err(error.into()),
     };
     match outcome {
         Ok(outcome) => deliver(handles, event.channel_id, outcome).await,

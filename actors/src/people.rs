@@ -23,21 +23,35 @@ pub async fn find_or_create_by_phone(
     phone: &Phone,
     name: Option<&str>,
 ) -> Result<identity::Model, PersistenceError> {
+    Ok(find_or_create(db, workspace_id, phone, name).await?.0)
+}
+
+/// As [`find_or_create_by_phone`], also answering whether this call created the identity.
+///
+/// # Errors
+/// Fails on a database error.
+pub async fn find_or_create(
+    db: &DatabaseConnection,
+    workspace_id: i64,
+    phone: &Phone,
+    name: Option<&str>,
+) -> Result<(identity::Model, bool), PersistenceError> {
     let name = name.map(str::trim).filter(|n| !n.is_empty());
     for _ in 0..3 {
         if let Some(found) =
             identities::find_by_contact(db, workspace_id, PHONE, phone.as_str()).await?
         {
-            return match (&found.name, name) {
+            let found = match (&found.name, name) {
                 (None, Some(name)) => {
                     let changes = IdentityChanges {
                         name: Some(Some(name.to_owned())),
                         ..IdentityChanges::default()
                     };
-                    identities::update(db, found, changes, clock::now()).await
+                    identities::update(db, found, changes, clock::now()).await?
                 }
-                _ => Ok(found),
+                _ => found,
             };
+            return Ok((found, false));
         }
         let txn = parley_persistence::begin_write(db).await?;
         let new = NewIdentity {
@@ -59,7 +73,7 @@ pub async fn find_or_create_by_phone(
         match created {
             Ok(created) => {
                 txn.commit().await?;
-                return Ok(created);
+                return Ok((created, true));
             }
             // Someone created them meanwhile: theirs wins, found on the next round.
             Err(PersistenceError::Conflict(_)) => txn.rollback().await?,

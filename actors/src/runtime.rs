@@ -123,6 +123,8 @@ pub(crate) struct Handles {
     mcp: Arc<McpHub>,
     pub(crate) turn_timeout: Duration,
     pub(crate) idle_after: chrono::Duration,
+    /// The conversation registry's count of applied changes.
+    announced: Arc<std::sync::atomic::AtomicU64>,
     conversations: RwLock<Option<ActorRef<RegistryMsg>>>,
     channels: RwLock<Option<ActorRef<ChannelRegistryMsg>>>,
     inbound: RwLock<Option<ActorRef<InboundWorkerMsg>>>,
@@ -138,6 +140,7 @@ impl Handles {
             mcp: deps.conversations.mcp.clone(),
             turn_timeout: deps.conversations.settings.turn_timeout,
             idle_after: deps.conversations.settings.idle_after,
+            announced: deps.conversations.announced.clone(),
             conversations: RwLock::new(None),
             channels: RwLock::new(None),
             inbound: RwLock::new(None),
@@ -163,7 +166,7 @@ impl Handles {
     /// The handle on the conversation actors.
     pub(crate) fn conversations(&self) -> Result<Conversations, RuntimeError> {
         Self::read(&self.conversations, SupervisorKind::Conversations)
-            .map(|registry| Conversations::new(registry, self.turn_timeout))
+            .map(|registry| Conversations::new(registry, self.turn_timeout, self.announced.clone()))
     }
 
     /// Tells the identity's conversation actor (if live) that messages were stored for it
@@ -398,8 +401,24 @@ impl ActorRuntime {
     /// # Errors
     /// Fails when the root does not answer within five seconds.
     pub async fn tree(&self) -> Result<Vec<SupervisorSnapshot>, RuntimeError> {
-        call_t!(self.root, RootMsg::Tree, 5_000)
-            .map_err(|e| RuntimeError::Unavailable(e.to_string()))
+        let mut snapshots = call_t!(self.root, RootMsg::Tree, 5_000)
+            .map_err(|e| RuntimeError::Unavailable(e.to_string()))?;
+        self.add_resting(&mut snapshots, None).await?;
+        Ok(snapshots)
+    }
+
+    /// Fills in how many identities rest under `root/conversations`.
+    async fn add_resting(
+        &self,
+        snapshots: &mut [SupervisorSnapshot],
+        workspace: Option<i64>,
+    ) -> Result<(), RuntimeError> {
+        let path = ActorPath::supervisor(SupervisorKind::Conversations).to_string();
+        if let Some(conversations) = snapshots.iter_mut().find(|s| s.path == path) {
+            conversations.resting =
+                Some(self.handles.conversations()?.resting_in(workspace).await?);
+        }
+        Ok(())
     }
 
     /// The supervisors and how many of their actors belong to `workspace`: a workspace
@@ -428,8 +447,10 @@ impl ActorRuntime {
             snapshots.push(SupervisorSnapshot {
                 path: ActorPath::supervisor(kind).to_string(),
                 live_children: live,
+                resting: None,
             });
         }
+        self.add_resting(&mut snapshots, ws).await?;
         Ok(snapshots)
     }
 

@@ -50,10 +50,12 @@ pub(crate) async fn deps() -> (ConversationDeps, tempfile::TempDir, FakeModel) {
         mcp,
         settings: ConversationSettings {
             idle_after: chrono::Duration::hours(24),
+            actor_rest: Duration::from_secs(5),
             actor_idle: Duration::from_secs(600),
             max_tool_rounds: 8,
             turn_timeout: Duration::from_secs(30),
         },
+        announced: std::sync::Arc::default(),
     };
     (deps, dir, model)
 }

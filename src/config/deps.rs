@@ -68,10 +68,12 @@ impl Settings {
             mcp: Arc::new(mcp),
             settings: ConversationSettings {
                 idle_after: self.actors.conversation_idle(),
+                actor_rest: self.actors.conversation_actor_rest(),
                 actor_idle: Duration::from_secs(self.actors.conversation_actor_idle_secs),
                 max_tool_rounds: llm.max_tool_rounds,
                 turn_timeout: Duration::from_secs(self.actors.turn_timeout_secs),
             },
+            announced: Arc::default(),
         }
     }
 

@@ -224,7 +224,11 @@ impl Default for McpConfig {
 pub struct ActorSettings {
     /// Hours without messages after which the next message starts a new conversation.
     pub conversation_idle_hours: u64,
-    /// Seconds without turns after which an identity's conversation actor stops.
+    /// Milliseconds without turns after which an identity's conversation actor rests: it
+    /// stops, and what it cached about the identity is kept without a task until
+    /// `conversation_actor_idle_secs`.
+    pub conversation_actor_rest_ms: u64,
+    /// Seconds without turns after which what Parley keeps about an identity is dropped.
     pub conversation_actor_idle_secs: u64,
     /// Longest an API chat call waits for its turn, in seconds.
     pub turn_timeout_secs: u64,
@@ -251,6 +255,7 @@ impl Default for ActorSettings {
         let inbound = InboundSettings::default();
         Self {
             conversation_idle_hours: 24,
+            conversation_actor_rest_ms: 5_000,
             conversation_actor_idle_secs: 600,
             turn_timeout_secs: 300,
             inbound_concurrency: inbound.concurrency,
@@ -280,6 +285,13 @@ impl ActorSettings {
     pub fn conversation_idle(&self) -> chrono::Duration {
         let hours = i64::try_from(self.conversation_idle_hours).unwrap_or(i64::MAX);
         chrono::Duration::try_hours(hours).unwrap_or(chrono::Duration::MAX)
+    }
+
+    /// How long a conversation actor waits for a turn before it rests: never longer than
+    /// Parley keeps the identity.
+    pub fn conversation_actor_rest(&self) -> Duration {
+        Duration::from_millis(self.conversation_actor_rest_ms)
+            .min(Duration::from_secs(self.conversation_actor_idle_secs))
     }
 }
 

@@ -27,6 +27,10 @@ pub(crate) struct SupervisorRecord {
     path: String,
     /// Actors it runs.
     live: usize,
+    /// `root/conversations` only: identities whose actor rests, their cache kept without an
+    /// actor until their idle timeout.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resting: Option<usize>,
 }
 
 /// The tree as the endpoint answers it.
@@ -102,6 +106,7 @@ async fn get_actor_tree(
         .map(|s| SupervisorRecord {
             path: s.path,
             live: s.live_children,
+            resting: s.resting,
         })
         .collect();
     Ok(Envelope::ok(

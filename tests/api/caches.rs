@@ -4,7 +4,7 @@
 use reqwest::Method;
 use serde_json::json;
 
-use crate::helpers::{expect_error, expect_status, order_update, spawn_app};
+use crate::helpers::{expect_error, expect_status, order_update, spawn_app, spawn_app_with};
 
 const STAGED: &str = "Stage: {{identity.stage}}.";
 
@@ -147,4 +147,23 @@ async fn a_message_sent_to_a_live_identity_is_in_its_next_turns_history() {
             (json!("user"), json!("two")),
         ]
     );
+}
+
+/// A quiet identity's actor rests: it stops, and the registry keeps its cache until the idle
+/// timeout. A change announced while it rests must reach that cache.
+#[tokio::test]
+async fn a_change_reaches_an_identity_whose_actor_rests() {
+    let app = spawn_app_with(|s| s.actors.conversation_actor_rest_ms = 50).await;
+    let (_, channel) = app
+        .chat_channel("You help {{identity.name}}.", json!({}))
+        .await;
+    app.put_identity("crm-1", json!({"name": "Ana"})).await;
+    expect_status(app.chat("crm-1", &channel, "one").await, 200).await;
+    assert_eq!(app.last_system_prompt(), "You help Ana.");
+    app.wait_for_live_actors("root/conversations", 0).await;
+    assert_eq!(app.resting_identities().await, 1);
+
+    app.put_identity("crm-1", json!({"name": "Bea"})).await;
+    expect_status(app.chat("crm-1", &channel, "two").await, 200).await;
+    assert_eq!(app.last_system_prompt(), "You help Bea.");
 }

@@ -559,33 +559,21 @@ async fn with_memory_disabled_no_tools_are_offered() {
 }
 
 #[tokio::test]
-async fn an_idle_conversation_actor_passivates_and_comes_back() {
+async fn an_idle_identity_rests_then_is_forgotten_and_comes_back() {
     let app = spawn_app_with(|s| s.actors.conversation_actor_idle_secs = 1).await;
     let (_, channel) = app.chat_channel("Echo.", json!({})).await;
     app.put_identity("crm-1", json!({"name": "Ana"})).await;
     expect_status(app.chat("crm-1", &channel, "one").await, 200).await;
-    assert_eq!(live_conversations(&app).await, 1);
+    assert_eq!(app.live_actors("root/conversations").await, 1);
 
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while live_conversations(&app).await != 0 {
-        assert!(tokio::time::Instant::now() < deadline, "never passivated");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    // The rest time is capped by the idle time: the actor rests after a second, and what it
+    // cached is forgotten a second after the turn.
+    app.wait_for_live_actors("root/conversations", 0).await;
+    app.wait_for_resting_identities(0).await;
 
     let body = expect_status(app.chat("crm-1", &channel, "two").await, 200).await;
     assert_eq!(body["data"]["reply"], "You said: two");
-    assert_eq!(live_conversations(&app).await, 1);
-}
-
-async fn live_conversations(app: &crate::helpers::TestApp) -> u64 {
-    let tree = expect_status(app.get("/admin/actors").await, 200).await;
-    tree["data"]["supervisors"]
-        .as_array()
-        .expect("supervisors")
-        .iter()
-        .find(|s| s["path"] == "root/conversations")
-        .and_then(|s| s["live"].as_u64())
-        .expect("conversations supervisor")
+    assert_eq!(app.live_actors("root/conversations").await, 1);
 }
 
 /// Reads a Server-Sent Events response to its end, answering the JSON of each `data:` line.

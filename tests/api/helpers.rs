@@ -367,27 +367,46 @@ impl TestApp {
 impl TestApp {
     /// How many actors the supervisor at `path` (`root/channels`, …) runs now.
     pub async fn live_actors(&self, path: &str) -> u64 {
+        self.supervisor_count(path, "live").await
+    }
+
+    /// How many identities rest, their cache kept without an actor.
+    pub async fn resting_identities(&self) -> u64 {
+        self.supervisor_count("root/conversations", "resting").await
+    }
+
+    /// Waits until the supervisor at `path` runs `count` actors.
+    pub async fn wait_for_live_actors(&self, path: &str, count: u64) {
+        self.wait_for_count(path, "live", count).await;
+    }
+
+    /// Waits until `count` identities rest.
+    pub async fn wait_for_resting_identities(&self, count: u64) {
+        self.wait_for_count("root/conversations", "resting", count)
+            .await;
+    }
+
+    async fn supervisor_count(&self, path: &str, field: &str) -> u64 {
         let tree = expect_status(self.get("/admin/actors").await, 200).await;
         tree["data"]["supervisors"]
             .as_array()
             .expect("supervisors")
             .iter()
             .find(|s| s["path"] == path)
-            .and_then(|s| s["live"].as_u64())
-            .unwrap_or_else(|| panic!("no supervisor {path}: {tree}"))
+            .and_then(|s| s[field].as_u64())
+            .unwrap_or_else(|| panic!("no {field} count of {path}: {tree}"))
     }
 
-    /// Waits until the supervisor at `path` runs `count` actors.
-    pub async fn wait_for_live_actors(&self, path: &str, count: u64) {
+    async fn wait_for_count(&self, path: &str, field: &str, count: u64) {
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
         loop {
-            let live = self.live_actors(path).await;
-            if live == count {
+            let now = self.supervisor_count(path, field).await;
+            if now == count {
                 return;
             }
             assert!(
                 tokio::time::Instant::now() < deadline,
-                "{path} runs {live} actors, not {count}"
+                "{path} counts {now} {field}, not {count}"
             );
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }

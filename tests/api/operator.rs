@@ -149,7 +149,7 @@ async fn parley_admin_actors_prints_the_installations_tree() {
     assert!(
         printed
             .lines()
-            .any(|l| l.contains("root/conversations") && l.contains("1 live")),
+            .any(|l| l.contains("root/conversations") && l.contains("1 live, 0 resting")),
         "{printed}"
     );
 }

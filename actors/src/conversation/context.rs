@@ -2,12 +2,15 @@
 //! memory. Loaded on the first turn, written through by the built-in tools, dropped when a
 //! change to the identity is announced.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use litemap::LiteMap;
 
 use parley_persistence::entities::{conversation, identity, memory_entry, message, stage};
 use parley_persistence::{ConnectionTrait, Result, identities, memory};
 use serde_json::{Value, json};
 
+use crate::changes::Change;
 use crate::conversation::history::KeptHistory;
 use crate::domain::templating::nest_memory;
 
@@ -21,10 +24,12 @@ pub(crate) struct Context {
     /// Its current conversation on each channel, as this actor last wrote to it. Its
     /// `last_message_at` is never ahead of the database's (others may append later), so a
     /// conversation this cache thinks active is active; one it thinks idle is read again.
-    pub(crate) conversations: HashMap<uuid::Uuid, conversation::Model>,
+    /// (Sorted vectors: most people talk on one channel, and a hash map's smallest table
+    /// holds four.)
+    pub(crate) conversations: LiteMap<uuid::Uuid, conversation::Model>,
     /// The recent messages of that conversation on each channel, brought up to date by each
     /// turn.
-    pub(crate) histories: HashMap<uuid::Uuid, KeptHistory>,
+    pub(crate) histories: LiteMap<uuid::Uuid, KeptHistory>,
 }
 
 impl Context {
@@ -43,11 +48,19 @@ impl Context {
             .map(|entry| (entry.key.clone(), entry))
             .collect();
         Ok(Some(Self {
-            identity,
             memory,
-            conversations: HashMap::new(),
-            histories: HashMap::new(),
+            ..Self::fresh(identity)
         }))
+    }
+
+    /// The context of an identity just created: no memory, no conversations yet.
+    pub(crate) fn fresh(identity: identity::Model) -> Self {
+        Self {
+            identity,
+            memory: BTreeMap::new(),
+            conversations: LiteMap::with_capacity(1),
+            histories: LiteMap::with_capacity(1),
+        }
     }
 
     /// Adds a message this actor stored to the history it keeps of that conversation.
@@ -64,9 +77,34 @@ impl Context {
     /// Messages of this identity may have been stored from `since` on without passing through
     /// [`Context::wrote`]: the next turn on each channel reads them from the table.
     pub(crate) fn missed(&mut self, since: chrono::DateTime<chrono::Utc>) {
-        for kept in self.histories.values_mut() {
+        for (_, kept) in self.histories.iter_mut() {
             kept.missed(since);
         }
+    }
+
+    /// Gives back what was reserved for growth, for a context kept while its actor rests.
+    pub(crate) fn compact(&mut self) {
+        for (_, kept) in self.histories.iter_mut() {
+            kept.compact();
+        }
+    }
+
+    /// Drops what `change` made stale; the next turn reads it again. Answers `false` when
+    /// nothing of this context stands any more (the identity itself changed).
+    pub(crate) fn changed(&mut self, change: &Change) -> bool {
+        match change {
+            Change::Identity { .. } => return false,
+            Change::Messages { since, .. } => self.missed(*since),
+            Change::Stages { .. } => {}
+            Change::Channel { channel_id, .. } | Change::ChannelDeleted { channel_id, .. } => {
+                // A deleted channel's conversations were closed.
+                self.conversations.remove(channel_id);
+                self.histories.remove(channel_id);
+            }
+            // The history kept is as long as the assistant's `history_turns` asked.
+            Change::Assistants { .. } => self.histories.clear(),
+        }
+        true
     }
 
     /// The identity's language: `preferences.language` memory, else metadata `language`; the

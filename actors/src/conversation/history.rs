@@ -76,6 +76,11 @@ impl KeptHistory {
         self.unread_since = Some(self.unread_since.map_or(since, |at| at.min(since)));
     }
 
+    /// Gives back what was reserved for growth (a history pushed to from empty holds four).
+    pub(crate) fn compact(&mut self) {
+        self.messages.shrink_to_fit();
+    }
+
     /// Adds the messages read since [`KeptHistory::refresh_from`]; nothing is missing after.
     pub(crate) fn add(&mut self, newer: Vec<message::Model>) {
         self.merge(newer);

@@ -1,10 +1,20 @@
-//! The `conversations` supervisor and registry: exactly one ConversationActor per live
-//! identity, spawned on demand (virtual-actor style), forgotten when it stops or fails, told
-//! about the changes that concern it; and the [`Conversations`] handle the rest of Parley
-//! talks through.
+//! The `conversations` supervisor and registry: at most one ConversationActor per identity,
+//! spawned on demand (virtual-actor style), forgotten when it stops or fails, told about the
+//! changes that concern it; the caches of identities whose actor rests, until their idle
+//! timeout; and the [`Conversations`] handle the rest of Parley talks through.
+//!
+//! Resting goes through the registry so that an identity never has two actors: the actor asks
+//! ([`RegistryMsg::Rest`]), the registry forgets it and lets it finish its mailbox, and takes
+//! its cache from the state it stopped with. A turn for that identity in between waits for the
+//! stop and goes to a new actor that starts with the cache; a change in between is applied to
+//! the cache when it arrives.
 
+use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use parley_persistence::entities::identity;
 
 use ractor::{
     Actor, ActorId, ActorProcessingErr, ActorRef, MessagingErr, RpcReplyPort, SupervisionEvent,
@@ -13,10 +23,11 @@ use ractor::{
 use tracing::Instrument;
 use uuid::Uuid;
 
+use super::context::Context;
 use super::shared::Shared;
 use super::{
     ConversationActor, ConversationArgs, ConversationDeps, ConversationKey, ConversationMsg,
-    TurnError, TurnOrigin, TurnOutcome, TurnRequest,
+    ConversationState, Rested, TurnError, TurnOrigin, TurnOutcome, TurnRequest,
 };
 use crate::changes::Change;
 use crate::runtime::{ActorPath, LiveActors, RuntimeError, SupervisorKind};
@@ -32,28 +43,65 @@ pub(crate) struct RegistryState {
     shared: Arc<Shared>,
     /// The live actor of each identity.
     live: LiveActors<ConversationKey, ConversationMsg>,
+    /// The cache of each identity whose actor rests, until its idle timeout. Boxed: the table
+    /// keeps room to grow, and that room is a pointer per slot instead of a whole cache.
+    resting: HashMap<ConversationKey, Box<Rested>>,
+    /// Identities whose actor finishes its mailbox before it rests.
+    stopping: HashMap<ConversationKey, Stopping>,
+}
+
+/// Who waits for an actor that is finishing its mailbox before it rests.
+#[derive(Default)]
+struct Stopping {
+    /// Callers of [`RegistryMsg::Get`]: they get its successor.
+    callers: Vec<ActorReply>,
+    /// Changes announced meanwhile, applied to the cache it leaves.
+    changes: Vec<Change>,
+}
+
+type ActorReply = RpcReplyPort<Result<ActorRef<ConversationMsg>, RuntimeError>>;
+
+/// An identity its caller has just created, so that its first actor need not read it back.
+#[derive(Clone, Debug)]
+pub struct Created {
+    identity: identity::Model,
+    /// [`ConversationDeps::announced`] read before the identity was created.
+    announced_before: u64,
+}
+
+impl Created {
+    /// The cache a new actor may start from: an identity just created has no memory, unless an
+    /// identity change (say, to its memory) was applied since the count was read. Other
+    /// changes (messages sent to it, channels, assistants, stages) concern nothing a fresh
+    /// context holds: it reads its conversations and their history on its first turn.
+    fn context_if_current(self, announced: &AtomicU64) -> Option<Context> {
+        (announced.load(Ordering::Acquire) == self.announced_before)
+            .then(|| Context::fresh(self.identity))
+    }
 }
 
 /// Messages of the registry.
 pub(crate) enum RegistryMsg {
-    /// The identity's actor, spawned when there is none.
-    Get(
-        ConversationKey,
-        RpcReplyPort<Result<ActorRef<ConversationMsg>, RuntimeError>>,
-    ),
+    /// The identity's actor, spawned when there is none (starting from the newly created
+    /// identity, when one is given and still current).
+    Get(ConversationKey, Option<Created>, ActorReply),
     /// The identity's actor if it is live.
     #[cfg(test)]
     Lookup(
         ConversationKey,
         RpcReplyPort<Option<ActorRef<ConversationMsg>>>,
     ),
-    /// An idle actor asks to stop: forget it first so no new turn reaches it, then let it
-    /// finish what is already in its mailbox.
-    Passivate(ConversationKey, ActorId),
+    /// A quiet actor asks to rest: forget it first so no new turn reaches it, then let it
+    /// finish what is already in its mailbox; its cache is kept when it has stopped.
+    Rest(ConversationKey, ActorId),
     /// Something conversation actors may cache changed.
     Changed(Change),
     /// How many actors are live (of one workspace, when given).
     Count(Option<i64>, RpcReplyPort<usize>),
+    /// How many identities rest with their cache kept (of one workspace, when given).
+    Resting(Option<i64>, RpcReplyPort<usize>),
+    /// Time to forget the identities idle for longer than the idle timeout.
+    Sweep,
 }
 
 impl Actor for ConversationRegistry {
@@ -63,13 +111,19 @@ impl Actor for ConversationRegistry {
 
     async fn pre_start(
         &self,
-        _myself: ActorRef<Self::Msg>,
+        myself: ActorRef<Self::Msg>,
         deps: Arc<ConversationDeps>,
     ) -> Result<Self::State, ActorProcessingErr> {
+        // An identity is forgotten within a tenth of the idle timeout after it ran out.
+        let every = (deps.settings.actor_idle / 10)
+            .clamp(Duration::from_millis(100), Duration::from_secs(10));
+        myself.send_interval(every, || RegistryMsg::Sweep);
         Ok(RegistryState {
             deps,
             shared: Arc::default(),
             live: LiveActors::new(),
+            resting: HashMap::new(),
+            stopping: HashMap::new(),
         })
     }
 
@@ -90,21 +144,38 @@ impl Actor for ConversationRegistry {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         match message {
-            RegistryMsg::Get(key, reply) => {
-                let _ = reply.send(get(&myself, state, key).await);
-            }
+            RegistryMsg::Get(key, created, reply) => match state.stopping.get_mut(&key) {
+                Some(stopping) => stopping.callers.push(reply),
+                None => {
+                    let _ = reply.send(get(&myself, state, key, created).await);
+                }
+            },
             #[cfg(test)]
             RegistryMsg::Lookup(key, reply) => {
                 let _ = reply.send(state.live.get(&key).cloned());
             }
-            RegistryMsg::Passivate(key, id) => state.live.retire(&key, Some(id)),
+            RegistryMsg::Rest(key, id) => {
+                if state.live.retire(&key, Some(id)) {
+                    state.stopping.insert(key, Stopping::default());
+                }
+            }
             RegistryMsg::Changed(change) => fan_out(state, &change),
             RegistryMsg::Count(workspace, reply) => {
-                let live = match workspace {
-                    None => state.live.len(),
-                    Some(ws) => state.live.iter().filter(|((w, _), _)| *w == ws).count(),
-                };
-                let _ = reply.send(live);
+                let _ = reply.send(count(state.live.iter().map(|(key, _)| key), workspace));
+            }
+            RegistryMsg::Resting(workspace, reply) => {
+                let _ = reply.send(count(state.resting.keys(), workspace));
+            }
+            RegistryMsg::Sweep => {
+                let idle = state.deps.settings.actor_idle;
+                let before = state.resting.len();
+                state
+                    .resting
+                    .retain(|_, rested| rested.last_activity.elapsed() < idle);
+                let forgotten = before - state.resting.len();
+                if forgotten > 0 {
+                    tracing::debug!(forgotten, "idle identities forgotten");
+                }
             }
         }
         Ok(())
@@ -112,34 +183,81 @@ impl Actor for ConversationRegistry {
 
     async fn handle_supervisor_evt(
         &self,
-        _myself: ActorRef<Self::Msg>,
+        myself: ActorRef<Self::Msg>,
         event: SupervisionEvent,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        if let Some(((_, identity_id), ending)) = state.live.ended(event) {
-            ending.log(
-                &ActorPath::conversation(identity_id),
-                "the next message for this identity restarts it",
-                "passivated",
-            );
+        let Some((key, ending)) = state.live.ended(event) else {
+            return Ok(());
+        };
+        ending.log(
+            &ActorPath::conversation(key.1),
+            "the next message for this identity restarts it",
+            "resting",
+        );
+        let stopping = state.stopping.remove(&key).unwrap_or_default();
+        let mut rested = ending
+            .into_state::<ConversationState>()
+            .and_then(ConversationState::into_rested);
+        if let Some(cache) = rested.as_mut()
+            && !stopping
+                .changes
+                .iter()
+                .all(|change| cache.context.changed(change))
+        {
+            rested = None;
+        }
+        // A new actor may have started meanwhile (this one stopped on its own, or failed):
+        // its own cache is the newer.
+        if let Some(rested) = rested
+            && state.live.get(&key).is_none()
+        {
+            state.resting.insert(key, Box::new(rested));
+        }
+        if !stopping.callers.is_empty() {
+            let successor = get(&myself, state, key, None).await;
+            for caller in stopping.callers {
+                let _ = caller.send(successor.clone());
+            }
         }
         Ok(())
     }
+}
+
+/// How many of `keys` belong to `workspace` (all, for `None`).
+fn count<'a>(keys: impl Iterator<Item = &'a ConversationKey>, workspace: Option<i64>) -> usize {
+    keys.filter(|(ws, _)| workspace.is_none_or(|w| w == *ws))
+        .count()
 }
 
 async fn get(
     myself: &ActorRef<RegistryMsg>,
     state: &mut RegistryState,
     key: ConversationKey,
+    created: Option<Created>,
 ) -> Result<ActorRef<ConversationMsg>, RuntimeError> {
     if let Some(actor) = state.live.get(&key) {
         return Ok(actor.clone());
     }
+    let announced = &state.deps.announced;
+    let rested = state
+        .resting
+        .remove(&key)
+        .map(|rested| *rested)
+        .or_else(|| {
+            created
+                .and_then(|created| created.context_if_current(announced))
+                .map(|context| Rested {
+                    context,
+                    last_activity: Instant::now(),
+                })
+        });
     let args = ConversationArgs {
         key,
         deps: state.deps.clone(),
         shared: state.shared.clone(),
         registry: myself.clone(),
+        rested,
     };
     let path = ActorPath::conversation(key.1);
     match Actor::spawn_linked(None, ConversationActor, args, myself.get_cell()).await {
@@ -155,27 +273,31 @@ async fn get(
     }
 }
 
-/// Forgets what the change made stale in the shared routes and stages, then tells every live
-/// actor the change concerns: the identity's own actor, or every actor of the workspace for a
-/// change they all may cache.
-fn fan_out(state: &RegistryState, change: &Change) {
+/// Forgets what the change made stale in the shared routes and stages, then tells every
+/// identity the change concerns (its own, or every identity of the workspace for a change they
+/// all may cache): a live actor by message, a resting cache at once, an actor finishing its
+/// mailbox when it has stopped.
+fn fan_out(state: &mut RegistryState, change: &Change) {
+    if matches!(change, Change::Identity { .. }) {
+        state.deps.announced.fetch_add(1, Ordering::AcqRel);
+    }
     state.shared.forget(change);
     let workspace_id = change.workspace_id();
-    let concerned: Vec<&ActorRef<ConversationMsg>> = match change {
-        Change::Identity { identity_id, .. } | Change::Messages { identity_id, .. } => state
-            .live
-            .get(&(workspace_id, *identity_id))
-            .into_iter()
-            .collect(),
-        _ => state
-            .live
-            .iter()
-            .filter(|((ws, _), _)| *ws == workspace_id)
-            .map(|(_, actor)| actor)
-            .collect(),
+    let one = match change {
+        Change::Identity { identity_id, .. } | Change::Messages { identity_id, .. } => {
+            Some((workspace_id, *identity_id))
+        }
+        _ => None,
     };
-    for actor in concerned {
+    let concerns = |key: &ConversationKey| one.map_or(key.0 == workspace_id, |k| k == *key);
+    for (_, actor) in state.live.iter().filter(|(key, _)| concerns(key)) {
         let _ = actor.send_message(ConversationMsg::Changed(change.clone()));
+    }
+    state
+        .resting
+        .retain(|key, rested| !concerns(key) || rested.context.changed(change));
+    for (_, stopping) in state.stopping.iter_mut().filter(|(key, _)| concerns(key)) {
+        stopping.changes.push(change.clone());
     }
 }
 
@@ -184,14 +306,46 @@ fn fan_out(state: &RegistryState, change: &Change) {
 pub struct Conversations {
     registry: ActorRef<RegistryMsg>,
     turn_timeout: Duration,
+    announced: Arc<AtomicU64>,
 }
 
 impl Conversations {
-    pub(crate) fn new(registry: ActorRef<RegistryMsg>, turn_timeout: Duration) -> Self {
+    pub(crate) fn new(
+        registry: ActorRef<RegistryMsg>,
+        turn_timeout: Duration,
+        announced: Arc<AtomicU64>,
+    ) -> Self {
         Self {
             registry,
             turn_timeout,
+            announced,
         }
+    }
+
+    /// Read before creating an identity, then hand it to [`Conversations::turn_of_created`].
+    pub fn announced(&self) -> u64 {
+        self.announced.load(Ordering::Acquire)
+    }
+
+    /// Runs a turn for an identity the caller has just created, `announced_before` (from
+    /// [`Conversations::announced`]) having been read before it was: its first actor starts
+    /// from `identity` instead of reading it and its memory, unless a change came in between.
+    ///
+    /// # Errors
+    /// As [`Conversations::turn`].
+    pub async fn turn_of_created(
+        &self,
+        workspace_id: i64,
+        identity: identity::Model,
+        announced_before: u64,
+        request: TurnRequest,
+    ) -> Result<TurnOutcome, TurnError> {
+        let key = (workspace_id, identity.id);
+        let created = Created {
+            identity,
+            announced_before,
+        };
+        self.run_turn(key, Some(created), request).await
     }
 
     /// A scheduled follow-up: the identity's assistant writes to `to` with `instructions`, in
@@ -229,14 +383,26 @@ impl Conversations {
         identity_id: Uuid,
         request: TurnRequest,
     ) -> Result<TurnOutcome, TurnError> {
-        let key = (workspace_id, identity_id);
+        self.run_turn((workspace_id, identity_id), None, request)
+            .await
+    }
+
+    async fn run_turn(
+        &self,
+        key: ConversationKey,
+        created: Option<Created>,
+        request: TurnRequest,
+    ) -> Result<TurnOutcome, TurnError> {
         // An actor that passivated between the lookup and the send refuses the message; the
         // second attempt reaches its successor.
         for _ in 0..2 {
-            let actor = async { call_t!(self.registry, RegistryMsg::Get, 5_000, key) }
-                .instrument(tracing::debug_span!("find_actor"))
-                .await
-                .map_err(|e| RuntimeError::Unavailable(e.to_string()))??;
+            // An identity whose actor is finishing a turn before it rests waits for that turn.
+            let wait = u64::try_from(self.turn_timeout.as_millis()).unwrap_or(u64::MAX);
+            let actor =
+                async { call_t!(self.registry, RegistryMsg::Get, wait, key, created.clone()) }
+                    .instrument(tracing::debug_span!("find_actor"))
+                    .await
+                    .map_err(|e| RuntimeError::Unavailable(e.to_string()))??;
             let sent = actor
                 .call(
                     |reply| ConversationMsg::Turn(request.clone(), reply),
@@ -284,6 +450,15 @@ impl Conversations {
             .map_err(|e| RuntimeError::Unavailable(e.to_string()))
     }
 
+    /// How many identities of `workspace` (all, for `None`) rest with their cache kept.
+    ///
+    /// # Errors
+    /// Fails when the registry does not answer.
+    pub async fn resting_in(&self, workspace: Option<i64>) -> Result<usize, RuntimeError> {
+        call_t!(self.registry, RegistryMsg::Resting, 5_000, workspace)
+            .map_err(|e| RuntimeError::Unavailable(e.to_string()))
+    }
+
     #[cfg(test)]
     pub(crate) async fn actor_of(&self, key: ConversationKey) -> Option<ActorRef<ConversationMsg>> {
         call_t!(self.registry, RegistryMsg::Lookup, 5_000, key)
@@ -295,6 +470,8 @@ impl Conversations {
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
+
+    use parley_persistence::ConnectionTrait;
 
     use super::*;
     use crate::ActorRuntime;
@@ -312,10 +489,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_crashed_conversation_actor_is_replaced_and_other_identities_are_untouched() {
-        let (deps, _dir, _model) = runtime_deps().await;
-        let (ws, channel, a, b) = world(&deps.conversations.db).await;
-        let runtime = ActorRuntime::start(deps).await.expect("runtime");
-        let conversations = runtime.conversations().expect("registry");
+        let t = started(|_| {}).await;
+        let (conversations, ws, channel, a, b) = (&t.conversations, t.ws, t.channel, t.a, t.b);
         conversations
             .turn(ws, a, says(channel, "hi"))
             .await
@@ -350,15 +525,13 @@ mod tests {
             b_before.get_id(),
             "b's actor never noticed"
         );
-        runtime.shutdown(Duration::from_secs(5)).await;
+        t.runtime.shutdown(Duration::from_secs(5)).await;
     }
 
     #[tokio::test]
     async fn concurrent_first_messages_of_one_identity_spawn_one_actor() {
-        let (deps, _dir, _model) = runtime_deps().await;
-        let (ws, channel, a, _) = world(&deps.conversations.db).await;
-        let runtime = ActorRuntime::start(deps).await.expect("runtime");
-        let conversations = runtime.conversations().expect("registry");
+        let t = started(|_| {}).await;
+        let (conversations, ws, channel, a) = (&t.conversations, t.ws, t.channel, t.a);
 
         let turns = (0..8).map(|n| {
             let conversations = conversations.clone();
@@ -373,6 +546,175 @@ mod tests {
         }
 
         assert_eq!(conversations.live().await.expect("count"), 1);
-        runtime.shutdown(Duration::from_secs(5)).await;
+        t.runtime.shutdown(Duration::from_secs(5)).await;
+    }
+
+    /// A runtime on a fresh database holding [`world`], its conversation settings adjusted.
+    struct Started {
+        runtime: ActorRuntime,
+        conversations: Conversations,
+        model: parley_testkit::FakeModel,
+        db: parley_persistence::DatabaseConnection,
+        ws: i64,
+        channel: Uuid,
+        a: Uuid,
+        b: Uuid,
+        _dir: tempfile::TempDir,
+    }
+
+    async fn started(configure: impl FnOnce(&mut ConversationDeps)) -> Started {
+        let (mut deps, dir, model) = runtime_deps().await;
+        configure(&mut deps.conversations);
+        let db = deps.conversations.db.clone();
+        let (ws, channel, a, b) = world(&db).await;
+        let runtime = ActorRuntime::start(deps).await.expect("runtime");
+        let conversations = runtime.conversations().expect("registry");
+        Started {
+            runtime,
+            conversations,
+            model,
+            db,
+            ws,
+            channel,
+            a,
+            b,
+            _dir: dir,
+        }
+    }
+
+    /// The texts of the messages the model was sent in its most recent request.
+    fn last_request_texts(model: &parley_testkit::FakeModel) -> Vec<String> {
+        model.last_request().expect("a request")["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .filter_map(|m| m["content"].as_str().map(str::to_owned))
+            .collect()
+    }
+
+    async fn wait_until(what: &str, mut done: impl AsyncFnMut() -> bool) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while !done().await {
+            assert!(tokio::time::Instant::now() < deadline, "{what}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_resting_identity_has_no_actor_and_its_next_turn_starts_from_its_cache() {
+        let t = started(|deps| deps.settings.actor_rest = Duration::from_millis(50)).await;
+        let (conversations, ws, channel, a) = (&t.conversations, t.ws, t.channel, t.a);
+        conversations
+            .turn(ws, a, says(channel, "first"))
+            .await
+            .expect("answered");
+
+        wait_until("the actor never rested", async || {
+            conversations.live().await.expect("count") == 0
+        })
+        .await;
+        assert_eq!(conversations.resting_in(None).await.expect("count"), 1);
+        assert_eq!(
+            conversations.resting_in(Some(ws + 1)).await.expect("count"),
+            0
+        );
+
+        // Unannounced, so only a turn that reads the table would miss them: the history comes
+        // from the cache the resting actor left.
+        t.db.execute_unprepared("DELETE FROM messages")
+            .await
+            .expect("delete");
+        conversations
+            .turn(ws, a, says(channel, "second"))
+            .await
+            .expect("answered");
+        let texts = last_request_texts(&t.model);
+        assert!(texts.contains(&"first".to_owned()), "{texts:?}");
+        assert!(texts.contains(&"You said: first".to_owned()), "{texts:?}");
+        assert_eq!(conversations.resting_in(None).await.expect("count"), 0);
+        t.runtime.shutdown(Duration::from_secs(5)).await;
+    }
+
+    #[tokio::test]
+    async fn a_turn_for_an_actor_finishing_its_mailbox_before_it_rests_waits_for_its_successor() {
+        let t = started(|_| {}).await;
+        let (conversations, ws, channel, a) = (&t.conversations, t.ws, t.channel, t.a);
+        conversations
+            .turn(ws, a, says(channel, "warm up"))
+            .await
+            .expect("answered");
+        let first = conversations.actor_of((ws, a)).await.expect("live");
+
+        t.model
+            .set_latency(Duration::from_millis(300), Duration::ZERO);
+        let slow = tokio::spawn({
+            let conversations = conversations.clone();
+            async move { conversations.turn(ws, a, says(channel, "slow")).await }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        conversations
+            .registry
+            .send_message(RegistryMsg::Rest((ws, a), first.get_id()))
+            .expect("rest");
+        t.model.set_latency(Duration::ZERO, Duration::ZERO);
+        let next = conversations
+            .turn(ws, a, says(channel, "next"))
+            .await
+            .expect("answered");
+
+        assert_eq!(next.reply, "You said: next");
+        let slow = slow.await.expect("task").expect("answered");
+        assert_eq!(slow.reply, "You said: slow");
+        // The successor started once the first had stored its turn, and from its cache.
+        let texts = last_request_texts(&t.model);
+        assert!(texts.contains(&"You said: slow".to_owned()), "{texts:?}");
+        let successor = conversations.actor_of((ws, a)).await.expect("live");
+        assert_ne!(successor.get_id(), first.get_id());
+        assert_eq!(conversations.live().await.expect("count"), 1);
+        t.runtime.shutdown(Duration::from_secs(5)).await;
+    }
+
+    #[tokio::test]
+    async fn a_created_identity_is_taken_as_given_unless_a_change_came_in_between() {
+        let t = started(|_| {}).await;
+        let (conversations, ws, channel, a, b) = (&t.conversations, t.ws, t.channel, t.a, t.b);
+        t.db.execute_unprepared(
+            "UPDATE assistants SET instructions = 'You help {{identity.name}}.'",
+        )
+        .await
+        .expect("instructions");
+        let given = async |id| {
+            let mut found = parley_persistence::identities::find(&t.db, ws, id)
+                .await
+                .expect("read")
+                .expect("identity");
+            found.name = Some("Given".to_owned());
+            found
+        };
+
+        // Taken as given: the table still says "A".
+        let before = conversations.announced();
+        conversations
+            .turn_of_created(ws, given(a).await, before, says(channel, "hi"))
+            .await
+            .expect("answered");
+        assert_eq!(last_request_texts(&t.model)[0], "You help Given.");
+
+        // An identity change applied in between (of any identity): the identity is read.
+        let before = conversations.announced();
+        conversations.changed(&Change::Identity {
+            workspace_id: ws,
+            identity_id: a,
+        });
+        wait_until("the change was not applied", async || {
+            conversations.announced() > before
+        })
+        .await;
+        conversations
+            .turn_of_created(ws, given(b).await, before, says(channel, "hi"))
+            .await
+            .expect("answered");
+        assert_eq!(last_request_texts(&t.model)[0], "You help B.");
+        t.runtime.shutdown(Duration::from_secs(5)).await;
     }
 }

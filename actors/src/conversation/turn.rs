@@ -5,8 +5,7 @@
 mod reply;
 mod toolbox;
 
-use std::collections::hash_map::Entry;
-
+use litemap::Entry;
 use parley_persistence::conversations::{self, NewMessage};
 use parley_persistence::entities::{conversation, message, stage};
 use parley_persistence::{DatabaseConnection, clock, deliveries};

@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::hash::Hash;
 
+use ractor::actor::messages::BoxedState;
 use ractor::{ActorCell, ActorId, ActorRef, SupervisionEvent};
 
 use super::ActorPath;
@@ -12,8 +13,8 @@ use super::ActorPath;
 /// How a supervised actor ended.
 #[derive(Debug)]
 pub(crate) enum Ending {
-    /// It stopped, with the reason it gave.
-    Stopped(Option<String>),
+    /// It stopped, with the reason it gave and the state it ended with.
+    Stopped(Option<String>, Option<BoxedState>),
     /// It failed (an error or a panic).
     Failed(String),
 }
@@ -27,11 +28,21 @@ impl Ending {
                 crate::measure::actor_failed(path.kind());
                 tracing::error!(actor = %path, %error, "actor failed; {then}");
             }
-            Self::Stopped(reason) => tracing::info!(
+            Self::Stopped(reason, _) => tracing::info!(
                 actor = %path,
                 reason = reason.as_deref().unwrap_or(usual),
                 "actor stopped"
             ),
+        }
+    }
+}
+
+impl Ending {
+    /// The state the actor stopped with, when it stopped (not failed) and its state is an `S`.
+    pub(crate) fn into_state<S: ractor::State>(self) -> Option<S> {
+        match self {
+            Self::Stopped(_, Some(mut state)) => state.take().ok(),
+            Self::Stopped(_, None) | Self::Failed(_) => None,
         }
     }
 }
@@ -42,7 +53,9 @@ const SHUTDOWN_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 /// The actor a supervision event says has ended, and how; `None` for any other event.
 pub(crate) fn ending(event: SupervisionEvent) -> Option<(ActorCell, Ending)> {
     match event {
-        SupervisionEvent::ActorTerminated(cell, _, reason) => Some((cell, Ending::Stopped(reason))),
+        SupervisionEvent::ActorTerminated(cell, state, reason) => {
+            Some((cell, Ending::Stopped(reason, state)))
+        }
         SupervisionEvent::ActorFailed(cell, error) => {
             Some((cell, Ending::Failed(error.to_string())))
         }
@@ -110,8 +123,8 @@ impl<K: Copy + Eq + Hash, M: ractor::Message> LiveActors<K, M> {
     }
 
     /// Forgets the actor of `key` (if it is `id`, when given) so no new work reaches it, and
-    /// lets it finish its mailbox and stop.
-    pub(crate) fn retire(&mut self, key: &K, id: Option<ActorId>) {
+    /// lets it finish its mailbox and stop; answers whether it was live.
+    pub(crate) fn retire(&mut self, key: &K, id: Option<ActorId>) -> bool {
         let matches = self
             .live
             .get(key)
@@ -119,7 +132,9 @@ impl<K: Copy + Eq + Hash, M: ractor::Message> LiveActors<K, M> {
         if matches && let Some(actor) = self.live.remove(key) {
             self.workspaces.remove(key);
             let _ = actor.drain();
+            return true;
         }
+        false
     }
 
     /// Forgets the actor a supervision event says has ended and answers its key and how it

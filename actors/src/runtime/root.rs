@@ -111,6 +111,7 @@ impl Actor for Root {
                     .map(|(kind, cell)| SupervisorSnapshot {
                         path: ActorPath::supervisor(*kind).to_string(),
                         live_children: cell.get_children().len(),
+                        resting: None,
                     })
                     .collect();
                 let _ = reply.send(snapshots);
@@ -164,7 +165,7 @@ impl Actor for Root {
             return Ok(());
         }
         let reason = match ending {
-            Ending::Stopped(reason) => reason.unwrap_or_else(|| "stopped".to_owned()),
+            Ending::Stopped(reason, _) => reason.unwrap_or_else(|| "stopped".to_owned()),
             Ending::Failed(error) => error,
         };
         tracing::error!(actor = %path, %reason, "actor failed");

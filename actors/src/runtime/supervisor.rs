@@ -7,4 +7,6 @@ pub struct SupervisorSnapshot {
     pub path: String,
     /// How many actors it supervises now.
     pub live_children: usize,
+    /// For `root/conversations`: how many identities rest, their cache kept without an actor.
+    pub resting: Option<usize>,
 }
