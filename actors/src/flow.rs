@@ -90,8 +90,23 @@ async fn apply_known_report(
     else {
         return Ok(None);
     };
+    reach_recipient(handles, report).await?;
+    Ok(Some(applied))
+}
+
+/// Moves the flow recipient whose message `report` names to the report's status, when that is
+/// forward, and tells its flow. A recipient not recorded with the message's id yet is left to
+/// its sender, which reads the message again once it has recorded the recipient.
+///
+/// # Errors
+/// Fails on a database error.
+pub(crate) async fn reach_recipient(
+    handles: &Handles,
+    report: &StatusReport,
+) -> Result<(), PersistenceError> {
+    let db = &handles.db;
     let Some(status) = RecipientStatus::of_delivery(report.status) else {
-        return Ok(Some(applied));
+        return Ok(());
     };
     let error = report.error.as_ref().map(|e| {
         let message = e["message"]
@@ -113,7 +128,7 @@ async fn apply_known_report(
             flows.reported(flow_id);
         }
     }
-    Ok(Some(applied))
+    Ok(())
 }
 
 /// A flow to create (its contacts already resolved to identities of the workspace).

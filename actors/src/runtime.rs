@@ -133,7 +133,7 @@ pub(crate) struct Handles {
 }
 
 impl Handles {
-    fn new(deps: &RuntimeDeps) -> Self {
+    pub(crate) fn new(deps: &RuntimeDeps) -> Self {
         Self {
             db: deps.conversations.db.clone(),
             graph: deps.channels.graph.clone(),

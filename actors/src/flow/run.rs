@@ -28,6 +28,7 @@ use crate::domain::Phone;
 use crate::outbound::{OutboundError, Outbox, RenderedTemplate, TemplateParameters, TemplateRef};
 use crate::runtime::Handles;
 use crate::whatsapp::GraphError;
+use crate::whatsapp::status::StatusReport;
 
 /// Recipients read per query.
 const BATCH: u64 = 50;
@@ -395,7 +396,6 @@ async fn send_one(
     prepared: &Prepared,
     recipient: flow_recipient::Model,
 ) -> Result<Sent, PersistenceError> {
-    let db = &handles.db;
     let skip = |reason: &str| SendOutcome::Final {
         status: RecipientStatus::Skipped,
         code: None,
@@ -430,9 +430,45 @@ async fn send_one(
         SendOutcome::Accepted { status, .. } | SendOutcome::Final { status, .. } => status.as_str(),
         SendOutcome::Retry { .. } => "retrying",
     };
-    flows::record(db, recipient.id, outcome, clock::now()).await?;
+    record_outcome(handles, recipient.id, outcome).await?;
     crate::measure::flow_recipient(state);
     Ok(fatal.map_or(Sent::Recorded, Sent::Fatal))
+}
+
+/// Records how a recipient's send ended; one accepted is then brought to where its message
+/// already is. Meta's reports can overtake the send's answer: a report that moved the message
+/// (whose id is recorded before the answer returns) while the recipient did not hold that id
+/// yet found no recipient. Each side writes first and reads the other after, so one of them
+/// sees the other: the report finds the recipient, or this read finds the report.
+async fn record_outcome(
+    handles: &Handles,
+    recipient_id: Uuid,
+    outcome: SendOutcome,
+) -> Result<(), PersistenceError> {
+    let accepted = match &outcome {
+        SendOutcome::Accepted {
+            message_id,
+            platform_message_id,
+            ..
+        } => Some((*message_id, platform_message_id.clone())),
+        SendOutcome::Retry { .. } | SendOutcome::Final { .. } => None,
+    };
+    flows::record(&handles.db, recipient_id, outcome, clock::now()).await?;
+    let Some((message_id, wamid)) = accepted else {
+        return Ok(());
+    };
+    let Some(message) = conversations::find_message(&handles.db, message_id).await? else {
+        return Ok(());
+    };
+    if message.status == MessageStatus::Sent {
+        return Ok(());
+    }
+    let report = StatusReport {
+        wamid,
+        status: message.status,
+        error: message.error,
+    };
+    super::reach_recipient(handles, &report).await
 }
 
 fn render(prepared: &Prepared, parameters: &TemplateParameters) -> RenderedTemplate {
@@ -472,29 +508,14 @@ async fn judge(
         error,
     };
     Ok(match sent {
-        Ok(sent) => {
-            // Meta's reports can come back before this: they moved the message (whose id was
-            // recorded first) and found no recipient with it yet. The recipient starts where
-            // the message is.
-            let reported = conversations::find_message(&handles.db, sent.message_id)
-                .await?
-                .map(|m| m.status);
-            let status = match (RecipientStatus::of_delivery(sent.status), reported) {
-                (_, Some(MessageStatus::Read)) => RecipientStatus::Read,
-                (None | Some(RecipientStatus::Sent), Some(MessageStatus::Delivered)) => {
-                    RecipientStatus::Delivered
-                }
-                (status, _) => status.unwrap_or(RecipientStatus::Sent),
-            };
-            (
-                SendOutcome::Accepted {
-                    message_id: sent.message_id,
-                    platform_message_id: sent.platform_message_id,
-                    status,
-                },
-                None,
-            )
-        }
+        Ok(sent) => (
+            SendOutcome::Accepted {
+                message_id: sent.message_id,
+                platform_message_id: sent.platform_message_id,
+                status: RecipientStatus::of_delivery(sent.status).unwrap_or(RecipientStatus::Sent),
+            },
+            None,
+        ),
         Err(OutboundError::NotSent { error, .. }) => match error {
             SendError::Refused {
                 code: code @ (130_429 | 131_056),
@@ -637,5 +658,93 @@ mod tests {
         );
         assert_eq!(outcome(&stats(3, 0, 0, 1, 0)).0, FlowStatus::Timeout);
         assert_eq!(outcome(&stats(0, 0, 0, 2, 1)).0, FlowStatus::Failed);
+    }
+
+    /// The window the reports' retry cannot see: Meta's report arrives once the message holds
+    /// its id but before the recipient does. It moves the message and finds no recipient; the
+    /// recipient must still end where the message is.
+    #[tokio::test]
+    async fn a_report_between_the_messages_id_and_the_recipients_reaches_the_recipient() {
+        use parley_persistence::campaigns::{self, CampaignFields};
+        use parley_persistence::conversations::NewMessage;
+        use parley_persistence::flows::{NewFlow, NewRecipient};
+        use parley_persistence::{CampaignStatus, deliveries};
+
+        let (deps, _dir, _model) = crate::test_support::runtime_deps().await;
+        let handles = Arc::new(Handles::new(&deps));
+        let db = &handles.db;
+        let now = clock::now();
+        let (ws, channel_id, identity_id, _) = crate::test_support::world(db).await;
+        let fields = CampaignFields {
+            name: "c".into(),
+            description: None,
+            status: CampaignStatus::Active,
+            template_name: "order_update".into(),
+            template_language: "en_US".into(),
+            params_strategy: ParamsStrategy::UseDefault,
+            template_parameters: serde_json::json!({}),
+        };
+        let campaign = campaigns::create(db, ws, channel_id, fields, now)
+            .await
+            .expect("campaign");
+        let new_flow = NewFlow {
+            workspace_id: ws,
+            campaign_id: campaign.id,
+            channel_id,
+            description: None,
+            status: FlowStatus::Running,
+            configuration: serde_json::json!({}),
+        };
+        let recipient = NewRecipient {
+            identity_id,
+            contact: "p0".into(),
+        };
+        let flow = flows::create(db, new_flow, vec![recipient], now)
+            .await
+            .expect("flow");
+        let recipient = flows::due_recipients(db, flow.id, now, 1)
+            .await
+            .expect("due")
+            .remove(0);
+        assert!(flows::claim(db, recipient.id, now).await.expect("claim"));
+        let conversation = conversations::start(db, ws, identity_id, channel_id, None, now)
+            .await
+            .expect("conversation");
+        let message = NewMessage::to_person("Hi".into(), MessageStatus::Pending);
+        let message = conversations::append_message(db, &conversation, message, now)
+            .await
+            .expect("message");
+        deliveries::record_send(db, message.id, MessageStatus::Sent, Some("wamid.1"), None)
+            .await
+            .expect("send recorded");
+
+        let read = StatusReport {
+            wamid: "wamid.1".into(),
+            status: MessageStatus::Read,
+            error: None,
+        };
+        assert!(
+            super::super::apply_report(&handles, channel_id, &read)
+                .await
+                .expect("report")
+        );
+        let status = || async {
+            flows::recipients(db, flow.id, None, 10)
+                .await
+                .expect("recipients")
+                .items[0]
+                .status
+        };
+        assert_eq!(status().await, RecipientStatus::Sending);
+
+        let accepted = SendOutcome::Accepted {
+            message_id: message.id,
+            platform_message_id: "wamid.1".into(),
+            status: RecipientStatus::Sent,
+        };
+        record_outcome(&handles, recipient.id, accepted)
+            .await
+            .expect("recorded");
+        assert_eq!(status().await, RecipientStatus::Read);
     }
 }
