@@ -46,7 +46,7 @@ use parley_actors::{ActorRuntime, Change};
 use parley_persistence::DatabaseConnection;
 use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
-use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::request_id::{PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 use utoipa_axum::router::OpenApiRouter;
 
@@ -101,9 +101,7 @@ pub fn router(state: AppState) -> Router {
         .merge(templates::router())
         .merge(mcps::router())
         .merge(campaigns::router())
-        .route_layer(axum::middleware::from_fn(move |req, next| {
-            middleware::limit_duration(timeout, req, next)
-        }));
+        .route_layer(middleware::LimitDurationLayer(timeout));
     let acting = axum::middleware::from_fn_with_state(state.clone(), idempotency::idempotent);
     let upstream_bound = OpenApiRouter::new()
         .merge(chat::router())
@@ -117,8 +115,9 @@ pub fn router(state: AppState) -> Router {
 }
 
 /// The middleware every request passes through, outermost first: a request id, the request
-/// span, the log of server errors (panics included: the catcher sits inside it, so a panic is
-/// logged like any 500, with the request id), the panic catcher, and the body limit.
+/// span, the metrics and the log of server errors (panics included: the catcher sits inside
+/// it, so a panic is logged like any 500, with the request id), the panic catcher, and the
+/// body limit.
 fn with_middleware<S: Clone + Send + Sync + 'static>(
     routes: Router<S>,
     body_limit: usize,
@@ -128,18 +127,14 @@ fn with_middleware<S: Clone + Send + Sync + 'static>(
         .method_not_allowed_fallback(method_not_allowed)
         .layer(
             ServiceBuilder::new()
-                .layer(axum::middleware::from_fn(
-                    middleware::drop_unplain_request_id,
-                ))
-                .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+                .map_request(middleware::drop_unplain_request_id)
+                .layer(SetRequestIdLayer::x_request_id(middleware::RequestIds))
                 .layer(PropagateRequestIdLayer::x_request_id())
                 .layer(TraceLayer::new_for_http().make_span_with(middleware::request_span))
-                .layer(axum::middleware::from_fn(crate::metrics::track_http))
-                .layer(axum::middleware::from_fn(middleware::log_server_errors))
+                .layer(middleware::ObserveLayer)
                 .layer(CatchPanicLayer::custom(middleware::panic_response))
-                .layer(axum::middleware::from_fn(move |req, next| {
-                    middleware::announce_body_limit(body_limit, req, next)
-                }))
+                // Tells the JSON extractor the limit, so that a 413 can state it.
+                .layer(axum::Extension(extract::BodyLimit(body_limit)))
                 .layer(DefaultBodyLimit::max(body_limit)),
         )
 }

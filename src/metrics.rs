@@ -8,12 +8,10 @@
 //! carries an id of a person or a secret.
 
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use axum::extract::{MatchedPath, Request};
-use axum::http::Method;
-use axum::middleware::Next;
-use axum::response::Response;
+use axum::extract::MatchedPath;
+use axum::http::{Method, StatusCode};
 use metrics::{
     Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram,
 };
@@ -107,30 +105,34 @@ pub(crate) async fn render(
     handle.render()
 }
 
-/// Middleware: counts and times each request under its route template (`/workers/{worker_id}`,
-/// never the concrete path), or `unmatched`.
-pub(crate) async fn track_http(request: Request, next: Next) -> Response {
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
-    let method = match *request.method() {
-        Method::GET
-        | Method::POST
-        | Method::PUT
-        | Method::PATCH
-        | Method::DELETE
-        | Method::HEAD
-        | Method::OPTIONS => request.method().as_str().to_owned(),
-        _ => "other".to_owned(),
-    };
-    let started = Instant::now();
-    let response = next.run(request).await;
-    let status = response.status().as_u16().to_string();
-    histogram!(HTTP_SECONDS, "method" => method.clone(), "route" => route.clone())
-        .record(started.elapsed());
-    counter!(HTTP_REQUESTS, "method" => method, "route" => route, "status" => status).increment(1);
-    response
+/// Counts and times one request under its route template (`/workers/{worker_id}`, never the
+/// concrete path), or `unmatched`; called by the HTTP layer's observer once the response head
+/// is ready.
+pub(crate) fn http_request(
+    method: &'static str,
+    route: Option<&MatchedPath>,
+    status: StatusCode,
+    elapsed: Duration,
+) {
+    let route = route.map_or("unmatched", MatchedPath::as_str).to_owned();
+    histogram!(HTTP_SECONDS, "method" => method, "route" => route.clone()).record(elapsed);
+    counter!(HTTP_REQUESTS, "method" => method, "route" => route, "status" => status.as_str().to_owned())
+        .increment(1);
+}
+
+/// A request's method as a label: the common ones by name, any other as `other` (a client
+/// cannot grow the label set).
+pub(crate) fn method_label(method: &Method) -> &'static str {
+    match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        _ => "other",
+    }
 }
 
 /// Counts webhook events by outcome.
