@@ -18,7 +18,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_stream::Stream;
-use tokio_stream::wrappers::ReceiverStream;
 use uuid::Uuid;
 
 use crate::domain::{Permission, TEXT_LIMIT};
@@ -176,12 +175,12 @@ async fn stream(
         return Err(turn_error(error));
     }
 
-    let (events_tx, events_rx) = mpsc::channel::<Event>(256);
-    tokio::spawn(async move {
-        while let Some(TurnEvent::Token(token)) = heard.recv().await {
-            let _ = events_tx
-                .send(event(&json!({"type": "token", "content": token})))
-                .await;
+    // The connection polls the turn's events itself: tokens as they come, then the ending.
+    let stream = futures_util::stream::unfold(Some((heard, turn)), |relay| async move {
+        let (mut heard, turn) = relay?;
+        if let Some(TurnEvent::Token(token)) = heard.recv().await {
+            let token = event(&json!({"type": "token", "content": token}));
+            return Some((Ok(token), Some((heard, turn))));
         }
         let last = match turn.await {
             Ok(Ok(outcome)) => json!({
@@ -200,9 +199,8 @@ async fn stream(
                 json!({"type": "error", "content": "The turn failed", "code": "internal_error"})
             }
         };
-        let _ = events_tx.send(event(&last)).await;
+        Some((Ok(event(&last)), None))
     });
-    let stream = tokio_stream::StreamExt::map(ReceiverStream::new(events_rx), Ok);
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive")))
 }
 

@@ -22,7 +22,7 @@ use super::route::Routed;
 use super::thread::{self, Thread};
 use super::tools;
 use super::{ConversationDeps, ToolCallRecord, TurnError, TurnEvent, TurnOutcome, TurnRequest};
-use crate::llm::{ChatMessage, ChatRequest, Completion, LlmError, Usage};
+use crate::llm::{ChatMessage, ChatRequest, Completion, LlmError, TokenSink, Usage};
 use crate::mcp::CallContext;
 use crate::outbound::Outgoing;
 
@@ -418,18 +418,18 @@ async fn call_model(
     if streams.is_empty() {
         return deps.llm.complete(request).await;
     }
-    let (tx, mut rx) = mpsc::channel::<String>(64);
-    let listeners = streams.to_vec();
-    let forward = tokio::spawn(async move {
-        while let Some(token) = rx.recv().await {
-            for listener in &listeners {
-                // A listener that went away does not stop the turn.
-                let _ = listener.send(TurnEvent::Token(token.clone())).await;
-            }
+    deps.llm.stream(request, &Listeners(streams)).await
+}
+
+/// The turn's listeners as the model's token sink: each fragment goes to every one of them as
+/// it arrives, with no task in between.
+struct Listeners<'a>(&'a [mpsc::Sender<TurnEvent>]);
+
+impl TokenSink for Listeners<'_> {
+    async fn token(&self, fragment: String) {
+        for listener in self.0 {
+            // A listener that went away does not stop the turn.
+            let _ = listener.send(TurnEvent::Token(fragment.clone())).await;
         }
-    });
-    let outcome = deps.llm.stream(request, &tx).await;
-    drop(tx);
-    let _ = forward.await;
-    outcome
+    }
 }

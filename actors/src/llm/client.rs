@@ -37,6 +37,19 @@ pub struct LlmClient {
     config: Arc<LlmConfig>,
 }
 
+/// Where a streaming call's content fragments go as they arrive. The turn's listeners are one;
+/// a channel is another.
+pub trait TokenSink: Sync {
+    /// Takes one fragment. A listener that went away does not stop the call.
+    fn token(&self, fragment: String) -> impl Future<Output = ()> + Send;
+}
+
+impl TokenSink for mpsc::Sender<String> {
+    async fn token(&self, fragment: String) {
+        let _ = self.send(fragment).await;
+    }
+}
+
 /// Longest delay between two attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
@@ -80,7 +93,7 @@ impl LlmClient {
     pub async fn stream(
         &self,
         request: &ChatRequest,
-        tokens: &mpsc::Sender<String>,
+        tokens: &impl TokenSink,
     ) -> Result<Completion, LlmError> {
         let started = Instant::now();
         let mut attempt = 0;
@@ -210,7 +223,7 @@ impl LlmClient {
     async fn stream_once(
         &self,
         request: &ChatRequest,
-        tokens: &mpsc::Sender<String>,
+        tokens: &impl TokenSink,
         streamed: &mut bool,
     ) -> Result<Completion, LlmError> {
         let started = Instant::now();
@@ -232,8 +245,7 @@ impl LlmClient {
                         measure::first_token(started.elapsed());
                     }
                     *streamed = true;
-                    // A listener that went away does not stop the turn.
-                    let _ = tokens.send(fragment).await;
+                    tokens.token(fragment).await;
                 }
             }
         }
