@@ -6,7 +6,8 @@
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::Query;
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
+    QuerySelect, QueryTrait, Set,
 };
 use serde_json::Value;
 use uuid::Uuid;
@@ -18,6 +19,7 @@ mod merge;
 
 pub use self::merge::merge;
 use crate::page::fetch_page;
+use crate::shape::Shape;
 use crate::{Page, Paged, Result};
 
 /// Contact point kind of phone numbers (E.164).
@@ -34,8 +36,16 @@ pub async fn find(
     workspace_id: i64,
     id: Uuid,
 ) -> Result<Option<identity::Model>> {
-    Ok(identity::Entity::find_by_id(id)
-        .filter(identity::Column::WorkspaceId.eq(workspace_id))
+    static SHAPE: Shape = Shape::new();
+    let values = vec![id.into(), workspace_id.into(), 1u64.into()];
+    let statement = SHAPE.statement(db.get_database_backend(), values, |backend| {
+        identity::Entity::find_by_id(id)
+            .filter(identity::Column::WorkspaceId.eq(workspace_id))
+            .limit(1)
+            .build(backend)
+    });
+    Ok(identity::Entity::find()
+        .from_raw_sql(statement)
         .one(db)
         .await?)
 }
@@ -113,12 +123,24 @@ pub async fn contacts_of(
     if identity_ids.is_empty() {
         return Ok(Vec::new());
     }
-    Ok(contact_point::Entity::find()
-        .filter(contact_point::Column::IdentityId.is_in(identity_ids.iter().copied()))
-        .order_by_asc(contact_point::Column::CreatedAt)
-        .order_by_asc(contact_point::Column::Id)
-        .all(db)
-        .await?)
+    let query = |ids: &[Uuid]| {
+        contact_point::Entity::find()
+            .filter(contact_point::Column::IdentityId.is_in(ids.iter().copied()))
+            .order_by_asc(contact_point::Column::CreatedAt)
+            .order_by_asc(contact_point::Column::Id)
+    };
+    if let [one] = identity_ids {
+        // One identity (its page, a turn's context): the hot case, built once.
+        static ONE: Shape = Shape::new();
+        let statement = ONE.statement(db.get_database_backend(), vec![(*one).into()], |backend| {
+            query(identity_ids).build(backend)
+        });
+        return Ok(contact_point::Entity::find()
+            .from_raw_sql(statement)
+            .all(db)
+            .await?);
+    }
+    Ok(query(identity_ids).all(db).await?)
 }
 
 /// The stages with the given ids.

@@ -22,6 +22,7 @@ pub mod memory;
 mod page;
 pub mod sandbox_templates;
 pub mod scheduled_tasks;
+mod shape;
 pub mod stages;
 pub mod tenancy;
 pub mod values;

@@ -1,7 +1,12 @@
 //! Page-number pagination shared by the list queries.
 
-use sea_orm::{ConnectionTrait, EntityTrait, PaginatorTrait, QuerySelect, Select};
+use sea_orm::sea_query::{Expr, SelectStatement};
+use sea_orm::{
+    ConnectionTrait, EntityTrait, PaginatorTrait, QuerySelect, QueryTrait, Select, Value,
+};
 use uuid::Uuid;
+
+use crate::shape::Shape;
 
 /// A 1-based page request; the HTTP layer has already bounded `limit`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,6 +60,73 @@ where
         .limit(page.limit)
         .all(db)
         .await?;
+    Ok(Paged { items, total })
+}
+
+/// The two statements of a hot list's page, built once (see [`Shape`]).
+pub(crate) struct PageShapes {
+    count: Shape,
+    rows: Shape,
+}
+
+impl PageShapes {
+    pub(crate) const fn new() -> Self {
+        Self {
+            count: Shape::new(),
+            rows: Shape::new(),
+        }
+    }
+}
+
+/// [`fetch_page`] for a query whose shape never changes, made by `query` (called only to build
+/// the statements' text, once, or in debug builds to check it): `filter_values` are the values
+/// its filters bind, in order.
+///
+/// # Errors
+/// The database's.
+pub(crate) async fn fetch_shaped_page<E>(
+    db: &impl ConnectionTrait,
+    shapes: &PageShapes,
+    filter_values: Vec<Value>,
+    query: impl Fn() -> Select<E>,
+    page: Page,
+) -> crate::Result<Paged<E::Model>>
+where
+    E: EntityTrait,
+    E::Model: Sync,
+{
+    let backend = db.get_database_backend();
+    // The count as sea-orm's paginator makes it.
+    let count = shapes
+        .count
+        .statement(backend, filter_values.clone(), |backend| {
+            let all = query()
+                .as_query()
+                .clone()
+                .reset_limit()
+                .reset_offset()
+                .clear_order_by()
+                .to_owned();
+            backend.build(
+                &SelectStatement::new()
+                    .expr(Expr::cust("COUNT(*) AS num_items"))
+                    .from_subquery(all, "sub_query")
+                    .to_owned(),
+            )
+        });
+    let total = match db.query_one_raw(count).await? {
+        Some(row) => u64::try_from(row.try_get::<i64>("", "num_items")?).unwrap_or(0),
+        None => 0,
+    };
+    let mut values = filter_values;
+    values.extend([page.limit.into(), page.offset().into()]);
+    let rows = shapes.rows.statement(backend, values, |backend| {
+        query()
+            .offset(page.offset())
+            .limit(page.limit)
+            .build(backend)
+    });
+    let items = E::find().from_raw_sql(rows).all(db).await?;
     Ok(Paged { items, total })
 }
 

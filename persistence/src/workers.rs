@@ -7,7 +7,7 @@ use sea_orm::{
 use uuid::Uuid;
 
 use crate::entities::{assistant, channel, worker};
-use crate::page::fetch_page;
+use crate::page::{PageShapes, fetch_shaped_page};
 use crate::{Page, Paged, Result};
 
 /// A worker to create; the caller has validated the fields.
@@ -68,10 +68,13 @@ pub async fn list(
     workspace_id: i64,
     page: Page,
 ) -> Result<Paged<worker::Model>> {
-    let query = worker::Entity::find()
-        .filter(worker::Column::WorkspaceId.eq(workspace_id))
-        .order_by_asc(worker::Column::Id);
-    fetch_page(db, query, page).await
+    static SHAPES: PageShapes = PageShapes::new();
+    let query = || {
+        worker::Entity::find()
+            .filter(worker::Column::WorkspaceId.eq(workspace_id))
+            .order_by_asc(worker::Column::Id)
+    };
+    fetch_shaped_page(db, &SHAPES, vec![workspace_id.into()], query, page).await
 }
 
 /// Deletes the worker with its assistants and unsyncs its channels; `false` when there was no
