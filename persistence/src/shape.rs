@@ -7,7 +7,9 @@ use std::sync::OnceLock;
 
 use sea_orm::{DbBackend, Statement, Value, Values};
 
-/// The text of one query, per backend, from its first build.
+/// The text of one query, per backend, from its first build. Only for a query whose text does
+/// not depend on its values: no optional filter, no `IN` list of varying length, no value that
+/// sea-query would render as `NULL` rather than bind.
 pub(crate) struct Shape {
     sqlite: OnceLock<String>,
     postgres: OnceLock<String>,
