@@ -12,8 +12,8 @@ use parley_persistence::entities::{campaign, channel, flow, flow_recipient};
 use parley_persistence::flows::{self, SendOutcome, Statistics};
 use parley_persistence::identities::{self, EMAIL, PHONE};
 use parley_persistence::{
-    FlowStatus, MessageStatus, ParamsStrategy, PersistenceError, RecipientStatus, campaigns,
-    channels, clock, conversations, memory,
+    FlowStatus, ParamsStrategy, PersistenceError, RecipientStatus, campaigns, channels, clock,
+    conversations, memory,
 };
 use serde_json::Value;
 use tokio::sync::{Notify, watch};
@@ -449,18 +449,19 @@ async fn record_outcome(
         SendOutcome::Accepted {
             message_id,
             platform_message_id,
-            ..
-        } => Some((*message_id, platform_message_id.clone())),
+            status,
+        } => Some((*message_id, platform_message_id.clone(), *status)),
         SendOutcome::Retry { .. } | SendOutcome::Final { .. } => None,
     };
     flows::record(&handles.db, recipient_id, outcome, clock::now()).await?;
-    let Some((message_id, wamid)) = accepted else {
+    let Some((message_id, wamid, recorded)) = accepted else {
         return Ok(());
     };
     let Some(message) = conversations::find_message(&handles.db, message_id).await? else {
         return Ok(());
     };
-    if message.status == MessageStatus::Sent {
+    // Where the recipient already is (a sandbox answers `delivered`), there is nothing to move.
+    if RecipientStatus::of_delivery(message.status).is_none_or(|status| status == recorded) {
         return Ok(());
     }
     let report = StatusReport {
@@ -668,7 +669,7 @@ mod tests {
         use parley_persistence::campaigns::{self, CampaignFields};
         use parley_persistence::conversations::NewMessage;
         use parley_persistence::flows::{NewFlow, NewRecipient};
-        use parley_persistence::{CampaignStatus, deliveries};
+        use parley_persistence::{CampaignStatus, MessageStatus, deliveries};
 
         let (deps, _dir, _model) = crate::test_support::runtime_deps().await;
         let handles = Arc::new(Handles::new(&deps));
