@@ -15,6 +15,7 @@ pub mod deliveries;
 pub mod entities;
 mod error;
 pub mod flows;
+mod group_commit;
 pub mod idempotency;
 pub mod identities;
 pub mod mcp_servers;
@@ -34,6 +35,7 @@ pub use connection::{
     begin_write, checkpoint_wal, connect, migrate, pool_connections, sqlite_url_in,
 };
 pub use error::PersistenceError;
+pub use group_commit::{GroupCommit, Writes};
 pub use page::{Cursor, CursorPage, Page, Paged};
 pub use sea_orm::{ConnectionTrait, DatabaseConnection, TransactionTrait};
 pub use values::{

@@ -1,0 +1,371 @@
+//! Group commit: the writes of many callers share one transaction and one commit.
+//!
+//! A [`GroupCommit`] is one writer task per database. Callers hand it a piece of work (one or
+//! a few statements, nothing but the database) and wait for its result, which they get only
+//! once the work is committed, so a caller that acknowledges something after `write` returns
+//! (the webhook's 200, a message's `sent`) acknowledges durable state. The writer takes what
+//! has queued while it was busy, up to [`MAX_BATCH`], and runs it in one transaction:
+//! under load N writes cost one `BEGIN`/`COMMIT` (on SQLite one pass over the writer lock and
+//! the log, on PostgreSQL one flush of the log) instead of N. Alone, a write runs as it would
+//! without the writer (autocommit, or its own transaction when it asked for one), so a quiet
+//! server pays only the hop to the writer task.
+//!
+//! When a write in a batch fails (a unique conflict, a row gone) or the commit fails, the batch
+//! is rolled back and each of its writes is run again alone, so every caller gets the answer it
+//! would have had without the writer and no write fails because of another's. Work is
+//! therefore a function that may be called twice; a call whose transaction was rolled back
+//! left nothing behind.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use sea_orm::{DatabaseConnection, DatabaseExecutor};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::{PersistenceError, Result};
+
+/// Most writes committed together.
+pub(crate) const MAX_BATCH: usize = 64;
+
+/// Writes waiting for the writer beyond which callers wait to hand theirs over.
+const QUEUE: usize = 4096;
+
+/// The future of one piece of work, borrowing the executor it runs on.
+pub type Writes<'e, T> = Pin<Box<dyn Future<Output = Result<T>> + Send + 'e>>;
+
+/// The database's writer; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct GroupCommit {
+    jobs: mpsc::Sender<Box<dyn Job>>,
+}
+
+impl GroupCommit {
+    /// Starts the writer task for `db`; it ends when the last handle is dropped.
+    #[must_use]
+    pub fn start(db: DatabaseConnection) -> Self {
+        let (jobs, queue) = mpsc::channel(QUEUE);
+        tokio::spawn(run(db, queue));
+        Self { jobs }
+    }
+
+    /// Runs `work` with other callers' writes and answers its result once committed.
+    /// `work` may run twice (see the module's description) and must touch nothing but the
+    /// executor it is given. Its statements are atomic only within a batch: work that needs
+    /// its statements to commit together when it runs alone uses [`GroupCommit::write_atomic`].
+    ///
+    /// # Errors
+    /// What `work` answered, or a database error of the transaction it ran in.
+    pub async fn write<T, F>(&self, work: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: for<'e> Fn(&'e DatabaseExecutor<'e>) -> Writes<'e, T> + Send + 'static,
+    {
+        self.submit(work, false).await
+    }
+
+    /// As [`GroupCommit::write`], for work of several statements that must commit together.
+    ///
+    /// # Errors
+    /// As [`GroupCommit::write`].
+    pub async fn write_atomic<T, F>(&self, work: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: for<'e> Fn(&'e DatabaseExecutor<'e>) -> Writes<'e, T> + Send + 'static,
+    {
+        self.submit(work, true).await
+    }
+
+    async fn submit<T, F>(&self, work: F, atomic: bool) -> Result<T>
+    where
+        T: Send + 'static,
+        F: for<'e> Fn(&'e DatabaseExecutor<'e>) -> Writes<'e, T> + Send + 'static,
+    {
+        let (done, answer) = oneshot::channel();
+        let job = Box::new(Pending {
+            work,
+            atomic,
+            result: None,
+            done,
+        });
+        self.jobs.send(job).await.map_err(|_| stopped())?;
+        answer.await.map_err(|_| stopped())?
+    }
+}
+
+fn stopped() -> PersistenceError {
+    PersistenceError::Database(sea_orm::DbErr::Custom(
+        "the database writer has stopped".to_owned(),
+    ))
+}
+
+/// A caller's work and where its answer goes.
+trait Job: Send {
+    /// Whether the work's statements must commit together when it runs alone.
+    fn atomic(&self) -> bool;
+    /// Runs the work on `db` and keeps its result; answers whether it succeeded.
+    fn run<'a>(
+        &'a mut self,
+        db: &'a DatabaseExecutor<'a>,
+    ) -> Pin<Box<dyn Future<Output = bool> + Send + 'a>>;
+    /// Replaces the kept result with `error` (the transaction it ran in did not commit).
+    fn fail(&mut self, error: PersistenceError);
+    /// Hands the kept result to the caller.
+    fn answer(self: Box<Self>);
+}
+
+struct Pending<T, F> {
+    work: F,
+    atomic: bool,
+    result: Option<Result<T>>,
+    done: oneshot::Sender<Result<T>>,
+}
+
+impl<T, F> Job for Pending<T, F>
+where
+    T: Send + 'static,
+    F: for<'e> Fn(&'e DatabaseExecutor<'e>) -> Writes<'e, T> + Send + 'static,
+{
+    fn atomic(&self) -> bool {
+        self.atomic
+    }
+
+    fn run<'a>(
+        &'a mut self,
+        db: &'a DatabaseExecutor<'a>,
+    ) -> Pin<Box<dyn Future<Output = bool> + Send + 'a>> {
+        Box::pin(async move {
+            let result = (self.work)(db).await;
+            let succeeded = result.is_ok();
+            self.result = Some(result);
+            succeeded
+        })
+    }
+
+    fn fail(&mut self, error: PersistenceError) {
+        self.result = Some(Err(error));
+    }
+
+    fn answer(self: Box<Self>) {
+        let result = self.result.unwrap_or_else(|| Err(stopped()));
+        // The caller may have stopped waiting; the write stands either way.
+        let _ = self.done.send(result);
+    }
+}
+
+/// The writer: takes what has queued, up to [`MAX_BATCH`], and commits it together.
+async fn run(db: DatabaseConnection, mut queue: mpsc::Receiver<Box<dyn Job>>) {
+    let mut batch = Vec::with_capacity(MAX_BATCH);
+    while queue.recv_many(&mut batch, MAX_BATCH).await > 0 {
+        if batch.len() == 1 {
+            if let Some(job) = batch.pop() {
+                alone(&db, job).await;
+            }
+        } else {
+            together(&db, &mut batch).await;
+        }
+    }
+}
+
+/// Runs `batch` in one transaction; when anything fails, runs each write again alone.
+async fn together(db: &DatabaseConnection, batch: &mut Vec<Box<dyn Job>>) {
+    if let Ok(txn) = crate::begin_write(db).await {
+        let mut succeeded = true;
+        {
+            let executor = DatabaseExecutor::Transaction(&txn);
+            for job in batch.iter_mut() {
+                if !job.run(&executor).await {
+                    succeeded = false;
+                    break;
+                }
+            }
+        }
+        if succeeded && txn.commit().await.is_ok() {
+            for job in batch.drain(..) {
+                job.answer();
+            }
+            return;
+        }
+        // Dropping an uncommitted transaction rolls it back.
+    }
+    tracing::debug!(
+        writes = batch.len(),
+        "a group commit failed; its writes run alone"
+    );
+    for job in batch.drain(..) {
+        alone(db, job).await;
+    }
+}
+
+/// Runs one write by itself: on the connection, or in its own transaction when atomic.
+async fn alone(db: &DatabaseConnection, mut job: Box<dyn Job>) {
+    if !job.atomic() {
+        job.run(&DatabaseExecutor::Connection(db)).await;
+        job.answer();
+        return;
+    }
+    match crate::begin_write(db).await {
+        Ok(txn) => {
+            let succeeded = job.run(&DatabaseExecutor::Transaction(&txn)).await;
+            if succeeded {
+                if let Err(error) = txn.commit().await {
+                    job.fail(error.into());
+                }
+            } else if let Err(error) = txn.rollback().await {
+                tracing::warn!(%error, "a failed write could not be rolled back");
+            }
+        }
+        Err(error) => job.fail(error),
+    }
+    job.answer();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sea_orm::{ConnectionTrait, Statement};
+
+    async fn database(dir: &tempfile::TempDir) -> DatabaseConnection {
+        let db = crate::connect(&crate::sqlite_url_in(dir.path()))
+            .await
+            .expect("database");
+        db.execute_unprepared("CREATE TABLE t (k INTEGER PRIMARY KEY, v TEXT NOT NULL)")
+            .await
+            .expect("table");
+        db
+    }
+
+    fn insert(
+        k: i64,
+    ) -> impl for<'e> Fn(&'e DatabaseExecutor<'e>) -> Writes<'e, ()> + Send + 'static {
+        move |db| {
+            Box::pin(async move {
+                let statement = Statement::from_sql_and_values(
+                    db.get_database_backend(),
+                    "INSERT INTO t (k, v) VALUES (?, 'x')",
+                    [k.into()],
+                );
+                db.execute_raw(statement).await?;
+                Ok(())
+            })
+        }
+    }
+
+    async fn keys(db: &DatabaseConnection) -> Vec<i64> {
+        let rows = db
+            .query_all_raw(Statement::from_string(
+                db.get_database_backend(),
+                "SELECT k FROM t ORDER BY k",
+            ))
+            .await
+            .expect("keys");
+        rows.iter()
+            .map(|r| r.try_get_by_index::<i64>(0).expect("key"))
+            .collect()
+    }
+
+    /// Keeps the writer busy, once it has taken this write alone, until the returned sender
+    /// is dropped, so that what is handed over meanwhile forms one batch.
+    async fn hold(writer: &GroupCommit) -> oneshot::Sender<()> {
+        let (release, held) = oneshot::channel::<()>();
+        let (started, running) = oneshot::channel::<()>();
+        let parts = std::sync::Mutex::new(Some((started, held)));
+        let writer = writer.clone();
+        tokio::spawn(async move {
+            writer
+                .write(move |_| {
+                    let parts = parts.lock().expect("lock").take();
+                    Box::pin(async move {
+                        if let Some((started, held)) = parts {
+                            let _ = started.send(());
+                            let _ = held.await;
+                        }
+                        Ok(())
+                    })
+                })
+                .await
+        });
+        running.await.expect("the writer took the hold");
+        release
+    }
+
+    /// Hands `count` writes over while the writer is held, waits until all are queued, then
+    /// lets the writer take them as one batch; answers each key's result.
+    async fn one_batch(
+        writer: &GroupCommit,
+        keys: impl Iterator<Item = i64>,
+    ) -> Vec<(i64, Result<()>)> {
+        let release = hold(writer).await;
+        let writes: Vec<_> = keys
+            .map(|k| {
+                let writer = writer.clone();
+                tokio::spawn(async move { (k, writer.write(insert(k)).await) })
+            })
+            .collect();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while writer.jobs.max_capacity() - writer.jobs.capacity() < writes.len() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the writes were not queued"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+        drop(release);
+        let mut results = Vec::new();
+        for write in writes {
+            results.push(write.await.expect("write task"));
+        }
+        results
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn writes_handed_over_together_are_committed_together_and_answered() {
+        let dir = tempfile::tempdir().expect("dir");
+        let db = database(&dir).await;
+        let writer = GroupCommit::start(db.clone());
+        for (_, result) in one_batch(&writer, 1..=MAX_BATCH as i64).await {
+            result.expect("committed");
+        }
+        assert_eq!(keys(&db).await, (1..=MAX_BATCH as i64).collect::<Vec<_>>());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_failing_write_fails_alone_and_the_others_of_its_batch_are_committed() {
+        let dir = tempfile::tempdir().expect("dir");
+        let db = database(&dir).await;
+        let writer = GroupCommit::start(db.clone());
+        writer.write(insert(7)).await.expect("committed");
+        // Key 7 again conflicts, in the middle of a batch of new keys.
+        for (k, result) in one_batch(&writer, 1..=20).await {
+            if k == 7 {
+                assert!(
+                    matches!(result, Err(PersistenceError::Conflict(_))),
+                    "{result:?}"
+                );
+            } else {
+                result.expect("committed");
+            }
+        }
+        assert_eq!(keys(&db).await, (1..=20).collect::<Vec<_>>());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn atomic_work_that_fails_halfway_leaves_nothing() {
+        let dir = tempfile::tempdir().expect("dir");
+        let db = database(&dir).await;
+        let writer = GroupCommit::start(db.clone());
+        writer.write(insert(2)).await.expect("committed");
+        let result = writer
+            .write_atomic(|db| {
+                Box::pin(async move {
+                    insert(1)(db).await?;
+                    insert(2)(db).await
+                })
+            })
+            .await;
+        assert!(
+            matches!(result, Err(PersistenceError::Conflict(_))),
+            "{result:?}"
+        );
+        assert_eq!(keys(&db).await, vec![2]);
+    }
+}
