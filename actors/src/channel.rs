@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parley_persistence::entities::channel;
-use parley_persistence::{DatabaseConnection, Integration, channels, deliveries};
+use parley_persistence::{DatabaseConnection, GroupCommit, Integration, channels, deliveries};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde_json::Value;
 
@@ -50,6 +50,8 @@ pub struct ChannelSettings {
 pub struct ChannelDeps {
     /// Connection pool.
     pub db: DatabaseConnection,
+    /// The database's writer: claims and Meta's answers are committed with other writes.
+    pub writer: GroupCommit,
     /// Meta's Graph API.
     pub graph: GraphClient,
     /// Opens the stored access tokens.
@@ -178,6 +180,7 @@ async fn send(
 ) {
     let job = SendJob {
         db: state.deps.db.clone(),
+        writer: state.deps.writer.clone(),
         message_id: request.message_id,
         keep_when_unavailable: request.keep_when_unavailable,
     };

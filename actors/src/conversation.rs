@@ -19,7 +19,7 @@ mod turn;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parley_persistence::DatabaseConnection;
+use parley_persistence::{DatabaseConnection, GroupCommit};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use uuid::Uuid;
 
@@ -58,6 +58,8 @@ pub struct ConversationSettings {
 pub struct ConversationDeps {
     /// Connection pool.
     pub db: DatabaseConnection,
+    /// The database's writer: the turn's messages are committed with other writes.
+    pub writer: GroupCommit,
     /// The language model.
     pub llm: LlmClient,
     /// The MCP servers' client.

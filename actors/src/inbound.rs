@@ -54,6 +54,7 @@ pub(crate) async fn process(
     let announced_before = conversations.as_ref().ok().map(Conversations::announced);
     let (person, created) = match people::find_or_create(
         &handles.db,
+        &handles.writer,
         event.workspace_id,
         &inbound.from,
         inbound.profile_name.as_deref(),

@@ -136,6 +136,7 @@ impl Outbox {
         let db = &self.handles.db;
         let person = people::find_or_create_by_phone(
             db,
+            &self.handles.writer,
             send.workspace_id,
             &send.phone,
             send.name.as_deref(),
@@ -251,7 +252,8 @@ impl Outbox {
         let conversation = thread::current(db, thread, self.handles.idle_after, None, now).await?;
         let mut message = NewMessage::to_person(content.clone(), MessageStatus::Pending);
         message.outbound = Some(outgoing.to_stored());
-        let stored = conversations::append_message(db, &conversation, message, now).await?;
+        let stored =
+            conversations::store_message(&self.handles.writer, &conversation, message, now).await?;
         self.handles
             .stored_messages(thread.workspace_id, thread.identity_id, now);
         let request = SendRequest {

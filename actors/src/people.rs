@@ -4,7 +4,9 @@
 
 use parley_persistence::entities::identity;
 use parley_persistence::identities::{self, IdentityChanges, NewIdentity, PHONE};
-use parley_persistence::{ConnectionTrait, DatabaseConnection, PersistenceError, clock};
+use parley_persistence::{
+    ConnectionTrait, DatabaseConnection, GroupCommit, PersistenceError, clock,
+};
 use serde_json::json;
 use uuid::Uuid;
 
@@ -19,11 +21,14 @@ use crate::domain::Phone;
 /// Fails on a database error.
 pub async fn find_or_create_by_phone(
     db: &DatabaseConnection,
+    writer: &GroupCommit,
     workspace_id: i64,
     phone: &Phone,
     name: Option<&str>,
 ) -> Result<identity::Model, PersistenceError> {
-    Ok(find_or_create(db, workspace_id, phone, name).await?.0)
+    Ok(find_or_create(db, writer, workspace_id, phone, name)
+        .await?
+        .0)
 }
 
 /// As [`find_or_create_by_phone`], also answering whether this call created the identity.
@@ -32,6 +37,7 @@ pub async fn find_or_create_by_phone(
 /// Fails on a database error.
 pub async fn find_or_create(
     db: &DatabaseConnection,
+    writer: &GroupCommit,
     workspace_id: i64,
     phone: &Phone,
     name: Option<&str>,
@@ -53,30 +59,34 @@ pub async fn find_or_create(
             };
             return Ok((found, false));
         }
-        let txn = parley_persistence::begin_write(db).await?;
-        let new = NewIdentity {
-            id: Uuid::now_v7(),
-            name: name.map(str::to_owned),
-            external_id: None,
-            metadata: json!({}),
-            opted_out: false,
-        };
-        let created = identities::create_with_contact(
-            &txn,
-            workspace_id,
-            new,
-            PHONE,
-            phone.as_str(),
-            clock::now(),
-        )
-        .await;
+        let (new_name, number) = (name.map(str::to_owned), phone.as_str().to_owned());
+        let created = writer
+            .write_atomic(move |db| {
+                let new = NewIdentity {
+                    id: Uuid::now_v7(),
+                    name: new_name.clone(),
+                    external_id: None,
+                    metadata: json!({}),
+                    opted_out: false,
+                };
+                let number = number.clone();
+                Box::pin(async move {
+                    identities::create_with_contact(
+                        db,
+                        workspace_id,
+                        new,
+                        PHONE,
+                        &number,
+                        clock::now(),
+                    )
+                    .await
+                })
+            })
+            .await;
         match created {
-            Ok(created) => {
-                txn.commit().await?;
-                return Ok((created, true));
-            }
+            Ok(created) => return Ok((created, true)),
             // Someone created them meanwhile: theirs wins, found on the next round.
-            Err(PersistenceError::Conflict(_)) => txn.rollback().await?,
+            Err(PersistenceError::Conflict(_)) => {}
             Err(other) => return Err(other),
         }
     }

@@ -20,7 +20,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use parley_persistence::entities::webhook_event;
-use parley_persistence::{DatabaseConnection, PersistenceError, deliveries};
+use parley_persistence::{DatabaseConnection, GroupCommit, PersistenceError, deliveries};
 use ractor::{ActorRef, call_t};
 
 pub(crate) use self::live::{Ending, LiveActors, ending};
@@ -117,6 +117,8 @@ pub struct RuntimeDeps {
 #[derive(Debug)]
 pub(crate) struct Handles {
     pub(crate) db: DatabaseConnection,
+    /// The database's writer (group commit).
+    pub(crate) writer: GroupCommit,
     /// Meta's Graph API, for calls that come before any channel actor exists.
     graph: GraphClient,
     /// The MCP servers' client.
@@ -136,6 +138,7 @@ impl Handles {
     pub(crate) fn new(deps: &RuntimeDeps) -> Self {
         Self {
             db: deps.conversations.db.clone(),
+            writer: deps.conversations.writer.clone(),
             graph: deps.channels.graph.clone(),
             mcp: deps.conversations.mcp.clone(),
             turn_timeout: deps.conversations.settings.turn_timeout,
@@ -350,6 +353,11 @@ impl ActorRuntime {
             display_phone_number: answer["display_phone_number"].as_str().map(str::to_owned),
             verified_name: answer["verified_name"].as_str().map(str::to_owned),
         })
+    }
+
+    /// The database's writer: writes handed to it are committed with others' (group commit).
+    pub fn writer(&self) -> &GroupCommit {
+        &self.handles.writer
     }
 
     /// Hands a freshly stored webhook event to the inbound worker. Nothing is lost when the

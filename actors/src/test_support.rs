@@ -45,6 +45,7 @@ pub(crate) async fn deps() -> (ConversationDeps, tempfile::TempDir, FakeModel) {
         secrets,
     ));
     let deps = ConversationDeps {
+        writer: parley_persistence::GroupCommit::start(db.clone()),
         db,
         llm,
         mcp,
@@ -66,6 +67,7 @@ pub(crate) fn channel_deps(deps: &ConversationDeps) -> crate::channel::ChannelDe
     let dir = std::env::temp_dir();
     crate::channel::ChannelDeps {
         db: deps.db.clone(),
+        writer: deps.writer.clone(),
         graph: crate::whatsapp::GraphClient::new("http://127.0.0.1:9", Duration::from_secs(1)),
         secrets: std::sync::Arc::new(
             crate::domain::SecretBox::load(

@@ -10,7 +10,7 @@ use uuid::Uuid;
 use crate::entities::{conversation, message};
 use crate::page::fetch_page;
 use crate::values::{ConversationStatus, Direction, MessageStatus, Role};
-use crate::{Page, Paged, Result};
+use crate::{GroupCommit, Page, Paged, Result};
 
 /// Which conversations to list.
 #[derive(Clone, Copy, Debug, Default)]
@@ -160,6 +160,25 @@ impl NewMessage {
             metadata: None,
         }
     }
+}
+
+/// As [`append_message`], committed by the database's writer with other writes.
+///
+/// # Errors
+/// As [`append_message`].
+pub async fn store_message(
+    writer: &GroupCommit,
+    conversation: &conversation::Model,
+    new: NewMessage,
+    now: DateTime<Utc>,
+) -> Result<message::Model> {
+    let conversation = conversation.clone();
+    writer
+        .write(move |db| {
+            let (conversation, new) = (conversation.clone(), new.clone());
+            Box::pin(async move { append_message(db, &conversation, new, now).await })
+        })
+        .await
 }
 
 /// Appends a message to `conversation`. Its `last_message_at` moves to `now` in the same

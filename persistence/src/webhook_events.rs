@@ -9,9 +9,9 @@ use sea_orm::{
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::Result;
 use crate::entities::webhook_event;
 use crate::values::EventStatus;
+use crate::{GroupCommit, Result};
 
 /// Stores the event unless the channel already has one with this message id; answers the new
 /// row, or `None` for a re-delivery.
@@ -53,6 +53,28 @@ pub async fn insert_if_new(
     // Every column is given, the time at storage precision: the row is what was inserted,
     // without reading it back.
     Ok((inserted > 0).then_some(event))
+}
+
+/// As [`insert_if_new`], committed by the database's writer with other writes.
+///
+/// # Errors
+/// Fails on a database error.
+pub async fn store(
+    writer: &GroupCommit,
+    workspace_id: i64,
+    channel_id: Uuid,
+    platform_message_id: String,
+    payload: Value,
+    now: DateTime<Utc>,
+) -> Result<Option<webhook_event::Model>> {
+    writer
+        .write(move |db| {
+            let (id, payload) = (platform_message_id.clone(), payload.clone());
+            Box::pin(
+                async move { insert_if_new(db, workspace_id, channel_id, &id, payload, now).await },
+            )
+        })
+        .await
 }
 
 /// Events waiting to be answered whose time has come (fresh ones, and failed attempts whose

@@ -10,7 +10,7 @@ use parley_actors::llm::{LlmClient, LlmConfig};
 use parley_actors::mcp::{McpHub, McpSettings};
 use parley_actors::whatsapp::GraphClient;
 use parley_actors::{ConversationDeps, ConversationSettings, RuntimeDeps};
-use parley_persistence::DatabaseConnection;
+use parley_persistence::{DatabaseConnection, GroupCommit};
 
 use super::Settings;
 
@@ -18,9 +18,10 @@ impl Settings {
     /// What the actor runtime needs from configuration.
     pub fn runtime_deps(&self, db: DatabaseConnection, secrets: Arc<SecretBox>) -> RuntimeDeps {
         let actors = &self.actors;
+        let writer = GroupCommit::start(db.clone());
         RuntimeDeps {
-            conversations: self.conversation_deps(db.clone(), secrets.clone()),
-            channels: self.channel_deps(db, secrets),
+            conversations: self.conversation_deps(db.clone(), writer.clone(), secrets.clone()),
+            channels: self.channel_deps(db, writer, secrets),
             inbound: InboundSettings {
                 concurrency: actors.inbound_concurrency.max(1),
                 queue: actors.inbound_queue.max(1),
@@ -42,6 +43,7 @@ impl Settings {
     fn conversation_deps(
         &self,
         db: DatabaseConnection,
+        writer: GroupCommit,
         secrets: Arc<SecretBox>,
     ) -> ConversationDeps {
         let llm = &self.llm;
@@ -64,6 +66,7 @@ impl Settings {
         );
         ConversationDeps {
             db,
+            writer,
             llm: client,
             mcp: Arc::new(mcp),
             settings: ConversationSettings {
@@ -77,10 +80,16 @@ impl Settings {
         }
     }
 
-    fn channel_deps(&self, db: DatabaseConnection, secrets: Arc<SecretBox>) -> ChannelDeps {
+    fn channel_deps(
+        &self,
+        db: DatabaseConnection,
+        writer: GroupCommit,
+        secrets: Arc<SecretBox>,
+    ) -> ChannelDeps {
         let whatsapp = &self.whatsapp;
         ChannelDeps {
             db,
+            writer,
             graph: GraphClient::new(
                 &whatsapp.graph_url,
                 Duration::from_secs(whatsapp.timeout_secs),

@@ -80,11 +80,11 @@ async fn inject_inbound(
     };
     let payload = serde_json::to_value(&message)
         .map_err(|e| ApiError::Internal(anyhow::anyhow!("storing a sandbox message: {e}")))?;
-    let event = webhook_events::insert_if_new(
-        &state.db,
+    let event = webhook_events::store(
+        state.actors.writer(),
         channel.workspace_id,
         channel.id,
-        &wamid,
+        wamid.clone(),
         payload,
         clock::now(),
     )

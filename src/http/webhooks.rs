@@ -209,11 +209,11 @@ async fn accept(
         };
         let payload = serde_json::to_value(&message)
             .map_err(|e| ApiError::Internal(anyhow::anyhow!("storing an inbound message: {e}")))?;
-        let stored = webhook_events::insert_if_new(
-            &state.db,
+        let stored = webhook_events::store(
+            state.actors.writer(),
             channel.workspace_id,
             channel.id,
-            &message.wamid,
+            message.wamid.clone(),
             payload,
             clock::now(),
         )

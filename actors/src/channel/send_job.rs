@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use parley_persistence::{DatabaseConnection, MessageStatus, deliveries};
+use parley_persistence::{DatabaseConnection, GroupCommit, MessageStatus, deliveries};
 use ractor::ActorRef;
 use uuid::Uuid;
 
@@ -21,6 +21,8 @@ const MAX_RETRY_WAIT: Duration = Duration::from_secs(30);
 /// The stored side of a send: which message to claim and record, if any.
 pub(super) struct SendJob {
     pub(super) db: DatabaseConnection,
+    /// Claims and Meta's answers, committed with other writes.
+    pub(super) writer: GroupCommit,
     pub(super) message_id: Option<Uuid>,
     pub(super) keep_when_unavailable: bool,
 }
@@ -121,7 +123,11 @@ impl SendJob {
         let Some(id) = self.message_id else {
             return Ok(());
         };
-        if deliveries::claim(&self.db, id).await? {
+        let claimed = self
+            .writer
+            .write(move |db| Box::pin(deliveries::claim(db, id)))
+            .await?;
+        if claimed {
             Ok(())
         } else {
             Err(SendError::AlreadyTaken)
@@ -139,14 +145,16 @@ impl SendJob {
         let Some(id) = self.message_id else {
             return;
         };
-        let recorded = deliveries::record_send(
-            &self.db,
-            id,
-            accepted.status,
-            Some(&accepted.platform_message_id),
-            None,
-        )
-        .await;
+        let (status, wamid) = (accepted.status, accepted.platform_message_id.clone());
+        let recorded = self
+            .writer
+            .write(move |db| {
+                let wamid = wamid.clone();
+                Box::pin(async move {
+                    deliveries::record_send(db, id, status, Some(&wamid), None).await
+                })
+            })
+            .await;
         if let Err(error) = recorded {
             // Meta has it; left `sending`, it is failed `interrupted` at the next start-up
             // rather than sent twice.
@@ -158,14 +166,16 @@ impl SendJob {
         let Some(id) = self.message_id else {
             return;
         };
-        let recorded = deliveries::record_send(
-            &self.db,
-            id,
-            MessageStatus::Failed,
-            None,
-            Some(error.to_json()),
-        )
-        .await;
+        let error = error.to_json();
+        let recorded = self
+            .writer
+            .write(move |db| {
+                let error = error.clone();
+                Box::pin(async move {
+                    deliveries::record_send(db, id, MessageStatus::Failed, None, Some(error)).await
+                })
+            })
+            .await;
         if let Err(failure) = recorded {
             tracing::error!(message_id = %id, error = %failure, "a failed send could not be recorded");
         }

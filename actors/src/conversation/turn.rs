@@ -8,7 +8,7 @@ mod toolbox;
 use litemap::Entry;
 use parley_persistence::conversations::{self, NewMessage};
 use parley_persistence::entities::{conversation, message, stage};
-use parley_persistence::{DatabaseConnection, clock, deliveries};
+use parley_persistence::{GroupCommit, clock, deliveries};
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tracing::Instrument;
@@ -81,7 +81,7 @@ pub(crate) async fn run(
     // model that fails leaves the person's messages stored.
     let first_request = request(0, &messages);
     let (stored, first) = tokio::join!(
-        store_inbound(&deps.db, &found, batch),
+        store_inbound(&deps.writer, &found, batch),
         call_model(deps, &first_request, &streams),
     );
     let new_ids = remember_stored(context, routed, &found, stored?);
@@ -112,7 +112,7 @@ pub(crate) async fn run(
         usage += completion.usage;
         if completion.tool_calls.is_empty() || offer(round).is_empty() {
             let stored_reply = plan
-                .store(&deps.db, conversation, &completion)
+                .store(&deps.writer, conversation, &completion)
                 .instrument(tracing::debug_span!("store_reply"))
                 .await?;
             context.wrote(&stored_reply);
@@ -218,7 +218,7 @@ async fn find_thread(
 /// of every message of the batch (stored now or before) and the rows stored now.
 #[tracing::instrument(name = "store_inbound", level = "debug", skip_all)]
 async fn store_inbound(
-    db: &DatabaseConnection,
+    writer: &GroupCommit,
     found: &Found,
     batch: &[TurnRequest],
 ) -> Result<(Vec<Uuid>, Vec<message::Model>), TurnError> {
@@ -238,7 +238,8 @@ async fn store_inbound(
         message.platform_message_id = wamid.map(str::to_owned);
         message.metadata = request.metadata.clone();
         let stored =
-            conversations::append_message(db, &found.conversation, message, clock::now()).await?;
+            conversations::store_message(writer, &found.conversation, message, clock::now())
+                .await?;
         ids.push(stored.id);
         stored_now.push(stored);
     }

@@ -246,12 +246,17 @@ async fn settle(
     event: &webhook_event::Model,
     processed: Processed,
 ) {
-    let db = &handles.db;
+    let writer = &handles.writer;
+    let id = event.id;
+    let finish = |error: Option<String>| {
+        writer
+            .write(move |db| Box::pin(webhook_events::finish(db, id, error.clone(), clock::now())))
+    };
     let recorded = match processed {
-        Processed::Answered => webhook_events::finish(db, event.id, None, clock::now()).await,
+        Processed::Answered => finish(None).await,
         Processed::Refused(why) => {
             tracing::warn!(event_id = %event.id, %why, "inbound message not answered");
-            webhook_events::finish(db, event.id, Some(why), clock::now()).await
+            finish(Some(why)).await
         }
         Processed::Retry(why) => {
             let attempts = event.attempts.saturating_add(1);
@@ -259,7 +264,17 @@ async fn settle(
             let at = clock::now()
                 + chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::seconds(300));
             tracing::warn!(event_id = %event.id, %why, attempts, ?wait, "inbound message will be tried again");
-            webhook_events::retry_later(db, event.id, attempts, at, why).await
+            writer
+                .write(move |db| {
+                    Box::pin(webhook_events::retry_later(
+                        db,
+                        id,
+                        attempts,
+                        at,
+                        why.clone(),
+                    ))
+                })
+                .await
         }
     };
     if let Err(error) = recorded {

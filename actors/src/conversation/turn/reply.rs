@@ -5,7 +5,7 @@
 use chrono::Utc;
 use parley_persistence::conversations::{self, NewMessage};
 use parley_persistence::entities::{conversation, message};
-use parley_persistence::{DatabaseConnection, MessageStatus, clock};
+use parley_persistence::{GroupCommit, MessageStatus, clock};
 use serde_json::json;
 use tokio::sync::mpsc;
 use uuid::Uuid;
@@ -69,13 +69,13 @@ impl ReplyPlan {
     /// Stores the model's final answer.
     pub(super) async fn store(
         &self,
-        db: &DatabaseConnection,
+        writer: &GroupCommit,
         conversation: &conversation::Model,
         completion: &Completion,
     ) -> Result<message::Model, TurnError> {
         let mut message = self.message(completion.content.clone());
         message.usage = serde_json::to_value(completion.usage).ok();
-        Ok(conversations::append_message(db, conversation, message, clock::now()).await?)
+        Ok(conversations::store_message(writer, conversation, message, clock::now()).await?)
     }
 }
 
@@ -101,7 +101,7 @@ pub(super) async fn fall_back(
     let mut message = plan.message(fallback.clone());
     message.error = Some(json!({"code": code, "message": error.to_string(), "at": Utc::now()}));
     let stored =
-        conversations::append_message(&deps.db, conversation, message, clock::now()).await?;
+        conversations::store_message(&deps.writer, conversation, message, clock::now()).await?;
     for listener in streams {
         let _ = listener.send(TurnEvent::Token(fallback.clone())).await;
     }
