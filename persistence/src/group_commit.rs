@@ -19,13 +19,19 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use sea_orm::{DatabaseConnection, DatabaseExecutor};
+use std::sync::Arc;
+
+use sea_orm::{DatabaseConnection, DatabaseExecutor, DbBackend};
+use tokio::sync::Mutex;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::{PersistenceError, Result};
 
 /// Most writes committed together.
 pub(crate) const MAX_BATCH: usize = 64;
+
+/// Writers on PostgreSQL (a share of its pool of 16 connections).
+const POSTGRES_WRITERS: usize = 4;
 
 /// Writes waiting for the writer beyond which callers wait to hand theirs over.
 const QUEUE: usize = 4096;
@@ -44,7 +50,10 @@ impl GroupCommit {
     #[must_use]
     pub fn start(db: DatabaseConnection) -> Self {
         let (jobs, queue) = mpsc::channel(QUEUE);
-        tokio::spawn(run(db, queue));
+        let queue = Arc::new(Mutex::new(queue));
+        for _ in 0..writers(&db) {
+            tokio::spawn(keep_writing(db.clone(), queue.clone()));
+        }
         Self { jobs }
     }
 
@@ -92,9 +101,10 @@ impl GroupCommit {
     }
 }
 
+/// The writer stopped (the server is stopping) or failed while running the write.
 fn stopped() -> PersistenceError {
     PersistenceError::Database(sea_orm::DbErr::Custom(
-        "the database writer has stopped".to_owned(),
+        "the database writer stopped before answering".to_owned(),
     ))
 }
 
@@ -152,10 +162,41 @@ where
     }
 }
 
-/// The writer: takes what has queued, up to [`MAX_BATCH`], and commits it together.
-async fn run(db: DatabaseConnection, mut queue: mpsc::Receiver<Box<dyn Job>>) {
+/// How many writers take batches from the queue. SQLite has one writer at a time, so a second
+/// would only wait for the lock. PostgreSQL writes in parallel and already flushes concurrent
+/// commits together, so one writer would serialize what it runs in parallel: a few writers
+/// keep both its parallelism and the batches.
+fn writers(db: &DatabaseConnection) -> usize {
+    match db.get_database_backend() {
+        DbBackend::Sqlite => 1,
+        _ => POSTGRES_WRITERS,
+    }
+}
+
+/// Runs a writer, and a new one if it panics: the writes of the batch it was running are
+/// answered with an error (their callers see the writer fail), and the queue goes on.
+async fn keep_writing(db: DatabaseConnection, queue: Queue) {
+    loop {
+        match tokio::spawn(run(db.clone(), queue.clone())).await {
+            Ok(()) => return,
+            Err(failure) => {
+                tracing::error!(%failure, "the database writer failed; a new one takes the queue");
+            }
+        }
+    }
+}
+
+/// What the writers take their batches from.
+type Queue = Arc<Mutex<mpsc::Receiver<Box<dyn Job>>>>;
+
+/// A writer: takes what has queued, up to [`MAX_BATCH`], and commits it together.
+async fn run(db: DatabaseConnection, queue: Queue) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
-    while queue.recv_many(&mut batch, MAX_BATCH).await > 0 {
+    loop {
+        let taken = queue.lock().await.recv_many(&mut batch, MAX_BATCH).await;
+        if taken == 0 {
+            return;
+        }
         if batch.len() == 1 {
             if let Some(job) = batch.pop() {
                 alone(&db, job).await;
@@ -346,6 +387,22 @@ mod tests {
             }
         }
         assert_eq!(keys(&db).await, (1..=20).collect::<Vec<_>>());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_write_that_panics_fails_and_the_writer_goes_on() {
+        let dir = tempfile::tempdir().expect("dir");
+        let db = database(&dir).await;
+        let writer = GroupCommit::start(db.clone());
+        let panicked: Result<()> = writer
+            .write(|_| Box::pin(async { panic!("a bug in a write") }))
+            .await;
+        assert!(
+            matches!(panicked, Err(PersistenceError::Database(_))),
+            "{panicked:?}"
+        );
+        writer.write(insert(1)).await.expect("committed");
+        assert_eq!(keys(&db).await, vec![1]);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
