@@ -16,4 +16,4 @@ mod model;
 
 pub use graph::{FakeGraph, SentMessage};
 pub use mcp::{FakeMcp, McpFlavour, McpRequest, ToolBehaviour};
-pub use model::{FakeModel, FakeToolCall, Reply};
+pub use model::{FakeModel, FakeToolCall, Reply, StreamTimes};

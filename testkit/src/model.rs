@@ -62,6 +62,21 @@ struct Script {
     forgetful: bool,
     time_to_first_token: Duration,
     between_tokens: Duration,
+    /// When the last streamed text reply's first and last tokens were handed to the response.
+    last_stream: Option<StreamTimes>,
+}
+
+/// When the fake received a streamed text request and handed its first and last content
+/// tokens to the response body: the model's own time, to be taken out of a client's, free of
+/// the fake's timer jitter (a tokio sleep ends on the timer's next millisecond tick).
+#[derive(Clone, Copy, Debug)]
+pub struct StreamTimes {
+    /// The request's arrival in the handler.
+    pub received: std::time::Instant,
+    /// The first content token.
+    pub first: std::time::Instant,
+    /// The last content token.
+    pub last: std::time::Instant,
 }
 
 #[derive(Debug, Default)]
@@ -147,6 +162,12 @@ impl FakeModel {
         self.shared.lock().requests.clone()
     }
 
+    /// When the last streamed text reply's first and last tokens left the fake; recorded
+    /// before the stream's end is sent, so a client that has read the end finds its own.
+    pub fn last_stream(&self) -> Option<StreamTimes> {
+        self.shared.lock().last_stream
+    }
+
     /// The last request body received.
     pub fn last_request(&self) -> Option<Value> {
         self.shared.lock().requests.last().cloned()
@@ -154,6 +175,7 @@ impl FakeModel {
 }
 
 async fn chat_completions(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+    let received = std::time::Instant::now();
     let Ok(request) = serde_json::from_slice::<Value>(&body) else {
         return error(StatusCode::BAD_REQUEST, "request body is not JSON");
     };
@@ -203,7 +225,13 @@ async fn chat_completions(State(shared): State<Arc<Shared>>, body: Bytes) -> Res
             }))
             .into_response()
         }
-        reply => stream(reply, model, prompt_tokens, ttft, between),
+        reply => stream(
+            reply,
+            model,
+            prompt_tokens,
+            (ttft, between),
+            (received, shared),
+        ),
     }
 }
 
@@ -211,8 +239,8 @@ fn stream(
     reply: Reply,
     model: String,
     prompt_tokens: u64,
-    ttft: Duration,
-    between: Duration,
+    (ttft, between): (Duration, Duration),
+    (received, shared): (std::time::Instant, Arc<Shared>),
 ) -> Response {
     let (tx, rx) = mpsc::channel::<Result<Bytes, Infallible>>(16);
     tokio::spawn(async move {
@@ -259,9 +287,26 @@ fn stream(
             }
             Reply::Status(_) | Reply::Hang => return,
         }
+        // Text: the role chunk, the content tokens, the finish chunk.
+        let last_token = events.len().saturating_sub(2);
+        let text = matches!(reply, Reply::Text(_));
+        let mut first_at = None;
         for (n, event) in events.into_iter().enumerate() {
             if n > 1 {
                 pause(between).await;
+            }
+            // From the role chunk, which the direct client counts as the first (its content
+            // is empty) and which goes out just before the first token.
+            if text && n == 0 {
+                first_at = Some(std::time::Instant::now());
+            }
+            if let (true, true, Some(first)) = (text, n == last_token, first_at) {
+                let last = std::time::Instant::now();
+                shared.lock().last_stream = Some(StreamTimes {
+                    received,
+                    first,
+                    last,
+                });
             }
             if tx
                 .send(Ok(Bytes::from(format!("data: {event}\n\n"))))

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use futures_util::StreamExt;
 use parley_benches::{BenchServer, print_comparison};
-use parley_testkit::Reply;
+use parley_testkit::{FakeModel, Reply};
 use serde_json::json;
 
 const TIME_TO_FIRST_TOKEN: Duration = Duration::from_millis(200);
@@ -73,6 +73,7 @@ async fn main() -> anyhow::Result<()> {
             .send()
             .await?;
         let baseline = timed(started, direct, "\"content\"", "[DONE]").await?;
+        let baseline_lag = Lag::since(&server.model, started, &baseline)?;
 
         server.model.push([Reply::Text(reply.clone())]);
         let path = format!(
@@ -95,8 +96,10 @@ async fn main() -> anyhow::Result<()> {
             "\"type\":\"complete\"",
         )
         .await?;
+        let parley_lag = Lag::since(&server.model, started, &parley)?;
         if n >= WARM_UP {
             samples.push(baseline, parley);
+            samples.lags.push((baseline_lag, parley_lag));
         }
     }
 
@@ -128,6 +131,26 @@ async fn main() -> anyhow::Result<()> {
         "through Parley's SSE stream",
         &samples.parley_end,
     )?;
+    // The figures above carry the fake model's timer jitter (its sleeps end on the timer's
+    // next millisecond tick) in both columns; these take the model's own time out of each
+    // stream (from the request's arrival at the fake to its handing the token over), so what
+    // is left is the way to the model and back: direct, or through Parley.
+    let lags =
+        |pick: fn(&(Lag, Lag)) -> Duration| samples.lags.iter().map(pick).collect::<Vec<_>>();
+    println!("\nfirst token, less the model's own time");
+    print_comparison(
+        "model alone (baseline)",
+        &lags(|(model, _)| model.first),
+        "through Parley's SSE stream",
+        &lags(|(_, parley)| parley.first),
+    )?;
+    println!("\nlast token, less the model's own time");
+    print_comparison(
+        "model alone (baseline)",
+        &lags(|(model, _)| model.last),
+        "through Parley's SSE stream",
+        &lags(|(_, parley)| parley.last),
+    )?;
     server.stop().await
 }
 
@@ -142,6 +165,31 @@ struct Samples {
     parley_first: Vec<Duration>,
     parley_last: Vec<Duration>,
     parley_end: Vec<Duration>,
+    /// Each turn's lags from the model's hand-over, direct and through Parley.
+    lags: Vec<(Lag, Lag)>,
+}
+
+/// A stream's first and last tokens' time at the client less the model's own time (from the
+/// request's arrival at the fake to its handing each token to the response): the way to the
+/// model and back, through Parley or direct.
+struct Lag {
+    first: Duration,
+    last: Duration,
+}
+
+impl Lag {
+    /// The lags of the stream just read (started at `started`, timed as `timing`), from the
+    /// fake's record of that stream.
+    fn since(model: &FakeModel, started: Instant, timing: &Timing) -> anyhow::Result<Self> {
+        let model = model
+            .last_stream()
+            .context("the fake model recorded no stream")?;
+        let there = model.received.saturating_duration_since(started);
+        Ok(Self {
+            first: there + (started + timing.first).saturating_duration_since(model.first),
+            last: there + (started + timing.last).saturating_duration_since(model.last),
+        })
+    }
 }
 
 impl Samples {
