@@ -9,12 +9,14 @@
 //!   and to its `complete` event, which comes once the reply is stored.
 //!
 //! Run: `cargo run --release -p parley-benches --bin stream_latency -- [turns] [identities]`
+//! With `PARLEY_BENCH_SPANS=1` it also prints the mean wall time of Parley's stage spans per
+//! streamed turn.
 
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use futures_util::StreamExt;
-use parley_benches::{BenchServer, print_comparison};
+use parley_benches::{BenchServer, SpanTimes, print_comparison};
 use parley_testkit::{FakeModel, Reply};
 use serde_json::json;
 
@@ -34,6 +36,7 @@ async fn main() -> anyhow::Result<()> {
         .map_or(Ok(10), |a| a.parse())
         .context("identities")?;
 
+    let spans = SpanTimes::install();
     let server = BenchServer::start(|_| {}).await?;
     let (_, channel) = server
         .assistant_channel(
@@ -97,6 +100,11 @@ async fn main() -> anyhow::Result<()> {
         )
         .await?;
         let parley_lag = Lag::since(&server.model, started, &parley)?;
+        if n + 1 == WARM_UP
+            && let Some(spans) = &spans
+        {
+            spans.reset();
+        }
         if n >= WARM_UP {
             samples.push(baseline, parley);
             samples.lags.push((baseline_lag, parley_lag));
@@ -151,6 +159,9 @@ async fn main() -> anyhow::Result<()> {
         "through Parley's SSE stream",
         &lags(|(_, parley)| parley.last),
     )?;
+    if let Some(spans) = spans {
+        spans.print(turns);
+    }
     server.stop().await
 }
 
