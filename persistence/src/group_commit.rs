@@ -1,7 +1,8 @@
 //! Group commit: the writes of many callers share one transaction and one commit.
 //!
-//! A [`GroupCommit`] is one writer task per database. Callers hand it a piece of work (one or
-//! a few statements, nothing but the database) and wait for its result, which they get only
+//! A [`GroupCommit`] is the database's writer (one task on SQLite, a few on PostgreSQL).
+//! Callers hand it a piece of work (one or a few statements, nothing but the database) and
+//! wait for its result, which they get only
 //! once the work is committed, so a caller that acknowledges something after `write` returns
 //! (the webhook's 200, a message's `sent`) acknowledges durable state. The writer takes what
 //! has queued while it was busy, up to [`MAX_BATCH`], and runs it in one transaction:
@@ -46,7 +47,8 @@ pub struct GroupCommit {
 }
 
 impl GroupCommit {
-    /// Starts the writer task for `db`; it ends when the last handle is dropped.
+    /// Starts the writer tasks for `db` (see [`writers`]); they end when the last handle is
+    /// dropped.
     #[must_use]
     pub fn start(db: DatabaseConnection) -> Self {
         let (jobs, queue) = mpsc::channel(QUEUE);
