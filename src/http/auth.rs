@@ -9,7 +9,7 @@ use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
-use parley_persistence::{api_keys, clock};
+use parley_persistence::{DatabaseConnection, api_keys, clock};
 use uuid::Uuid;
 
 use crate::domain::{Permission, Permissions, hash_api_key};
@@ -58,26 +58,23 @@ impl FromRequestParts<AppState> for Caller {
         let presented = bearer_token(parts).ok_or_else(refused)?;
         let hash = hash_api_key(presented);
         let known = match state.known_keys.0.get(&hash) {
-            Some(known) => known,
-            None => {
-                let Some((key, workspace)) = api_keys::find_by_hash(&state.db, &hash).await? else {
-                    return Err(refused());
-                };
-                if key.revoked_at.is_some() {
-                    return Err(refused());
+            Some(recalled) => {
+                if recalled.refresh {
+                    tokio::spawn(refresh_key(
+                        state.db.clone(),
+                        state.known_keys.clone(),
+                        hash.clone(),
+                    ));
                 }
-                let known = KnownKey {
-                    caller: Self {
-                        workspace_id: key.workspace_id,
-                        business_id: workspace.business_id,
-                        user_id: key.user_id,
-                        permissions: Permissions::from_storage(&key.permissions),
-                    },
-                    key_id: key.id,
-                    expires_at: key.expires_at,
-                    last_used_at: key.last_used_at,
-                };
-                state.known_keys.0.insert(hash.clone(), known.clone());
+                recalled.value
+            }
+            None => {
+                let since = state.known_keys.0.since();
+                let known = read_key(&state.db, &hash).await?.ok_or_else(refused)?;
+                state
+                    .known_keys
+                    .0
+                    .insert(hash.clone(), known.clone(), since);
                 known
             }
         };
@@ -89,11 +86,17 @@ impl FromRequestParts<AppState> for Caller {
             .last_used_at
             .is_none_or(|at| now - at >= LAST_USED_RESOLUTION)
         {
-            api_keys::touch(&state.db, known.key_id, now).await?;
+            // Recorded without holding up the request: the time is only kept to the minute.
             state
                 .known_keys
                 .0
                 .update(&hash, |known| known.last_used_at = Some(now));
+            let (db, key_id) = (state.db.clone(), known.key_id);
+            tokio::spawn(async move {
+                if let Err(error) = api_keys::touch(&db, key_id, now).await {
+                    tracing::warn!(%error, %key_id, "could not record when the key was used");
+                }
+            });
         }
         let span = tracing::Span::current();
         span.record("workspace_id", known.caller.workspace_id);
@@ -127,6 +130,40 @@ struct KnownKey {
     key_id: Uuid,
     expires_at: Option<chrono::DateTime<chrono::Utc>>,
     last_used_at: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+/// What the key of `hash` grants, read from the database: `None` when there is no such key or
+/// it was revoked.
+async fn read_key(db: &DatabaseConnection, hash: &str) -> Result<Option<KnownKey>, ApiError> {
+    let Some((key, workspace)) = api_keys::find_by_hash(db, hash).await? else {
+        return Ok(None);
+    };
+    if key.revoked_at.is_some() {
+        return Ok(None);
+    }
+    Ok(Some(KnownKey {
+        caller: Caller {
+            workspace_id: key.workspace_id,
+            business_id: workspace.business_id,
+            user_id: key.user_id,
+            permissions: Permissions::from_storage(&key.permissions),
+        },
+        key_id: key.id,
+        expires_at: key.expires_at,
+        last_used_at: key.last_used_at,
+    }))
+}
+
+/// Reads a remembered key again ahead of its expiry (see [`Remembered`]); a key gone or
+/// revoked meanwhile is forgotten.
+async fn refresh_key(db: DatabaseConnection, known_keys: KnownKeys, hash: String) {
+    let since = known_keys.0.since();
+    match read_key(&db, &hash).await {
+        Ok(Some(known)) => known_keys.0.insert(hash, known, since),
+        Ok(None) => known_keys.0.remove(&hash),
+        // Left to expire: the next request after that reads it, and answers the error.
+        Err(error) => tracing::warn!(?error, "could not read an API key again"),
+    }
 }
 
 impl KnownKeys {

@@ -228,14 +228,24 @@ async fn using_a_key_records_when_it_was_last_used() {
     let key = app.key_with(&["read"]).await;
     expect_status(app.get_with("/workspace", &key).await, 200).await;
 
-    let listed = expect_status(app.get("/workspace/api-keys").await, 200).await;
-
-    let entry = listed["data"]
-        .as_array()
-        .expect("array")
-        .iter()
-        .find(|k| k["name"] == "read key")
-        .expect("the read key is listed")
-        .clone();
-    assert!(entry["last_used_at"].is_string(), "{entry}");
+    // Recorded beside the request, not before its answer: polled with a deadline.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let listed = expect_status(app.get("/workspace/api-keys").await, 200).await;
+        let entry = listed["data"]
+            .as_array()
+            .expect("array")
+            .iter()
+            .find(|k| k["name"] == "read key")
+            .expect("the read key is listed")
+            .clone();
+        if entry["last_used_at"].is_string() {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "last_used_at never recorded: {entry}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
