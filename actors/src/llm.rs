@@ -6,7 +6,7 @@ mod client;
 mod sse;
 mod types;
 
-pub use client::{LlmClient, LlmConfig, TokenSink};
+pub use client::{LlmClient, LlmConfig, RequestSent, TokenSink};
 pub use types::{ChatMessage, ChatRequest, Completion, LlmError, ToolCall, ToolSpec, Usage};
 
 /// Installs rustls' ring provider once per process; call it before building any HTTP client.

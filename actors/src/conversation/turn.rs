@@ -22,7 +22,7 @@ use super::route::Routed;
 use super::thread::{self, Thread};
 use super::tools;
 use super::{ConversationDeps, ToolCallRecord, TurnError, TurnEvent, TurnOutcome, TurnRequest};
-use crate::llm::{ChatMessage, ChatRequest, Completion, LlmError, TokenSink, Usage};
+use crate::llm::{ChatMessage, ChatRequest, Completion, LlmError, RequestSent, TokenSink, Usage};
 use crate::mcp::CallContext;
 use crate::outbound::Outgoing;
 
@@ -76,13 +76,18 @@ pub(crate) async fn run(
     };
 
     // The person's messages are stored while the model reads them (the prompt does not need
-    // their rows): a turn does not wait for a commit before its first token. Both finish
-    // before anything else happens, so a reply is never stored before what it answers, and a
-    // model that fails leaves the person's messages stored.
+    // their rows): a turn does not wait for a commit before its first token. The store starts
+    // once the model's request has gone, so that on a busy machine it does not hold the request
+    // up. Both finish before anything else happens, so a reply is never stored before what it
+    // answers, and a model that fails leaves the person's messages stored.
     let first_request = request(0, &messages);
+    let (sent, request_gone) = RequestSent::channel();
     let (stored, first) = tokio::join!(
-        store_inbound(&deps.writer, &found, batch),
-        call_model(deps, &first_request, &streams),
+        async {
+            let _ = request_gone.await;
+            store_inbound(&deps.writer, &found, batch).await
+        },
+        call_model(deps, &first_request, &streams, sent),
     );
     let new_ids = remember_stored(context, routed, &found, stored?);
     let plan = ReplyPlan::new(batch, new_ids.last().copied(), context.identity.id);
@@ -93,7 +98,10 @@ pub(crate) async fn run(
     for round in 0..=rounds {
         let answered = match first.take() {
             Some(answered) => answered,
-            None => call_model(deps, &request(round, &messages), &streams).await,
+            None => {
+                let request = request(round, &messages);
+                call_model(deps, &request, &streams, RequestSent::default()).await
+            }
         };
         let completion = match answered {
             Ok(completion) => completion,
@@ -415,11 +423,14 @@ async fn call_model(
     deps: &ConversationDeps,
     request: &ChatRequest,
     streams: &[mpsc::Sender<TurnEvent>],
+    sent: RequestSent,
 ) -> Result<Completion, LlmError> {
     if streams.is_empty() {
-        return deps.llm.complete(request).await;
+        return deps.llm.complete_telling(request, sent).await;
     }
-    deps.llm.stream(request, &Listeners(streams)).await
+    deps.llm
+        .stream_telling(request, &Listeners(streams), sent)
+        .await
 }
 
 /// The turn's listeners as the model's token sink: each fragment goes to every one of them as

@@ -1,12 +1,17 @@
 //! The HTTP client proper: request building, retries, timeouts, and reading either kind of
 //! answer.
 
+use std::convert::Infallible;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use futures_util::StreamExt;
+use http_body::{Frame, SizeHint};
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use super::sse::{Assembler, SseLines};
 use super::types::{ChatRequest, Completion, LlmError, ToolCall, Usage};
@@ -50,6 +55,53 @@ impl TokenSink for mpsc::Sender<String> {
     }
 }
 
+/// Told once a call's request has been handed to its connection, or once the call failed
+/// before that: work that can wait for the model (storing what it answers) starts then, so
+/// that it does not compete with the request for the machine.
+#[derive(Debug, Default)]
+pub struct RequestSent(Option<oneshot::Sender<()>>);
+
+impl RequestSent {
+    /// A handle for one call and what it tells: the receiver resolves when the request has
+    /// gone (`Ok`) or the call gave up before it did (`Err`); either way, the wait is over.
+    #[must_use]
+    pub fn channel() -> (Self, oneshot::Receiver<()>) {
+        let (sent, told) = oneshot::channel();
+        (Self(Some(sent)), told)
+    }
+}
+
+/// A request body that tells [`RequestSent`] when the connection takes it. Its length is
+/// exact, so it goes with a `Content-Length` like any JSON body.
+struct Announced {
+    body: Option<Bytes>,
+    sent: Option<oneshot::Sender<()>>,
+}
+
+impl http_body::Body for Announced {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        let this = self.get_mut();
+        if let Some(sent) = this.sent.take() {
+            let _ = sent.send(());
+        }
+        Poll::Ready(this.body.take().map(|body| Ok(Frame::data(body))))
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.body.as_ref().map_or(0, |body| body.len() as u64))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_none()
+    }
+}
+
 /// Longest delay between two attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
@@ -68,10 +120,22 @@ impl LlmClient {
     /// # Errors
     /// The last failure once retries are exhausted, or at once when it is not retryable.
     pub async fn complete(&self, request: &ChatRequest) -> Result<Completion, LlmError> {
+        self.complete_telling(request, RequestSent::default()).await
+    }
+
+    /// As [`LlmClient::complete`], telling `sent` when the request has gone.
+    ///
+    /// # Errors
+    /// As [`LlmClient::complete`].
+    pub async fn complete_telling(
+        &self,
+        request: &ChatRequest,
+        mut sent: RequestSent,
+    ) -> Result<Completion, LlmError> {
         let started = Instant::now();
         let mut attempt = 0;
         loop {
-            match self.complete_once(request).await {
+            match self.complete_once(request, &mut sent).await {
                 Err(error) if error.is_retryable() && attempt < self.config.max_retries => {
                     self.back_off(attempt, &error).await;
                     attempt += 1;
@@ -95,11 +159,28 @@ impl LlmClient {
         request: &ChatRequest,
         tokens: &impl TokenSink,
     ) -> Result<Completion, LlmError> {
+        self.stream_telling(request, tokens, RequestSent::default())
+            .await
+    }
+
+    /// As [`LlmClient::stream`], telling `sent` when the request has gone.
+    ///
+    /// # Errors
+    /// As [`LlmClient::complete`].
+    pub async fn stream_telling(
+        &self,
+        request: &ChatRequest,
+        tokens: &impl TokenSink,
+        mut sent: RequestSent,
+    ) -> Result<Completion, LlmError> {
         let started = Instant::now();
         let mut attempt = 0;
         loop {
             let mut streamed = false;
-            match self.stream_once(request, tokens, &mut streamed).await {
+            match self
+                .stream_once(request, tokens, &mut streamed, &mut sent)
+                .await
+            {
                 Err(error)
                     if !streamed && error.is_retryable() && attempt < self.config.max_retries =>
                 {
@@ -128,10 +209,12 @@ impl LlmClient {
         LlmError::Timeout(u64::try_from(self.config.timeout.as_millis()).unwrap_or(u64::MAX))
     }
 
+    /// The request of one attempt; the first attempt tells `sent` when it has gone.
     fn build(
         &self,
         request: &ChatRequest,
         stream: bool,
+        sent: &mut RequestSent,
     ) -> Result<reqwest::RequestBuilder, LlmError> {
         let base = self
             .config
@@ -163,7 +246,17 @@ impl LlmClient {
             body["max_tokens"] = json!(max_tokens);
         }
         let url = format!("{}/chat/completions", base.trim_end_matches('/'));
-        let mut builder = self.http.post(url).json(&body);
+        let body = serde_json::to_vec(&body)
+            .map_err(|e| LlmError::Malformed(format!("the request: {e}")))?;
+        let body = Announced {
+            body: Some(body.into()),
+            sent: sent.0.take(),
+        };
+        let mut builder = self
+            .http
+            .post(url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(reqwest::Body::wrap(body));
         if let Some(key) = &self.config.api_key {
             builder = builder.bearer_auth(key);
         }
@@ -190,8 +283,12 @@ impl LlmClient {
         Err(LlmError::Status { status, message })
     }
 
-    async fn complete_once(&self, request: &ChatRequest) -> Result<Completion, LlmError> {
-        let response = self.send(self.build(request, false)?).await?;
+    async fn complete_once(
+        &self,
+        request: &ChatRequest,
+        sent: &mut RequestSent,
+    ) -> Result<Completion, LlmError> {
+        let response = self.send(self.build(request, false, sent)?).await?;
         let body: Value = tokio::time::timeout(self.config.timeout, response.json())
             .await
             .map_err(|_| self.timeout_error())?
@@ -225,9 +322,10 @@ impl LlmClient {
         request: &ChatRequest,
         tokens: &impl TokenSink,
         streamed: &mut bool,
+        sent: &mut RequestSent,
     ) -> Result<Completion, LlmError> {
         let started = Instant::now();
-        let response = self.send(self.build(request, true)?).await?;
+        let response = self.send(self.build(request, true, sent)?).await?;
         let mut body = response.bytes_stream();
         let mut lines = SseLines::default();
         let mut assembler = Assembler::default();
@@ -400,6 +498,84 @@ mod tests {
             .await
             .expect_err("times out");
         assert_eq!(error, LlmError::Timeout(100));
+    }
+
+    #[tokio::test]
+    async fn a_call_tells_when_its_request_has_gone_before_the_model_answers() {
+        let model = FakeModel::start().await;
+        model.push([Reply::Hang]);
+        let client = client(&model, 5_000);
+        let (sent, told) = RequestSent::channel();
+        let (tx, _rx) = mpsc::channel(16);
+        let call = async { client.stream_telling(&request(), &tx, sent).await };
+        tokio::select! {
+            told = told => assert_eq!(told, Ok(()), "told while the model still thinks"),
+            outcome = call => panic!("the call ended first: {outcome:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_call_that_cannot_send_its_request_ends_the_wait_too() {
+        let unused = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+        let address = unused.local_addr().expect("its address");
+        drop(unused);
+        let client = LlmClient::new(LlmConfig {
+            base_url: Some(format!("http://{address}")),
+            api_key: None,
+            default_model: None,
+            timeout: Duration::from_millis(500),
+            max_retries: 0,
+            retry_backoff: Duration::from_millis(10),
+        });
+        let (sent, told) = RequestSent::channel();
+        let outcome = client.complete_telling(&request(), sent).await;
+        assert!(matches!(outcome, Err(LlmError::Connection(_))), "{outcome:?}");
+        assert!(told.await.is_err(), "the request never went");
+    }
+
+    /// The body goes with its length, as any JSON body: some gateways refuse a chunked one.
+    #[tokio::test]
+    async fn the_request_body_goes_with_its_length() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a port");
+        let address = listener.local_addr().expect("its address");
+        let server = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.expect("a connection");
+            let mut read = Vec::new();
+            let mut buffer = [0_u8; 4096];
+            while !read.windows(4).any(|w| w == b"\r\n\r\n") {
+                let n = socket.read(&mut buffer).await.expect("read");
+                assert!(n > 0, "the connection closed early");
+                read.extend_from_slice(&buffer[..n]);
+            }
+            let answer = r#"{"choices":[{"message":{"content":"hi"},"finish_reason":"stop"}]}"#;
+            let response = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{answer}",
+                answer.len()
+            );
+            socket
+                .write_all(response.as_bytes())
+                .await
+                .expect("write");
+            String::from_utf8_lossy(&read).to_lowercase()
+        });
+        let client = LlmClient::new(LlmConfig {
+            base_url: Some(format!("http://{address}")),
+            api_key: None,
+            default_model: None,
+            timeout: Duration::from_secs(5),
+            max_retries: 0,
+            retry_backoff: Duration::from_millis(10),
+        });
+        let completion = client.complete(&request()).await.expect("an answer");
+        assert_eq!(completion.content, "hi");
+        let head = server.await.expect("the server");
+        assert!(head.contains("\r\ncontent-length: "), "{head}");
+        assert!(head.contains("\r\ncontent-type: application/json"), "{head}");
+        assert!(!head.contains("transfer-encoding"), "{head}");
     }
 
     #[tokio::test]
