@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use futures_util::StreamExt;
-use parley_benches::{BenchServer, SpanTimes, print_comparison};
+use parley_benches::{BenchServer, SpanTimes, ms, print_comparison};
 use parley_testkit::{FakeModel, Reply};
 use serde_json::json;
 
@@ -159,11 +159,26 @@ async fn main() -> anyhow::Result<()> {
         "through Parley's SSE stream",
         &lags(|(_, parley)| parley.last),
     )?;
+    // Where the worst turns lost their time: on the way to the model, or back from it.
+    let mut worst: Vec<&Lag> = samples.lags.iter().map(|(_, parley)| parley).collect();
+    worst.sort_by_key(|lag| std::cmp::Reverse(lag.first));
+    println!("\nthe worst turns through Parley, first token less the model's own time");
+    for lag in worst.iter().take(WORST) {
+        println!(
+            "  {}: {} to the model, {} back",
+            ms(lag.first),
+            ms(lag.there),
+            ms(lag.first.saturating_sub(lag.there))
+        );
+    }
     if let Some(spans) = spans {
         spans.print(turns);
     }
     server.stop().await
 }
+
+/// Worst turns printed with their lag's two halves.
+const WORST: usize = 5;
 
 /// Turns before measuring (connections, caches, the identities' actors).
 const WARM_UP: usize = 10;
@@ -184,6 +199,8 @@ struct Samples {
 /// request's arrival at the fake to its handing each token to the response): the way to the
 /// model and back, through Parley or direct.
 struct Lag {
+    /// From sending the request to its arrival at the fake.
+    there: Duration,
     first: Duration,
     last: Duration,
 }
@@ -197,6 +214,7 @@ impl Lag {
             .context("the fake model recorded no stream")?;
         let there = model.received.saturating_duration_since(started);
         Ok(Self {
+            there,
             first: there + (started + timing.first).saturating_duration_since(model.first),
             last: there + (started + timing.last).saturating_duration_since(model.last),
         })
