@@ -139,7 +139,10 @@ mod tests {
         fn age(&self, key: &str, by: Duration) {
             let mut entries = self.entries.write().expect("entries");
             let entry = entries.get_mut(key).expect("an entry");
-            entry.read_at = entry.read_at.checked_sub(by).expect("an instant that long ago");
+            entry.read_at = entry
+                .read_at
+                .checked_sub(by)
+                .expect("an instant that long ago");
         }
     }
 

@@ -514,22 +514,30 @@ mod tests {
         }
     }
 
+    /// A client of a model at `address` that tries each call once.
+    fn client_without_retries(address: std::net::SocketAddr) -> LlmClient {
+        LlmClient::new(LlmConfig {
+            base_url: Some(format!("http://{address}")),
+            api_key: None,
+            default_model: None,
+            timeout: Duration::from_secs(5),
+            max_retries: 0,
+            retry_backoff: Duration::from_millis(10),
+        })
+    }
+
     #[tokio::test]
     async fn a_call_that_cannot_send_its_request_ends_the_wait_too() {
         let unused = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
         let address = unused.local_addr().expect("its address");
         drop(unused);
-        let client = LlmClient::new(LlmConfig {
-            base_url: Some(format!("http://{address}")),
-            api_key: None,
-            default_model: None,
-            timeout: Duration::from_millis(500),
-            max_retries: 0,
-            retry_backoff: Duration::from_millis(10),
-        });
+        let client = client_without_retries(address);
         let (sent, told) = RequestSent::channel();
         let outcome = client.complete_telling(&request(), sent).await;
-        assert!(matches!(outcome, Err(LlmError::Connection(_))), "{outcome:?}");
+        assert!(
+            matches!(outcome, Err(LlmError::Connection(_))),
+            "{outcome:?}"
+        );
         assert!(told.await.is_err(), "the request never went");
     }
 
@@ -556,25 +564,18 @@ mod tests {
                 "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{answer}",
                 answer.len()
             );
-            socket
-                .write_all(response.as_bytes())
-                .await
-                .expect("write");
+            socket.write_all(response.as_bytes()).await.expect("write");
             String::from_utf8_lossy(&read).to_lowercase()
         });
-        let client = LlmClient::new(LlmConfig {
-            base_url: Some(format!("http://{address}")),
-            api_key: None,
-            default_model: None,
-            timeout: Duration::from_secs(5),
-            max_retries: 0,
-            retry_backoff: Duration::from_millis(10),
-        });
+        let client = client_without_retries(address);
         let completion = client.complete(&request()).await.expect("an answer");
         assert_eq!(completion.content, "hi");
         let head = server.await.expect("the server");
         assert!(head.contains("\r\ncontent-length: "), "{head}");
-        assert!(head.contains("\r\ncontent-type: application/json"), "{head}");
+        assert!(
+            head.contains("\r\ncontent-type: application/json"),
+            "{head}"
+        );
         assert!(!head.contains("transfer-encoding"), "{head}");
     }
 
