@@ -55,17 +55,63 @@ pub(crate) async fn open_or_start(
     assistant_id: Option<Uuid>,
     now: DateTime<Utc>,
 ) -> Result<Current, PersistenceError> {
-    if let Some(latest) = conversations::latest_for(db, thread.identity_id, thread.channel_id)
+    match find(db, thread, idle_after, now).await? {
+        Found::Open(conversation) => Ok(Current {
+            conversation,
+            started: false,
+        }),
+        Found::Start { close } => start(db, thread, close, assistant_id, now).await,
+    }
+}
+
+/// What [`find`] found of a thread.
+#[derive(Clone, Debug)]
+pub(crate) enum Found {
+    /// Its open conversation, active within the idle time.
+    Open(conversation::Model),
+    /// None: a new one is to be started, after closing this idle one.
+    Start {
+        /// The open conversation that has gone idle.
+        close: Option<Uuid>,
+    },
+}
+
+/// The thread's open conversation if it is still active, read without writing anything.
+///
+/// # Errors
+/// Fails on a database error.
+pub(crate) async fn find(
+    db: &impl ConnectionTrait,
+    thread: Thread,
+    idle_after: chrono::Duration,
+    now: DateTime<Utc>,
+) -> Result<Found, PersistenceError> {
+    let latest = conversations::latest_for(db, thread.identity_id, thread.channel_id)
         .await?
-        .filter(|c| c.status == ConversationStatus::Open)
-    {
-        if !is_idle(&latest, idle_after, now) {
-            return Ok(Current {
-                conversation: latest,
-                started: false,
-            });
-        }
-        conversations::close(db, latest.id).await?;
+        .filter(|c| c.status == ConversationStatus::Open);
+    Ok(match latest {
+        Some(latest) if !is_idle(&latest, idle_after, now) => Found::Open(latest),
+        Some(idle) => Found::Start {
+            close: Some(idle.id),
+        },
+        None => Found::Start { close: None },
+    })
+}
+
+/// Closes the idle conversation [`find`] found, if any, and starts the thread's next one,
+/// answered by `assistant_id`.
+///
+/// # Errors
+/// Fails on a database error.
+pub(crate) async fn start(
+    db: &impl ConnectionTrait,
+    thread: Thread,
+    close: Option<Uuid>,
+    assistant_id: Option<Uuid>,
+    now: DateTime<Utc>,
+) -> Result<Current, PersistenceError> {
+    if let Some(idle) = close {
+        conversations::close(db, idle).await?;
     }
     let conversation = conversations::start(
         db,

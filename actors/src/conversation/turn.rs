@@ -210,7 +210,21 @@ async fn find_thread(
                         channel_id: routed.channel.id,
                     };
                     let assistant = Some(routed.assistant.id);
-                    thread::open_or_start(db, here, idle_after, assistant, now).await?
+                    // Read on the pool; a start (a new sender's first message) is committed
+                    // by the writer with the other writes.
+                    match thread::find(db, here, idle_after, now).await? {
+                        thread::Found::Open(conversation) => thread::Current {
+                            conversation,
+                            started: false,
+                        },
+                        thread::Found::Start { close } => {
+                            deps.writer
+                                .write_atomic(move |db| {
+                                    Box::pin(thread::start(db, here, close, assistant, now))
+                                })
+                                .await?
+                        }
+                    }
                 }
             }
         }
