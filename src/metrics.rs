@@ -3,7 +3,8 @@
 //!
 //! The HTTP layer counts requests by route template and status; the webhook counts events;
 //! the actors count turns, model calls, tool calls, Graph sends, limiter waits, failures,
-//! flow recipients and task runs (`parley_actors::measure`). Gauges that describe the present
+//! flow recipients and task runs (`parley_actors::measure`); the database's writer records its
+//! batch sizes (`parley_persistence::WRITE_BATCH`). Gauges that describe the present
 //! (live actors by kind, database pool connections) are read at each scrape. No label
 //! carries an id of a person or a secret.
 
@@ -15,9 +16,9 @@ use axum::http::{Method, StatusCode};
 use metrics::{
     Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram,
 };
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use parley_actors::ActorRuntime;
-use parley_persistence::DatabaseConnection;
+use parley_persistence::{DatabaseConnection, WRITE_BATCH};
 
 /// HTTP requests by method, route template and status.
 const HTTP_REQUESTS: &str = "parley_http_requests_total";
@@ -36,6 +37,10 @@ const BUCKETS: [f64; 16] = [
     60.0,
 ];
 
+/// Buckets of the writer's batch sizes (`parley_persistence::WRITE_BATCH`), in writes: one
+/// alone up to its most per commit.
+const BATCH_BUCKETS: [f64; 7] = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0];
+
 /// How often histograms are rotated and idle series dropped.
 const UPKEEP_EVERY: Duration = Duration::from_secs(5);
 
@@ -48,6 +53,12 @@ pub(crate) fn install() -> Option<PrometheusHandle> {
         .get_or_init(|| {
             let recorder = PrometheusBuilder::new()
                 .set_buckets(&BUCKETS)
+                .and_then(|builder| {
+                    builder.set_buckets_for_metric(
+                        Matcher::Full(WRITE_BATCH.to_owned()),
+                        &BATCH_BUCKETS,
+                    )
+                })
                 .unwrap_or_else(|_| PrometheusBuilder::new())
                 .build_recorder();
             let handle = recorder.handle();
@@ -78,6 +89,11 @@ fn describe() {
         "Time to a response's head, by method and route"
     );
     describe_counter!(WEBHOOK_EVENTS, "Webhook events by outcome");
+    describe_histogram!(
+        WRITE_BATCH,
+        Unit::Count,
+        "Writes committed together by the database's writer (1: a write alone)"
+    );
     describe_gauge!(LIVE_ACTORS, "Live actors by kind");
     describe_gauge!(DB_CONNECTIONS, "Database pool connections by state");
 }

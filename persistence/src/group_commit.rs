@@ -34,6 +34,10 @@ pub(crate) const MAX_BATCH: usize = 64;
 /// Writers on PostgreSQL (a share of its pool of 16 connections).
 const POSTGRES_WRITERS: usize = 4;
 
+/// The histogram of how many writes each commit of the writer carried (1: a write alone), for
+/// the server's metrics.
+pub const WRITE_BATCH: &str = "parley_db_write_batch_size";
+
 /// Writes waiting for the writer beyond which callers wait to hand theirs over.
 const QUEUE: usize = 4096;
 
@@ -199,6 +203,8 @@ async fn run(db: DatabaseConnection, queue: Queue) {
         if taken == 0 {
             return;
         }
+        metrics::histogram!(WRITE_BATCH)
+            .record(f64::from(u32::try_from(taken).unwrap_or(u32::MAX)));
         if batch.len() == 1 {
             if let Some(job) = batch.pop() {
                 alone(&db, job).await;

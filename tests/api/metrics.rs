@@ -125,6 +125,7 @@ async fn metrics_expose_http_turn_model_webhook_send_actor_and_pool_families() {
         ("parley_whatsapp_limiter_wait_seconds_bucket", "le="),
         ("parley_live_actors", "kind=\"conversations\""),
         ("parley_db_pool_connections", "state=\"idle\""),
+        ("parley_db_write_batch_size_bucket", "le=\"64\""),
     ] {
         assert!(
             samples(&body, family).iter().any(|l| l.contains(label)),
