@@ -11,6 +11,7 @@
 //! └── scheduler       one ScheduledTaskActor per task due soon
 //! ```
 
+mod behind;
 mod live;
 mod path;
 mod root;
@@ -23,6 +24,7 @@ use parley_persistence::entities::webhook_event;
 use parley_persistence::{DatabaseConnection, GroupCommit, PersistenceError, deliveries};
 use ractor::{ActorRef, call_t};
 
+pub use self::behind::{BEHIND_BY, spawn_behind};
 pub(crate) use self::live::{Ending, LiveActors, ending};
 pub use self::path::ActorPath;
 use self::root::{Root, RootArgs, RootMsg};

@@ -9,6 +9,7 @@ use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use parley_actors::runtime::spawn_behind;
 use parley_persistence::{DatabaseConnection, api_keys, clock};
 use uuid::Uuid;
 
@@ -60,7 +61,7 @@ impl FromRequestParts<AppState> for Caller {
         let known = match state.known_keys.0.get(&hash) {
             Some(recalled) => {
                 if recalled.refresh {
-                    tokio::spawn(refresh_key(
+                    spawn_behind(refresh_key(
                         state.db.clone(),
                         state.known_keys.clone(),
                         hash.clone(),
@@ -92,7 +93,7 @@ impl FromRequestParts<AppState> for Caller {
                 .0
                 .update(&hash, |known| known.last_used_at = Some(now));
             let (db, key_id) = (state.db.clone(), known.key_id);
-            tokio::spawn(async move {
+            spawn_behind(async move {
                 if let Err(error) = api_keys::touch(&db, key_id, now).await {
                     tracing::warn!(%error, %key_id, "could not record when the key was used");
                 }

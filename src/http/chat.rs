@@ -11,6 +11,7 @@ use std::time::Duration;
 use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use parley_actors::llm::{LlmError, Usage};
+use parley_actors::runtime::spawn_behind;
 use parley_actors::{
     Conversations, ToolCallRecord, TurnError, TurnEvent, TurnOrigin, TurnOutcome, TurnRequest,
 };
@@ -242,7 +243,7 @@ async fn resolve(
     let path = format!("{}/{identity_id}", caller.workspace_id);
     if let Some(known) = state.identity_paths.0.get(&path) {
         if known.refresh {
-            tokio::spawn(refresh_path(
+            spawn_behind(refresh_path(
                 state.db.clone(),
                 state.identity_paths.clone(),
                 caller.workspace_id,

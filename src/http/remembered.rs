@@ -14,8 +14,9 @@ const MAX_ENTRIES: usize = 10_000;
 /// A map of entries that expire `ttl` after they were read from the database.
 ///
 /// An entry in use is read again ahead of its expiry: past half its time to live, the one
-/// caller that [`Remembered::get`] answers with `refresh` re-reads it in the background while
-/// everyone is answered from memory, so a key or a path used steadily is never waited for,
+/// caller that [`Remembered::get`] answers with `refresh` re-reads it in the background
+/// (`parley_actors::runtime::spawn_behind`, a moment after its own request) while everyone is
+/// answered from memory, so a key or a path used steadily is never waited for,
 /// and no answer is older than the time to live. A read that started before a forget or a
 /// clear is not remembered ([`Remembered::since`]), so a change is never undone by a read of
 /// what it replaced.

@@ -29,6 +29,7 @@ use uuid::Uuid;
 use super::TurnError;
 use super::route::Route;
 use crate::changes::Change;
+use crate::runtime::spawn_behind;
 
 /// How long a shared value is used before it is read again.
 const MAX_AGE: Duration = Duration::from_secs(60);
@@ -111,7 +112,8 @@ impl Shared {
 
 /// Values read once per key by whoever asks first (and again once `max_age` old); those asking
 /// meanwhile wait for that read. Past half `max_age`, the first to ask starts a read in the
-/// background and everyone goes on with the value held until it replaces it.
+/// background ([`spawn_behind`]: a moment after, so it does not compete with that turn) and
+/// everyone goes on with the value held until it replaces it.
 #[derive(Debug)]
 struct Slots<K, V> {
     slots: Arc<Mutex<HashMap<K, Slot<V>>>>,
@@ -173,7 +175,7 @@ where
         };
         if let Some(loaded) = slot.get() {
             if refresh {
-                tokio::spawn(self.refresh(key, slot.clone(), load));
+                spawn_behind(self.refresh(key, slot.clone(), load));
             }
             return Ok(loaded.value.clone());
         }
