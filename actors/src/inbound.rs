@@ -22,7 +22,7 @@ use crate::conversation::{TurnError, TurnOrigin, TurnOutcome, TurnRequest};
 use crate::outbound::Outbox;
 use crate::people;
 use crate::runtime::Handles;
-use crate::whatsapp::payload::InboundMessage;
+use crate::whatsapp::payload::{InboundMessage, Unreadable};
 
 /// How processing an event ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -36,16 +36,17 @@ pub(crate) enum Processed {
     Retry(String),
 }
 
-/// Answers one stored event; `fresh` when the webhook has just stored it and this is its
-/// first processing.
+/// Answers one stored event, whose message the worker read (`read`); `fresh` when the webhook
+/// has just stored it and this is its first processing.
 #[tracing::instrument(name = "inbound", skip_all, fields(event_id = %event.id, channel_id = %event.channel_id, workspace_id = event.workspace_id))]
 pub(crate) async fn process(
     handles: &Arc<Handles>,
     stop_words: &[String],
     event: &webhook_event::Model,
+    read: Result<InboundMessage, Unreadable>,
     fresh: bool,
 ) -> Processed {
-    let inbound = match InboundMessage::from_stored(&event.payload) {
+    let inbound = match read {
         Ok(inbound) => inbound,
         Err(unreadable) => return Processed::Refused(unreadable.to_string()),
     };

@@ -16,7 +16,7 @@ use uuid::Uuid;
 
 use super::{Processed, process};
 use crate::runtime::{ActorPath, Handles, SupervisorKind};
-use crate::whatsapp::payload::InboundMessage;
+use crate::whatsapp::payload::{InboundMessage, Unreadable};
 
 /// How the worker paces itself; from configuration.
 #[derive(Clone, Debug)]
@@ -80,6 +80,15 @@ type Fresh = bool;
 /// An event being answered: its sender and workspace.
 type Running = (Sender, i64);
 
+/// An event waiting its turn.
+struct Waiting {
+    event: webhook_event::Model,
+    /// Its message, read once when the event is taken, for its sender and its answer.
+    read: Result<InboundMessage, Unreadable>,
+    sender: Sender,
+    fresh: Fresh,
+}
+
 /// State of the inbound worker.
 pub(crate) struct InboundWorkerState {
     settings: InboundSettings,
@@ -89,9 +98,8 @@ pub(crate) struct InboundWorkerState {
     running: HashMap<Uuid, Running>,
     /// Senders with an event being answered.
     busy: HashSet<Sender>,
-    /// Events waiting their turn, oldest first, with whether each is fresh; bounded by
-    /// `settings.queue`.
-    waiting: VecDeque<(webhook_event::Model, Sender, Fresh)>,
+    /// Events waiting their turn, oldest first; bounded by `settings.queue`.
+    waiting: VecDeque<Waiting>,
     /// Every event id the worker holds (running or waiting), so a sweep does not take one twice.
     known: HashSet<Uuid>,
     /// Whether events may be waiting in the database that the worker does not hold.
@@ -184,9 +192,15 @@ fn hold(state: &mut InboundWorkerState, event: webhook_event::Model, fresh: Fres
         state.behind = true;
         return;
     }
-    let sender = sender_of(&event);
+    let read = InboundMessage::from_stored(&event.payload);
+    let sender = sender_of(&event, &read);
     state.known.insert(event.id);
-    state.waiting.push_back((event, sender, fresh));
+    state.waiting.push_back(Waiting {
+        event,
+        read,
+        sender,
+        fresh,
+    });
 }
 
 /// Reads due events the worker does not hold yet, up to what the queue takes.
@@ -213,11 +227,17 @@ async fn sweep(state: &mut InboundWorkerState) {
 fn start_ready(state: &mut InboundWorkerState, myself: &ActorRef<InboundWorkerMsg>) {
     let mut index = 0;
     while state.running.len() < state.settings.concurrency && index < state.waiting.len() {
-        if state.busy.contains(&state.waiting[index].1) {
+        if state.busy.contains(&state.waiting[index].sender) {
             index += 1;
             continue;
         }
-        let Some((event, sender, fresh)) = state.waiting.remove(index) else {
+        let Some(Waiting {
+            event,
+            read,
+            sender,
+            fresh,
+        }) = state.waiting.remove(index)
+        else {
             break;
         };
         state.busy.insert(sender.clone());
@@ -231,7 +251,7 @@ fn start_ready(state: &mut InboundWorkerState, myself: &ActorRef<InboundWorkerMs
                 &handles,
                 &settings,
                 &event,
-                process(&handles, &settings.stop_words, &event, fresh).await,
+                process(&handles, &settings.stop_words, &event, read, fresh).await,
             )
             .await;
             let _ = worker.send_message(InboundWorkerMsg::Done(id));
@@ -283,10 +303,10 @@ async fn settle(
 }
 
 /// The sender of an event; an unreadable event is its own sender.
-fn sender_of(event: &webhook_event::Model) -> Sender {
-    let from = InboundMessage::from_stored(&event.payload)
-        .map(|m| m.from.to_string())
-        .unwrap_or_else(|_| event.id.to_string());
+fn sender_of(event: &webhook_event::Model, read: &Result<InboundMessage, Unreadable>) -> Sender {
+    let from = read
+        .as_ref()
+        .map_or_else(|_| event.id.to_string(), |m| m.from.to_string());
     (event.channel_id, from)
 }
 

@@ -110,7 +110,7 @@ impl InboundMessage {
     /// # Errors
     /// [`Unreadable`] when the stored message cannot be read in either shape.
     pub fn from_stored(payload: &Value) -> Result<Self, Unreadable> {
-        if let Ok(typed) = serde_json::from_value::<Self>(payload.clone()) {
+        if let Ok(typed) = Self::deserialize(payload) {
             return Ok(typed);
         }
         let raw = &payload["message"];
