@@ -380,15 +380,19 @@ impl Outbox {
     }
 
     /// After a restart: sends every message left pending, however many, a few at a time, in
-    /// the background.
+    /// the background. Only messages stored before now: one stored since belongs to the send
+    /// that stored it, which may be waiting to retry (pending meanwhile, so that a stop during
+    /// the wait sends it at the next start) and must not be sent ahead of its wait.
     pub(crate) fn resume_pending(&self) {
         let outbox = self.clone();
+        let stored_before = clock::now();
         tokio::spawn(async move {
             let mut after = None;
             let mut resumed = 0usize;
             loop {
                 let page = match deliveries::pending_outbound(
                     &outbox.handles.db,
+                    stored_before,
                     after,
                     RESUME_PAGE,
                 )

@@ -101,19 +101,21 @@ pub async fn apply_status(
     Ok(Some(result.rows_affected > 0))
 }
 
-/// Outbound messages stored but not yet handed to the platform, oldest first, after `after`
-/// (a cursor over ids, so that a caller can walk any number of them).
+/// Outbound messages stored before `stored_before` but not yet handed to the platform, oldest
+/// first, after `after` (a cursor over ids, so that a caller can walk any number of them).
 ///
 /// # Errors
 /// Fails on a database error.
 pub async fn pending_outbound(
     db: &impl ConnectionTrait,
+    stored_before: DateTime<Utc>,
     after: Option<Uuid>,
     limit: u64,
 ) -> Result<Vec<message::Model>> {
     let mut query = message::Entity::find()
         .filter(message::Column::Status.eq(MessageStatus::Pending))
-        .filter(message::Column::Direction.eq(Direction::Outbound));
+        .filter(message::Column::Direction.eq(Direction::Outbound))
+        .filter(message::Column::CreatedAt.lt(stored_before));
     if let Some(after) = after {
         query = query.filter(message::Column::Id.gt(after));
     }
