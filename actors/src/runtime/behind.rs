@@ -7,10 +7,11 @@ use std::time::Duration;
 ///
 /// A request that finds a cached entry due for a read goes on first: on a small machine the
 /// read (and the database's own process, when it shares the host) would otherwise take the
-/// cores that request needs on its way to the model. `stream_latency` on PostgreSQL over 300
-/// turns: 1.64 ms added at p99 with the read started at once, 1.09 ms with it started this
-/// much later. Nothing waits for the work, so the delay only makes a cached answer that much
-/// older, which the caches' lifetimes (seconds to a minute) leave no trace of.
+/// cores that request needs on its way to the model. `stream_latency` on PostgreSQL, five runs
+/// of each build alternately: 0.90–0.94 ms added at p50 with the reads started at once,
+/// 0.78–0.84 ms with them started this much later (benches/README.md). Nothing waits for the
+/// work, so the delay only makes a cached answer that much older, within the caches' lifetimes
+/// of 10 s to a minute.
 pub const BEHIND_BY: Duration = Duration::from_millis(50);
 
 /// Spawns `work` to run once [`BEHIND_BY`] has passed.
