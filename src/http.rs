@@ -9,6 +9,7 @@ mod auth;
 mod campaigns;
 pub(crate) use auth::{AuthFailures, KnownKeys};
 pub(crate) use chat::IdentityPaths;
+pub(crate) use webhooks::WebhookChannels;
 mod channels;
 mod chat;
 mod conversations;
@@ -71,6 +72,8 @@ pub struct AppState {
     pub(crate) known_keys: auth::KnownKeys,
     /// Identity paths the conversation endpoints resolved recently.
     pub(crate) identity_paths: chat::IdentityPaths,
+    /// Channels that webhooks were addressed to recently.
+    pub(crate) webhook_channels: webhooks::WebhookChannels,
     /// The Prometheus recorder's handle (`None` when another recorder was installed first).
     pub(crate) metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
 }
@@ -146,6 +149,11 @@ impl AppState {
         if matches!(change, Change::Identity { .. }) {
             // Any identity write may make a path name another identity (or none).
             self.identity_paths.clear();
+        }
+        if let Change::Channel { channel_id, .. } | Change::ChannelDeleted { channel_id, .. } =
+            &change
+        {
+            self.webhook_channels.forget(*channel_id);
         }
         self.actors.changed(change);
     }

@@ -61,6 +61,7 @@ impl Application {
                 ),
                 known_keys: crate::http::KnownKeys::default(),
                 identity_paths: crate::http::IdentityPaths::default(),
+                webhook_channels: crate::http::WebhookChannels::default(),
                 settings: Arc::new(settings),
                 db,
                 actors,

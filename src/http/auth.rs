@@ -58,27 +58,17 @@ impl FromRequestParts<AppState> for Caller {
         let refused = || state.auth_failures.refuse(parts);
         let presented = bearer_token(parts).ok_or_else(refused)?;
         let hash = hash_api_key(presented);
-        let known = match state.known_keys.0.get(&hash) {
-            Some(recalled) => {
-                if recalled.refresh {
-                    spawn_behind(refresh_key(
-                        state.db.clone(),
-                        state.known_keys.clone(),
-                        hash.clone(),
-                    ));
-                }
-                recalled.value
-            }
-            None => {
-                let since = state.known_keys.0.since();
-                let known = read_key(&state.db, &hash).await?.ok_or_else(refused)?;
-                state
-                    .known_keys
-                    .0
-                    .insert(hash.clone(), known.clone(), since);
-                known
-            }
+        let db = state.db.clone();
+        let read = {
+            let hash = hash.clone();
+            || async move { read_key(&db, &hash).await }
         };
+        let known = state
+            .known_keys
+            .0
+            .recall(&hash, read)
+            .await?
+            .ok_or_else(refused)?;
         let now = clock::now();
         if known.expires_at.is_some_and(|at| at <= now) {
             return Err(refused());
@@ -153,18 +143,6 @@ async fn read_key(db: &DatabaseConnection, hash: &str) -> Result<Option<KnownKey
         expires_at: key.expires_at,
         last_used_at: key.last_used_at,
     }))
-}
-
-/// Reads a remembered key again ahead of its expiry (see [`Remembered`]); a key gone or
-/// revoked meanwhile is forgotten.
-async fn refresh_key(db: DatabaseConnection, known_keys: KnownKeys, hash: String) {
-    let since = known_keys.0.since();
-    match read_key(&db, &hash).await {
-        Ok(Some(known)) => known_keys.0.insert(hash, known, since),
-        Ok(None) => known_keys.0.remove(&hash),
-        // Left to expire: the next request after that reads it, and answers the error.
-        Err(error) => tracing::warn!(?error, "could not read an API key again"),
-    }
 }
 
 impl KnownKeys {

@@ -11,11 +11,9 @@ use std::time::Duration;
 use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use parley_actors::llm::{LlmError, Usage};
-use parley_actors::runtime::spawn_behind;
 use parley_actors::{
     Conversations, ToolCallRecord, TurnError, TurnEvent, TurnOrigin, TurnOutcome, TurnRequest,
 };
-use parley_persistence::DatabaseConnection;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -29,7 +27,7 @@ use crate::http::envelope::Envelope;
 use crate::http::error::Refusal;
 use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Json, Path, Query};
-use crate::http::identities::find_identity;
+use crate::http::identities;
 use crate::http::remembered::Remembered;
 use crate::http::validation::{Problems, object_or_empty, parse_uuid};
 use utoipa_axum::router::OpenApiRouter;
@@ -241,40 +239,22 @@ async fn resolve(
 ) -> Result<(Uuid, Uuid)> {
     let channel_id = parse_uuid(channel_id, "channel_id")?;
     let path = format!("{}/{identity_id}", caller.workspace_id);
-    if let Some(known) = state.identity_paths.0.get(&path) {
-        if known.refresh {
-            spawn_behind(refresh_path(
-                state.db.clone(),
-                state.identity_paths.clone(),
-                caller.workspace_id,
-                identity_id.to_owned(),
-                path,
-            ));
-        }
-        return Ok((known.value, channel_id));
-    }
-    let since = state.identity_paths.0.since();
-    let identity = find_identity(&state.db, caller.workspace_id, identity_id).await?;
-    state.identity_paths.0.insert(path, identity.id, since);
-    Ok((identity.id, channel_id))
-}
-
-/// Resolves a remembered identity path again ahead of its expiry (see [`Remembered`]), so a
-/// live chat never waits for it; a path that names no identity any more is forgotten.
-async fn refresh_path(
-    db: DatabaseConnection,
-    paths: IdentityPaths,
-    workspace_id: i64,
-    identity_id: String,
-    path: String,
-) {
-    let since = paths.0.since();
-    match find_identity(&db, workspace_id, &identity_id).await {
-        Ok(identity) => paths.0.insert(path, identity.id, since),
-        Err(ApiError::NotFound(_)) => paths.0.remove(&path),
-        // Left to expire: the next message after that resolves it, and answers the error.
-        Err(error) => tracing::warn!(?error, "could not resolve an identity path again"),
-    }
+    let (db, workspace_id, raw) = (
+        state.db.clone(),
+        caller.workspace_id,
+        identity_id.to_owned(),
+    );
+    let read = || async move {
+        let found = identities::resolve(&db, workspace_id, &raw).await?;
+        Ok::<_, ApiError>(found.map(|identity| identity.id))
+    };
+    let identity_id = state
+        .identity_paths
+        .0
+        .recall(&path, read)
+        .await?
+        .ok_or(ApiError::NotFound("Identity"))?;
+    Ok((identity_id, channel_id))
 }
 
 /// How long a resolved identity path is answered from memory.

@@ -1,12 +1,17 @@
 //! What the front door remembers for a short while instead of reading it on every request:
-//! authenticated keys (`auth.rs`) and resolved identity paths (`chat.rs`). Each entry is
+//! authenticated keys (`auth.rs`), resolved identity paths (`chat.rs`) and the channels
+//! webhooks are addressed to (`webhooks.rs`). Each entry is
 //! answered for at most its time to live; writers that change what an entry says forget it
 //! (or everything) at once.
 
 use std::collections::HashMap;
+use std::fmt::Debug;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant};
+
+use parley_actors::runtime::spawn_behind;
 
 /// Entries remembered at most; past this the memory starts over.
 const MAX_ENTRIES: usize = 10_000;
@@ -15,8 +20,8 @@ const MAX_ENTRIES: usize = 10_000;
 ///
 /// An entry in use is read again ahead of its expiry: past half its time to live, the one
 /// caller that [`Remembered::get`] answers with `refresh` re-reads it in the background
-/// (`parley_actors::runtime::spawn_behind`, a moment after its own request) while everyone is
-/// answered from memory, so a key or a path used steadily is never waited for,
+/// ([`spawn_behind`], a moment after its own request; [`Remembered::recall`] does both) while
+/// everyone is answered from memory, so a key or a path used steadily is never waited for,
 /// and no answer is older than the time to live. A read that started before a forget or a
 /// clear is not remembered ([`Remembered::since`]), so a change is never undone by a read of
 /// what it replaced.
@@ -48,6 +53,46 @@ pub(crate) struct Recalled<V> {
 /// When a read from the database began, for [`Remembered::insert`].
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Since(u64);
+
+impl<V: Clone + Send + Sync + 'static> Remembered<V> {
+    /// The entry of `key`, else what `read` answers, remembered when it is something (an
+    /// answer of nothing is not: the next call reads again). An entry past half its time to
+    /// live is also read again behind this call, and forgotten if it names nothing any more.
+    ///
+    /// # Errors
+    /// What `read` failed with, when the entry was not remembered. A failed read behind a call
+    /// is logged and the entry left to expire: the next call after that reads it and answers
+    /// the error.
+    pub(crate) async fn recall<E, F, R>(&self, key: &str, read: F) -> Result<Option<V>, E>
+    where
+        E: Debug,
+        F: FnOnce() -> R,
+        R: Future<Output = Result<Option<V>, E>> + Send + 'static,
+    {
+        if let Some(known) = self.get(key) {
+            if known.refresh {
+                let (remembered, key, again) = (self.clone(), key.to_owned(), read());
+                spawn_behind(async move {
+                    let since = remembered.since();
+                    match again.await {
+                        Ok(Some(value)) => remembered.insert(key, value, since),
+                        Ok(None) => remembered.remove(&key),
+                        Err(error) => {
+                            tracing::warn!(?error, "could not read a remembered entry again")
+                        }
+                    }
+                });
+            }
+            return Ok(Some(known.value));
+        }
+        let since = self.since();
+        let read = read().await?;
+        if let Some(value) = &read {
+            self.insert(key.to_owned(), value.clone(), since);
+        }
+        Ok(read)
+    }
+}
 
 impl<V: Clone> Remembered<V> {
     /// Remembers entries for `ttl`.

@@ -4,13 +4,16 @@
 //! store each message idempotently by its WhatsApp id, apply statuses, answer 200 at once, and
 //! leave the answering to the actors.
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use parley_actors::whatsapp::payload::{ChangeValue, Delivery};
 use parley_actors::whatsapp::signature;
 use parley_persistence::entities::channel;
-use parley_persistence::{Integration, channels, clock, webhook_events};
+use parley_persistence::{DatabaseConnection, Integration, channels, clock, webhook_events};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use subtle::ConstantTimeEq;
@@ -20,6 +23,7 @@ use crate::http::AppState;
 use crate::http::envelope::Envelope;
 use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Path, Query, RawBody, parse_typed};
+use crate::http::remembered::Remembered;
 use crate::metrics;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -92,7 +96,9 @@ async fn receive_for_channel(
     check_signature(&state, &headers, &body)
         .inspect_err(|_| metrics::webhook_events("refused", 1))?;
     let id = Uuid::parse_str(&channel_id).map_err(|_| ApiError::NotFound("Channel"))?;
-    let channel = channels::find_any(&state.db, id)
+    let channel = state
+        .webhook_channels
+        .by_id(&state.db, id)
         .await?
         .ok_or(ApiError::NotFound("Channel"))?;
     let delivery: Delivery = parse_typed(&body)?;
@@ -131,7 +137,7 @@ async fn receive_routed(
     let mut summary = Summary::default();
     for value in delivery.into_changes() {
         let number = value.metadata.phone_number_id.clone();
-        match channels::find_by_phone_number_id(&state.db, &number).await? {
+        match state.webhook_channels.by_number(&state.db, &number).await? {
             Some(channel) => accept(&state, &channel, value, &mut summary).await?,
             None => {
                 // Answering 200 keeps Meta from retrying a number Parley does not serve.
@@ -141,6 +147,57 @@ async fn receive_routed(
         }
     }
     Ok(summary.answer())
+}
+
+/// How long the channel a webhook is addressed to is answered from memory.
+const WEBHOOK_CHANNEL_TTL: Duration = Duration::from_secs(10);
+
+/// The channels webhooks were addressed to in the last [`WEBHOOK_CHANNEL_TTL`], by id and by
+/// phone number id, so that a webhook does not read its channel again: one statement less on
+/// every delivery, messages and statuses alike (each message sent comes back as up to three
+/// statuses). Only channels found are remembered, so a channel created meanwhile is found at
+/// once; a channel changed or deleted through this server is forgotten at once
+/// ([`AppState::changed`]), one changed through another server sharing the database is seen
+/// within the time to live.
+#[derive(Clone, Debug)]
+pub(crate) struct WebhookChannels(Remembered<Arc<channel::Model>>);
+
+impl Default for WebhookChannels {
+    fn default() -> Self {
+        Self(Remembered::new(WEBHOOK_CHANNEL_TTL))
+    }
+}
+
+impl WebhookChannels {
+    /// The channel of `id`, unless deleted.
+    async fn by_id(
+        &self,
+        db: &DatabaseConnection,
+        id: Uuid,
+    ) -> Result<Option<Arc<channel::Model>>> {
+        let db = db.clone();
+        let read = || async move { Ok(channels::find_any(&db, id).await?.map(Arc::new)) };
+        self.0.recall(&format!("id/{id}"), read).await
+    }
+
+    /// The channel of a phone number id, unless deleted.
+    async fn by_number(
+        &self,
+        db: &DatabaseConnection,
+        number: &str,
+    ) -> Result<Option<Arc<channel::Model>>> {
+        let (db, owned) = (db.clone(), number.to_owned());
+        let read = || async move {
+            let found = channels::find_by_phone_number_id(&db, &owned).await?;
+            Ok(found.map(Arc::new))
+        };
+        self.0.recall(&format!("number/{number}"), read).await
+    }
+
+    /// Forgets a channel that changed or was deleted.
+    pub(crate) fn forget(&self, channel_id: Uuid) {
+        self.0.forget(|channel| channel.id == channel_id);
+    }
 }
 
 /// 401 unless the body carries a valid signature; unsigned bodies pass only under the explicit

@@ -1,6 +1,7 @@
 //! What live actors cache follows what changes through the API: the next turn of a live
 //! conversation sees a renamed stage, a changed assistant, and a deleted channel's actor stops.
 
+use parley_testkit::graph::text_message;
 use reqwest::Method;
 use serde_json::json;
 
@@ -105,6 +106,56 @@ async fn deleting_a_channel_stops_its_actor() {
     expect_status(app.delete(&format!("/channels/{channel}")).await, 200).await;
 
     app.wait_for_live_actors("root/channels", 0).await;
+}
+
+/// The channel a webhook is addressed to is remembered; a change through the API is seen by
+/// the next webhook.
+#[tokio::test]
+async fn a_webhook_sees_its_channel_renumbered_or_deleted_at_once() {
+    let app = spawn_app().await;
+    let (old, new) = ("106540352242922", "106540352242999");
+    let channel = app.live_channel(old).await;
+    let from = "16505551234";
+    let message = |number: &str, wamid: &str| text_message(number, from, "Sheena", wamid, "hi");
+    let (status, summary) = app.webhook_summary(None, &message(old, "wamid.C1")).await;
+    assert_eq!((status, &summary["stored"]), (200, &json!(1)), "{summary}");
+    let (status, summary) = app
+        .webhook_summary(Some(&channel), &message(old, "wamid.C2"))
+        .await;
+    assert_eq!((status, &summary["stored"]), (200, &json!(1)), "{summary}");
+
+    let renumbered = app
+        .send_json(
+            Method::PUT,
+            &format!("/channels/{channel}"),
+            &json!({"phoneNumberId": new}),
+        )
+        .await;
+    expect_status(renumbered, 200).await;
+    let (status, summary) = app.webhook_summary(None, &message(old, "wamid.C3")).await;
+    assert_eq!(
+        (status, &summary["ignored"]),
+        (200, &json!(1)),
+        "the old number routes nowhere: {summary}"
+    );
+    let (status, summary) = app.webhook_summary(None, &message(new, "wamid.C4")).await;
+    assert_eq!((status, &summary["stored"]), (200, &json!(1)), "{summary}");
+    let (status, summary) = app
+        .webhook_summary(Some(&channel), &message(old, "wamid.C5"))
+        .await;
+    assert_eq!(
+        (status, &summary["ignored"]),
+        (200, &json!(1)),
+        "a change for the old number is not the channel's any more: {summary}"
+    );
+
+    expect_status(app.delete(&format!("/channels/{channel}")).await, 200).await;
+    let (status, _) = app
+        .webhook_summary(Some(&channel), &message(new, "wamid.C6"))
+        .await;
+    assert_eq!(status, 404, "a deleted channel takes no webhooks");
+    let (status, summary) = app.webhook_summary(None, &message(new, "wamid.C7")).await;
+    assert_eq!((status, &summary["ignored"]), (200, &json!(1)), "{summary}");
 }
 
 #[tokio::test]

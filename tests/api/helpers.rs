@@ -508,6 +508,31 @@ impl TestApp {
         self.graph.post_webhook(&url, APP_SECRET, payload).await
     }
 
+    /// Posts a signed webhook as [`TestApp::webhook`] does; answers its status and what it
+    /// reported (`stored`, `duplicates`, `statuses`, `ignored`).
+    pub async fn webhook_summary(&self, channel: Option<&str>, payload: &Value) -> (u16, Value) {
+        let url = match channel {
+            Some(id) => format!("{}/webhooks/waba/{id}", self.address),
+            None => format!("{}/webhooks/waba", self.address),
+        };
+        let body = payload.to_string();
+        let response = self
+            .client
+            .post(url)
+            .header("content-type", "application/json")
+            .header(
+                "x-hub-signature-256",
+                parley_testkit::graph::sign(APP_SECRET.as_bytes(), body.as_bytes()),
+            )
+            .body(body)
+            .send()
+            .await
+            .expect("webhook delivery");
+        let status = response.status().as_u16();
+        let answer: Value = response.json().await.expect("a JSON answer");
+        (status, answer["data"].clone())
+    }
+
     /// Waits until the fake Graph API has accepted `count` messages; answers them.
     pub async fn wait_for_sends(&self, count: usize) -> Vec<parley_testkit::SentMessage> {
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(15);
