@@ -66,11 +66,9 @@ pub struct ConversationDeps {
     pub mcp: Arc<McpHub>,
     /// Behaviour settings.
     pub settings: ConversationSettings,
-    /// How many identity changes the conversation registry has applied, kept across its
-    /// restarts: a caller that has just created an identity hands it to the registry with the
-    /// count it read before, and the registry takes it only when no such change came in
-    /// between.
-    pub announced: Arc<std::sync::atomic::AtomicU64>,
+    /// How many changes the conversation registry has applied that a new identity's cache
+    /// could miss, kept across its restarts ([`registry::Announced`]).
+    pub announced: Arc<registry::Announced>,
 }
 
 /// Identifies a conversation actor: workspace and identity.

@@ -128,7 +128,7 @@ pub(crate) struct Handles {
     pub(crate) turn_timeout: Duration,
     pub(crate) idle_after: chrono::Duration,
     /// The conversation registry's count of applied changes.
-    announced: Arc<std::sync::atomic::AtomicU64>,
+    announced: Arc<crate::conversation::registry::Announced>,
     conversations: RwLock<Option<ActorRef<RegistryMsg>>>,
     channels: RwLock<Option<ActorRef<ChannelRegistryMsg>>>,
     inbound: RwLock<Option<ActorRef<InboundWorkerMsg>>>,

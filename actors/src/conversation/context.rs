@@ -30,6 +30,11 @@ pub(crate) struct Context {
     /// The recent messages of that conversation on each channel, brought up to date by each
     /// turn.
     pub(crate) histories: LiteMap<uuid::Uuid, KeptHistory>,
+    /// Whether `conversations` holds every open conversation of the identity, so that a
+    /// channel it has none on needs no look in the table before one is started: true for an
+    /// identity this server has just created, until messages are stored for it outside its
+    /// actor (which may start a conversation) or a channel of its changes.
+    pub(crate) conversations_known: bool,
 }
 
 impl Context {
@@ -60,6 +65,7 @@ impl Context {
             memory: BTreeMap::new(),
             conversations: LiteMap::with_capacity(1),
             histories: LiteMap::with_capacity(1),
+            conversations_known: false,
         }
     }
 
@@ -94,11 +100,16 @@ impl Context {
     pub(crate) fn changed(&mut self, change: &Change) -> bool {
         match change {
             Change::Identity { .. } => return false,
-            Change::Messages { since, .. } => self.missed(*since),
+            Change::Messages { since, .. } => {
+                self.missed(*since);
+                self.conversations_known = false;
+            }
             Change::Stages { .. } => {}
             Change::Channel { channel_id, .. } | Change::ChannelDeleted { channel_id, .. } => {
-                // A deleted channel's conversations were closed.
+                // A deleted channel's conversations were closed; a changed one's are read
+                // again.
                 self.conversations.remove(channel_id);
+                self.conversations_known = false;
                 self.histories.remove(channel_id);
             }
             // The history kept is as long as the assistant's `history_turns` asked.

@@ -61,22 +61,65 @@ struct Stopping {
 
 type ActorReply = RpcReplyPort<Result<ActorRef<ConversationMsg>, RuntimeError>>;
 
+/// How many changes the registry has applied that a cache of an identity it has not seen
+/// yet could miss, kept across its restarts ([`ConversationDeps::announced`]): a caller that
+/// has just created an identity hands it over with the counts it read before, and the
+/// registry takes from it only what no change came in between to contradict.
+#[derive(Debug, Default)]
+pub struct Announced {
+    /// Identity changes (an identity, its stage, contacts or memory), of any identity.
+    identities: AtomicU64,
+    /// Messages stored outside a conversation actor (which may start a conversation), for any
+    /// identity.
+    messages: AtomicU64,
+}
+
+/// The counts of [`Announced`] at one moment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AnnouncedSoFar {
+    identities: u64,
+    messages: u64,
+}
+
+impl Announced {
+    fn so_far(&self) -> AnnouncedSoFar {
+        AnnouncedSoFar {
+            identities: self.identities.load(Ordering::Acquire),
+            messages: self.messages.load(Ordering::Acquire),
+        }
+    }
+
+    /// Counts `change`, before it is applied.
+    fn count(&self, change: &Change) {
+        match change {
+            Change::Identity { .. } => self.identities.fetch_add(1, Ordering::AcqRel),
+            Change::Messages { .. } => self.messages.fetch_add(1, Ordering::AcqRel),
+            _ => return,
+        };
+    }
+}
+
 /// An identity its caller has just created, so that its first actor need not read it back.
 #[derive(Clone, Debug)]
 pub struct Created {
     identity: identity::Model,
     /// [`ConversationDeps::announced`] read before the identity was created.
-    announced_before: u64,
+    announced_before: AnnouncedSoFar,
 }
 
 impl Created {
     /// The cache a new actor may start from: an identity just created has no memory, unless an
-    /// identity change (say, to its memory) was applied since the count was read. Other
-    /// changes (messages sent to it, channels, assistants, stages) concern nothing a fresh
-    /// context holds: it reads its conversations and their history on its first turn.
-    fn context_if_current(self, announced: &AtomicU64) -> Option<Context> {
-        (announced.load(Ordering::Acquire) == self.announced_before)
-            .then(|| Context::fresh(self.identity))
+    /// identity change (say, to its memory) was applied since the counts were read; and no
+    /// conversation, unless messages were stored for someone outside a conversation actor
+    /// since (a send may have started one). Other changes (channels, assistants, stages)
+    /// concern nothing a fresh context holds.
+    fn context_if_current(self, announced: &Announced) -> Option<Context> {
+        let now = announced.so_far();
+        (now.identities == self.announced_before.identities).then(|| {
+            let mut context = Context::fresh(self.identity);
+            context.conversations_known = now.messages == self.announced_before.messages;
+            context
+        })
     }
 }
 
@@ -278,9 +321,7 @@ async fn get(
 /// all may cache): a live actor by message, a resting cache at once, an actor finishing its
 /// mailbox when it has stopped.
 fn fan_out(state: &mut RegistryState, change: &Change) {
-    if matches!(change, Change::Identity { .. }) {
-        state.deps.announced.fetch_add(1, Ordering::AcqRel);
-    }
+    state.deps.announced.count(change);
     state.shared.forget(change);
     let workspace_id = change.workspace_id();
     let one = match change {
@@ -306,14 +347,14 @@ fn fan_out(state: &mut RegistryState, change: &Change) {
 pub struct Conversations {
     registry: ActorRef<RegistryMsg>,
     turn_timeout: Duration,
-    announced: Arc<AtomicU64>,
+    announced: Arc<Announced>,
 }
 
 impl Conversations {
     pub(crate) fn new(
         registry: ActorRef<RegistryMsg>,
         turn_timeout: Duration,
-        announced: Arc<AtomicU64>,
+        announced: Arc<Announced>,
     ) -> Self {
         Self {
             registry,
@@ -323,8 +364,8 @@ impl Conversations {
     }
 
     /// Read before creating an identity, then hand it to [`Conversations::turn_of_created`].
-    pub fn announced(&self) -> u64 {
-        self.announced.load(Ordering::Acquire)
+    pub fn announced(&self) -> AnnouncedSoFar {
+        self.announced.so_far()
     }
 
     /// Runs a turn for an identity the caller has just created, `announced_before` (from
@@ -337,7 +378,7 @@ impl Conversations {
         &self,
         workspace_id: i64,
         identity: identity::Model,
-        announced_before: u64,
+        announced_before: AnnouncedSoFar,
         request: TurnRequest,
     ) -> Result<TurnOutcome, TurnError> {
         let key = (workspace_id, identity.id);
@@ -707,7 +748,7 @@ mod tests {
             identity_id: a,
         });
         wait_until("the change was not applied", async || {
-            conversations.announced() > before
+            conversations.announced() != before
         })
         .await;
         conversations
@@ -716,5 +757,65 @@ mod tests {
             .expect("answered");
         assert_eq!(last_request_texts(&t.model)[0], "You help B.");
         t.runtime.shutdown(Duration::from_secs(5)).await;
+    }
+
+    #[tokio::test]
+    async fn a_created_identity_starts_its_conversation_without_looking_unless_messages_came_between()
+     {
+        let t = started(|_| {}).await;
+        let (conversations, ws, channel, a, b) = (&t.conversations, t.ws, t.channel, t.a, t.b);
+        // Unannounced: only a turn that looks in the table finds these conversations.
+        let (open_a, open_b) = (
+            open_conversation(&t.db, ws, a, channel).await,
+            open_conversation(&t.db, ws, b, channel).await,
+        );
+        let identity = async |id| {
+            parley_persistence::identities::find(&t.db, ws, id)
+                .await
+                .expect("read")
+                .expect("identity")
+        };
+
+        let before = conversations.announced();
+        let first = conversations
+            .turn_of_created(ws, identity(a).await, before, says(channel, "hi"))
+            .await
+            .expect("answered");
+        assert_ne!(
+            first.conversation_id, open_a,
+            "an identity just created has no conversation to look for"
+        );
+
+        // Messages stored for someone outside their actor in between: they may have started
+        // the created identity's conversation, so its first turn looks.
+        let before = conversations.announced();
+        conversations.changed(&Change::Messages {
+            workspace_id: ws,
+            identity_id: a,
+            since: parley_persistence::clock::now(),
+        });
+        wait_until("the change was not applied", async || {
+            conversations.announced() != before
+        })
+        .await;
+        let first = conversations
+            .turn_of_created(ws, identity(b).await, before, says(channel, "hi"))
+            .await
+            .expect("answered");
+        assert_eq!(first.conversation_id, open_b);
+        t.runtime.shutdown(Duration::from_secs(5)).await;
+    }
+
+    async fn open_conversation(
+        db: &parley_persistence::DatabaseConnection,
+        ws: i64,
+        identity_id: Uuid,
+        channel_id: Uuid,
+    ) -> Uuid {
+        let now = parley_persistence::clock::now();
+        parley_persistence::conversations::start(db, ws, identity_id, channel_id, None, now)
+            .await
+            .expect("conversation")
+            .id
     }
 }

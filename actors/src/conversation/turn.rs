@@ -210,9 +210,17 @@ async fn find_thread(
                         channel_id: routed.channel.id,
                     };
                     let assistant = Some(routed.assistant.id);
-                    // Read on the pool; a start (a new sender's first message) is committed
-                    // by the writer with the other writes.
-                    match thread::find(db, here, idle_after, now).await? {
+                    // Read on the pool, unless the context knows there is none to find (a
+                    // new sender's first message); a start is committed by the writer with
+                    // the other writes.
+                    let none_open = context.conversations_known
+                        && context.conversations.get(&routed.channel.id).is_none();
+                    let found = if none_open {
+                        thread::Found::Start { close: None }
+                    } else {
+                        thread::find(db, here, idle_after, now).await?
+                    };
+                    match found {
                         thread::Found::Open(conversation) => thread::Current {
                             conversation,
                             started: false,
