@@ -29,6 +29,14 @@ use crate::outbound::Outgoing;
 /// Stored messages read back to build history; far more than any `history_turns` needs.
 const HISTORY_WINDOW: u64 = 400;
 
+/// How long after a streamed turn's request has gone to the model the person's messages are
+/// stored. The request's trip to the model is the first token's; a commit started at once
+/// (and, on PostgreSQL, its server process) took the cores it needed on a 2-core machine. A
+/// streamed model takes far longer than this to its first token, so the store still ends
+/// long before the reply's. A synchronous chat turn stores at once: its model may answer
+/// within the delay, and the turn waits for both.
+const STREAMED_STORE_AFTER: std::time::Duration = std::time::Duration::from_millis(2);
+
 /// Where the person's side of a turn goes, found before anything of it is stored.
 struct Found {
     conversation: conversation::Model,
@@ -78,13 +86,17 @@ pub(crate) async fn run(
     // The person's messages are stored while the model reads them (the prompt does not need
     // their rows): a turn does not wait for a commit before its first token. The store starts
     // once the model's request has gone, so that on a busy machine it does not hold the request
-    // up. Both finish before anything else happens, so a reply is never stored before what it
-    // answers, and a model that fails leaves the person's messages stored.
+    // up; in a streamed turn, a moment after ([`STREAMED_STORE_AFTER`]). Both finish before
+    // anything else happens, so a reply is never stored before what it answers, and a model
+    // that fails leaves the person's messages stored.
     let first_request = request(0, &messages);
     let (sent, request_gone) = RequestSent::channel();
     let (stored, first) = tokio::join!(
         async {
             let _ = request_gone.await;
+            if !streams.is_empty() {
+                tokio::time::sleep(STREAMED_STORE_AFTER).await;
+            }
             store_inbound(&deps.writer, &found, batch).await
         },
         call_model(deps, &first_request, &streams, sent),
