@@ -58,10 +58,10 @@ impl FromRequestParts<AppState> for Caller {
         let refused = || state.auth_failures.refuse(parts);
         let presented = bearer_token(parts).ok_or_else(refused)?;
         let hash = hash_api_key(presented);
-        let db = state.db.clone();
-        let read = {
-            let hash = hash.clone();
-            || async move { read_key(&db, &hash).await }
+        // What the read needs is copied only when it is made (a miss, or a refresh).
+        let read = || {
+            let (db, hash) = (state.db.clone(), hash.clone());
+            async move { read_key(&db, &hash).await }
         };
         let known = state
             .known_keys

@@ -253,14 +253,14 @@ async fn resolve(
 ) -> Result<(Uuid, Uuid)> {
     let channel_id = parse_uuid(channel_id, "channel_id")?;
     let path = format!("{}/{identity_id}", caller.workspace_id);
-    let (db, workspace_id, raw) = (
-        state.db.clone(),
-        caller.workspace_id,
-        identity_id.to_owned(),
-    );
-    let read = || async move {
-        let found = identities::resolve(&db, workspace_id, &raw).await?;
-        Ok::<_, ApiError>(found.map(|identity| identity.id))
+    let workspace_id = caller.workspace_id;
+    // What the read needs is copied only when it is made (a miss, or a refresh).
+    let read = || {
+        let (db, raw) = (state.db.clone(), identity_id.to_owned());
+        async move {
+            let found = identities::resolve(&db, workspace_id, &raw).await?;
+            Ok::<_, ApiError>(found.map(|identity| identity.id))
+        }
     };
     let identity_id = state
         .identity_paths

@@ -175,8 +175,10 @@ impl WebhookChannels {
         db: &DatabaseConnection,
         id: Uuid,
     ) -> Result<Option<Arc<channel::Model>>> {
-        let db = db.clone();
-        let read = || async move { Ok(channels::find_any(&db, id).await?.map(Arc::new)) };
+        let read = || {
+            let db = db.clone();
+            async move { Ok(channels::find_any(&db, id).await?.map(Arc::new)) }
+        };
         self.0.recall(&format!("id/{id}"), read).await
     }
 
@@ -186,10 +188,12 @@ impl WebhookChannels {
         db: &DatabaseConnection,
         number: &str,
     ) -> Result<Option<Arc<channel::Model>>> {
-        let (db, owned) = (db.clone(), number.to_owned());
-        let read = || async move {
-            let found = channels::find_by_phone_number_id(&db, &owned).await?;
-            Ok(found.map(Arc::new))
+        let read = || {
+            let (db, number) = (db.clone(), number.to_owned());
+            async move {
+                let found = channels::find_by_phone_number_id(&db, &number).await?;
+                Ok(found.map(Arc::new))
+            }
         };
         self.0.recall(&format!("number/{number}"), read).await
     }
