@@ -160,12 +160,17 @@ async fn main() -> anyhow::Result<()> {
         &lags(|(_, parley)| parley.last),
     )?;
     // Where the worst turns lost their time: on the way to the model, or back from it.
-    let mut worst: Vec<&Lag> = samples.lags.iter().map(|(_, parley)| parley).collect();
-    worst.sort_by_key(|lag| std::cmp::Reverse(lag.first));
+    let mut worst: Vec<(usize, &Lag)> = samples
+        .lags
+        .iter()
+        .map(|(_, parley)| parley)
+        .enumerate()
+        .collect();
+    worst.sort_by_key(|(_, lag)| std::cmp::Reverse(lag.first));
     println!("\nthe worst turns through Parley, first token less the model's own time");
-    for lag in worst.iter().take(WORST) {
+    for (turn, lag) in worst.iter().take(WORST) {
         println!(
-            "  {}: {} to the model, {} back",
+            "  {}: {} to the model, {} back (measured turn {turn})",
             ms(lag.first),
             ms(lag.there),
             ms(lag.first.saturating_sub(lag.there))
