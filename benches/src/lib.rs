@@ -348,8 +348,17 @@ pub fn memory_kib(field: &str) -> u64 {
 /// summary (`INSERT INTO "messages" …`): the statements per operation.
 #[derive(Clone, Debug, Default)]
 pub struct SpanTimes {
-    totals: Arc<Mutex<BTreeMap<&'static str, (u64, Duration)>>>,
+    totals: Arc<Mutex<BTreeMap<&'static str, SpanTotal>>>,
     statements: Arc<Mutex<BTreeMap<String, u64>>>,
+}
+
+/// One span name's closed spans: how many, their summed wall time, and the longest, which
+/// tells a stage that stalls now and then from one that is slow on average.
+#[derive(Clone, Copy, Debug, Default)]
+struct SpanTotal {
+    count: u64,
+    total: Duration,
+    longest: Duration,
 }
 
 /// When a span was created, kept in its extensions.
@@ -381,21 +390,23 @@ impl SpanTimes {
         lock(&self.statements).clear();
     }
 
-    /// Prints each span's count and mean wall time per `per` operations, longest first.
+    /// Prints each span's count and mean wall time per `per` operations, and its longest
+    /// single span, longest total first.
     pub fn print(&self, per: usize) {
         let totals = self.lock().clone();
         let mut rows: Vec<_> = totals.into_iter().collect();
-        rows.sort_by_key(|(_, (_, total))| std::cmp::Reverse(*total));
+        rows.sort_by_key(|(_, span)| std::cmp::Reverse(span.total));
         println!(
-            "{:<36} {:>10} {:>14}",
-            "span (wall time)", "per op", "mean per op"
+            "{:<36} {:>10} {:>14} {:>14}",
+            "span (wall time)", "per op", "mean per op", "longest"
         );
-        for (name, (count, total)) in rows {
+        for (name, span) in rows {
             let per = per.max(1) as f64;
             println!(
-                "{name:<36} {:>10.2} {:>11.3} ms",
-                count as f64 / per,
-                total.as_secs_f64() * 1000.0 / per
+                "{name:<36} {:>10.2} {:>11.3} ms {:>11.3} ms",
+                span.count as f64 / per,
+                span.total.as_secs_f64() * 1000.0 / per,
+                span.longest.as_secs_f64() * 1000.0
             );
         }
         let statements = lock(&self.statements).clone();
@@ -416,7 +427,7 @@ impl SpanTimes {
         );
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<&'static str, (u64, Duration)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<&'static str, SpanTotal>> {
         lock(&self.totals)
     }
 }
@@ -480,8 +491,9 @@ where
         };
         let mut totals = self.lock();
         let entry = totals.entry(span.name()).or_default();
-        entry.0 += 1;
-        entry.1 += elapsed;
+        entry.count += 1;
+        entry.total += elapsed;
+        entry.longest = entry.longest.max(elapsed);
     }
 }
 
