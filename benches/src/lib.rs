@@ -390,8 +390,8 @@ impl SpanTimes {
         lock(&self.statements).clear();
     }
 
-    /// Prints each span's count and mean wall time per `per` operations, and its longest
-    /// single span, longest total first.
+    /// Prints each span's count and mean wall time per `per` operations and its longest
+    /// single span, in order of total wall time, largest first.
     pub fn print(&self, per: usize) {
         let totals = self.lock().clone();
         let mut rows: Vec<_> = totals.into_iter().collect();
