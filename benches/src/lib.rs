@@ -23,6 +23,11 @@ use parley_testkit::{FakeGraph, FakeModel};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
+/// The `parley` binary's allocator (`src/main.rs`), so that every bench measures what the
+/// server runs, its baselines included.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Parley running in-process on a fresh database, with the testkit fakes and one
 /// bootstrapped workspace.
 pub struct BenchServer {
