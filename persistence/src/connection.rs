@@ -1,6 +1,7 @@
 //! Opening the database and bringing its schema up to date.
 
 mod busy;
+mod plans;
 
 use std::path::Path;
 use std::time::Duration;
@@ -29,8 +30,9 @@ pub fn sqlite_url_in(data_dir: &Path) -> String {
 
 /// Connects to the database named by `url` (`sqlite://…` or `postgres://…`).
 ///
-/// SQLite connections use WAL, `synchronous=NORMAL`, foreign keys and a busy handler that
-/// waits for the writer lock in short steps ([`busy`]).
+/// SQLite connections use WAL, `synchronous=NORMAL`, foreign keys, a busy handler that
+/// waits for the writer lock in short steps ([`busy`]) and plans that do not depend on bound
+/// values, so that cached statements stay cached ([`plans`]).
 ///
 /// # Errors
 /// Fails when the URL is not understood or the database cannot be reached.
@@ -60,7 +62,12 @@ pub async fn connect(url: &str) -> Result<DatabaseConnection> {
                 .create_if_missing(true)
         })
         .map_sqlx_sqlite_pool_opts(|pool| {
-            pool.after_connect(|connection, _| Box::pin(busy::install(connection)))
+            pool.after_connect(|connection, _| {
+                Box::pin(async move {
+                    busy::install(connection).await?;
+                    plans::install(connection).await
+                })
+            })
         });
     Ok(Database::connect(options).await?)
 }
