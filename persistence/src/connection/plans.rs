@@ -8,6 +8,10 @@
 //! 13 % of `GET /workers`'s CPU there, against none for the same statements with literal
 //! limits. SQLite's query planner stability guarantee (QPSG) plans each statement once for
 //! any values, so the statement cache holds.
+//!
+//! What it gives up: a bound `LIKE` prefix (`'abc%'`) could no longer narrow an index scan.
+//! Parley's one `LIKE` (campaign names: `%…%` on `lower(name)`, with an escape) can use no
+//! index whatever the value.
 
 // SQLite's connection options can only be set through its API.
 #![allow(unsafe_code)]
