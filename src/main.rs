@@ -1,15 +1,18 @@
 //! The `parley` binary: parse the command line, load configuration, start logging, run.
 
 use clap::Parser;
+use parley::allocator::{self, Allocator};
 use parley::cli::Cli;
 
-/// mimalloc rather than the system's malloc: fewer cycles per turn and no consolidation
-/// pauses on the hot path (benches/README.md). The benches use the same one.
+/// mimalloc, and a runtime whose idle workers give back what they freed (`allocator`).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: Allocator = Allocator;
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
+    allocator::runtime()?.block_on(run())
+}
+
+async fn run() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let settings = cli.settings()?;
     parley::telemetry::init(&settings.log.filter, settings.log.format)?;

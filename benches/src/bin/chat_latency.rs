@@ -14,8 +14,11 @@ use anyhow::Context;
 use parley_benches::{BenchServer, SpanTimes, print_comparison};
 use serde_json::json;
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
+    parley_benches::run(bench())
+}
+
+async fn bench() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
     let turns: usize = args
         .next()

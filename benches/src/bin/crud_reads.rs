@@ -28,8 +28,11 @@ use serde_json::{Value, json};
 
 const CLIENTS: usize = 32;
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
+    parley_benches::run(bench())
+}
+
+async fn bench() -> anyhow::Result<()> {
     let requests: usize = std::env::args()
         .nth(1)
         .map_or(Ok(5000), |a| a.parse())

@@ -26,8 +26,11 @@ const TOKEN: &str = "EAAB-bench-token";
 const NUMBER: &str = "106540352242922";
 const CAP: u32 = 80;
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
+    parley_benches::run(bench())
+}
+
+async fn bench() -> anyhow::Result<()> {
     let recipients: usize = std::env::args()
         .nth(1)
         .map_or(Ok(5_000), |a| a.parse())

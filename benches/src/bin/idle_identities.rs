@@ -10,7 +10,11 @@
 //!   current conversation and that conversation's recent messages, read from this run's
 //!   database), waiting on a notification;
 //! - forgetting: how long after the last identity's idle timeout Parley holds none of them,
-//!   and the RSS left afterwards (the allocator keeps freed memory, so it stays).
+//!   and the RSS left afterwards (what the allocator has not given back yet).
+//!
+//! Beside each RSS figure, the heap per identity ([`heap`]): the bytes allocated and not freed
+//! since the start, as asked for. The difference between the two is memory freed but kept by
+//! the allocator (pages that still hold a live block, or not purged yet), not held by Parley.
 //!
 //! The idle timeout must outlast the turns (an identity forgotten before the measurement is
 //! not held); the report says how many were held when measured.
@@ -23,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use futures_util::StreamExt;
-use parley_benches::{BenchServer, memory_kib};
+use parley_benches::{BenchServer, heap, memory_kib};
 use parley_persistence::identities::{self, NewIdentity};
 use parley_persistence::{TransactionTrait, clock, conversations, memory};
 use serde_json::json;
@@ -37,9 +41,7 @@ const KEPT_MESSAGES: u64 = 2;
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let runtime = parley::allocator::runtime()?;
     if args.first().map(String::as_str) == Some("--baseline") {
         return runtime.block_on(baseline_child(&args[1..]));
     }
@@ -73,6 +75,7 @@ async fn run(identities: usize, idle_secs: u64) -> anyhow::Result<()> {
     // One person's turn first, so that what every turn shares (pools, clients, caches of the
     // channel and the workspace) is in the starting figure.
     chat(&server, people[0], channel).await?;
+    heap::count();
     let rss_before = memory_kib("VmRSS");
     let started = Instant::now();
     let results: Vec<anyhow::Result<()>> = futures_util::stream::iter(people[1..].iter().copied())
@@ -85,6 +88,7 @@ async fn run(identities: usize, idle_secs: u64) -> anyhow::Result<()> {
     let last_turn = Instant::now();
     let just_after = held(&server).await?;
     let rss_live = memory_kib("VmRSS");
+    let heap_live = heap::held();
 
     // Every actor rests once its identity was quiet for the rest time: it stops, and the
     // registry keeps its cache.
@@ -98,6 +102,7 @@ async fn run(identities: usize, idle_secs: u64) -> anyhow::Result<()> {
     }
     let rested = held(&server).await?;
     let rss_rested = memory_kib("VmRSS");
+    let heap_rested = heap::held();
 
     let baseline = run_baseline_child(&server, people[0], channel, identities).await?;
 
@@ -111,6 +116,12 @@ async fn run(identities: usize, idle_secs: u64) -> anyhow::Result<()> {
             held.total().saturating_sub(1),
         )
     };
+    let heap_per = |bytes: isize, held: &Held| {
+        kib_per(
+            u64::try_from(bytes).unwrap_or(0) / 1024,
+            held.total().saturating_sub(1),
+        )
+    };
     let per_live = grown(rss_live, &just_after);
     let per_rested = grown(rss_rested, &rested);
     println!(
@@ -121,35 +132,44 @@ async fn run(identities: usize, idle_secs: u64) -> anyhow::Result<()> {
         server.database_kind()
     );
     println!(
-        "{:<44} {:>10} {:>12} {:>14}",
-        "", "RSS before", "RSS then", "per identity"
+        "{:<44} {:>10} {:>12} {:>14} {:>14}",
+        "", "RSS before", "RSS then", "per identity", "heap per id."
     );
-    println!(
-        "{:<44} {:>10} {:>12} {:>14}",
+    let row = |label: String, before: u64, then: u64, per: f64, heap: f64| {
+        println!(
+            "{label:<44} {:>10} {:>12} {:>14} {:>14}",
+            mib(before),
+            mib(then),
+            format!("{per:.2} KiB"),
+            format!("{heap:.2} KiB")
+        );
+    };
+    row(
         format!(
             "Parley, after the turns ({} live, {} resting)",
             just_after.live, just_after.resting
         ),
-        mib(rss_before),
-        mib(rss_live),
-        format!("{per_live:.2} KiB")
+        rss_before,
+        rss_live,
+        per_live,
+        heap_per(heap_live, &just_after),
     );
-    println!(
-        "{:<44} {:>10} {:>12} {:>14}",
+    row(
         format!(
             "Parley, all rested ({} live, {} resting)",
             rested.live, rested.resting
         ),
-        mib(rss_before),
-        mib(rss_rested),
-        format!("{per_rested:.2} KiB")
+        rss_before,
+        rss_rested,
+        per_rested,
+        heap_per(heap_rested, &rested),
     );
-    println!(
-        "{:<44} {:>10} {:>12} {:>14}",
-        "bare tokio task, same cached state",
-        mib(baseline.before_kib),
-        mib(baseline.after_kib),
-        format!("{:.2} KiB", baseline.per_task_kib())
+    row(
+        "bare tokio task, same cached state".to_owned(),
+        baseline.before_kib,
+        baseline.after_kib,
+        baseline.per_task_kib(),
+        kib_per(baseline.heap_bytes / 1024, baseline.tasks),
     );
     println!(
         "ratio Parley/baseline per identity: {:.2} after the turns, {:.2} rested",
@@ -255,6 +275,8 @@ async fn wait_until_forgotten(
 struct BaselineFigures {
     before_kib: u64,
     after_kib: u64,
+    /// Heap the tasks held (bytes).
+    heap_bytes: u64,
     tasks: usize,
 }
 
@@ -299,6 +321,7 @@ async fn run_baseline_child(
     Ok(BaselineFigures {
         before_kib: field("before_kib=")?,
         after_kib: field("after_kib=")?,
+        heap_bytes: field("heap_bytes=")?,
         tasks: usize::try_from(field("tasks=")?)?,
     })
 }
@@ -326,6 +349,7 @@ async fn baseline_child(args: &[String]) -> anyhow::Result<()> {
     let state = (identity, remembered, conversation, history);
 
     let release = Arc::new(tokio::sync::Notify::new());
+    heap::count();
     let before_kib = memory_kib("VmRSS");
     let mut tasks = Vec::with_capacity(count);
     for _ in 0..count {
@@ -339,11 +363,12 @@ async fn baseline_child(args: &[String]) -> anyhow::Result<()> {
     // Let every task reach its wait.
     tokio::time::sleep(Duration::from_millis(200)).await;
     let after_kib = memory_kib("VmRSS");
+    let heap_bytes = heap::held().max(0);
     release.notify_waiters();
     for task in tasks {
         task.await?;
     }
-    println!("before_kib={before_kib} after_kib={after_kib} tasks={count}");
+    println!("before_kib={before_kib} after_kib={after_kib} heap_bytes={heap_bytes} tasks={count}");
     Ok(())
 }
 

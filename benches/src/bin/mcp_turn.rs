@@ -22,8 +22,11 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::{ClientLifecycleMode, ClientServiceExt};
 use serde_json::{Value, json};
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
+    parley_benches::run(bench())
+}
+
+async fn bench() -> anyhow::Result<()> {
     let turns: usize = std::env::args()
         .nth(1)
         .map_or(Ok(300), |a| a.parse())

@@ -21,8 +21,11 @@ use serde_json::{Value, json};
 
 const DUE_SOON: usize = 1_000;
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
+    parley_benches::run(bench())
+}
+
+async fn bench() -> anyhow::Result<()> {
     let future: usize = std::env::args()
         .nth(1)
         .map_or(Ok(100_000), |a| a.parse())

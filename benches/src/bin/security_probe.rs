@@ -20,8 +20,11 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
+    parley_benches::run(bench())
+}
+
+async fn bench() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
     let held: usize = args
         .next()
