@@ -5,7 +5,6 @@
 //! This crate is the front door: configuration, the CLI, the HTTP API and start-up. Live work
 //! happens in `parley-actors`; storage in `parley-persistence`.
 
-pub mod allocator;
 pub mod cli;
 pub mod config;
 pub mod demo;

@@ -1,18 +1,15 @@
 //! The `parley` binary: parse the command line, load configuration, start logging, run.
 
 use clap::Parser;
-use parley::allocator::{self, Allocator};
 use parley::cli::Cli;
 
-/// mimalloc, and a runtime whose idle workers give back what they freed (`allocator`).
+/// mimalloc rather than the system's malloc: fewer cycles per turn and no consolidation
+/// pauses on the hot path (benches/README.md). The benches use the same one.
 #[global_allocator]
-static ALLOCATOR: Allocator = Allocator;
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-fn main() -> anyhow::Result<()> {
-    allocator::runtime()?.block_on(run())
-}
-
-async fn run() -> anyhow::Result<()> {
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let settings = cli.settings()?;
     parley::telemetry::init(&settings.log.filter, settings.log.format)?;

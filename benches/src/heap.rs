@@ -13,7 +13,7 @@
 use std::alloc::{GlobalAlloc, Layout};
 use std::sync::atomic::{AtomicBool, AtomicIsize, Ordering};
 
-use parley::allocator::Allocator;
+use mimalloc::MiMalloc;
 
 static COUNTING: AtomicBool = AtomicBool::new(false);
 static HELD: AtomicIsize = AtomicIsize::new(0);
@@ -29,7 +29,7 @@ pub fn held() -> isize {
     HELD.load(Ordering::Relaxed)
 }
 
-/// The server's allocator, counting.
+/// mimalloc, counting.
 pub(crate) struct Counted;
 
 fn add(bytes: usize) {
@@ -44,12 +44,12 @@ fn sub(bytes: usize) {
     }
 }
 
-// SAFETY: every method passes its arguments to the server allocator's as they came, so each keeps the
+// SAFETY: every method passes its arguments to mimalloc's as they came, so each keeps the
 // contract the caller met; the counting touches only two atomics.
 unsafe impl GlobalAlloc for Counted {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // SAFETY: as for the impl.
-        let block = unsafe { Allocator.alloc(layout) };
+        let block = unsafe { MiMalloc.alloc(layout) };
         if !block.is_null() {
             add(layout.size());
         }
@@ -58,7 +58,7 @@ unsafe impl GlobalAlloc for Counted {
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         // SAFETY: as for the impl.
-        let block = unsafe { Allocator.alloc_zeroed(layout) };
+        let block = unsafe { MiMalloc.alloc_zeroed(layout) };
         if !block.is_null() {
             add(layout.size());
         }
@@ -67,13 +67,13 @@ unsafe impl GlobalAlloc for Counted {
 
     unsafe fn dealloc(&self, block: *mut u8, layout: Layout) {
         // SAFETY: as for the impl.
-        unsafe { Allocator.dealloc(block, layout) };
+        unsafe { MiMalloc.dealloc(block, layout) };
         sub(layout.size());
     }
 
     unsafe fn realloc(&self, block: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         // SAFETY: as for the impl.
-        let moved = unsafe { Allocator.realloc(block, layout, new_size) };
+        let moved = unsafe { MiMalloc.realloc(block, layout, new_size) };
         if !moved.is_null() {
             add(new_size);
             sub(layout.size());

@@ -23,18 +23,13 @@ use parley_testkit::{FakeGraph, FakeModel};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
-/// The `parley` binary's allocator (`parley::allocator`), so that every bench measures what
-/// the server runs, its baselines included; it counts the heap a bench holds once asked to
+/// The `parley` binary's allocator (`src/main.rs`), so that every bench measures what the
+/// server runs, its baselines included; it counts the heap a bench holds once asked to
 /// ([`heap::count`]).
 #[global_allocator]
 static ALLOCATOR: heap::Counted = heap::Counted;
 
 pub mod heap;
-
-/// Runs a bench to its end on the `parley` binary's runtime (`parley::allocator::runtime`).
-pub fn run(bench: impl Future<Output = anyhow::Result<()>>) -> anyhow::Result<()> {
-    parley::allocator::runtime()?.block_on(bench)
-}
 
 /// Parley running in-process on a fresh database, with the testkit fakes and one
 /// bootstrapped workspace.

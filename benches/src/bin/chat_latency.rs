@@ -14,11 +14,8 @@ use anyhow::Context;
 use parley_benches::{BenchServer, SpanTimes, print_comparison};
 use serde_json::json;
 
-fn main() -> anyhow::Result<()> {
-    parley_benches::run(bench())
-}
-
-async fn bench() -> anyhow::Result<()> {
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
     let turns: usize = args
         .next()

@@ -28,11 +28,8 @@ use serde_json::{Value, json};
 
 const CLIENTS: usize = 32;
 
-fn main() -> anyhow::Result<()> {
-    parley_benches::run(bench())
-}
-
-async fn bench() -> anyhow::Result<()> {
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
     let requests: usize = std::env::args()
         .nth(1)
         .map_or(Ok(5000), |a| a.parse())

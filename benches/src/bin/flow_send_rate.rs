@@ -26,11 +26,8 @@ const TOKEN: &str = "EAAB-bench-token";
 const NUMBER: &str = "106540352242922";
 const CAP: u32 = 80;
 
-fn main() -> anyhow::Result<()> {
-    parley_benches::run(bench())
-}
-
-async fn bench() -> anyhow::Result<()> {
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
     let recipients: usize = std::env::args()
         .nth(1)
         .map_or(Ok(5_000), |a| a.parse())

@@ -41,7 +41,9 @@ const KEPT_MESSAGES: u64 = 2;
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let runtime = parley::allocator::runtime()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     if args.first().map(String::as_str) == Some("--baseline") {
         return runtime.block_on(baseline_child(&args[1..]));
     }

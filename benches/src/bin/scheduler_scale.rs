@@ -21,11 +21,8 @@ use serde_json::{Value, json};
 
 const DUE_SOON: usize = 1_000;
 
-fn main() -> anyhow::Result<()> {
-    parley_benches::run(bench())
-}
-
-async fn bench() -> anyhow::Result<()> {
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
     let future: usize = std::env::args()
         .nth(1)
         .map_or(Ok(100_000), |a| a.parse())

@@ -24,11 +24,8 @@ const TIME_TO_FIRST_TOKEN: Duration = Duration::from_millis(200);
 const BETWEEN_TOKENS: Duration = Duration::from_millis(10);
 const TOKENS: usize = 20;
 
-fn main() -> anyhow::Result<()> {
-    parley_benches::run(bench())
-}
-
-async fn bench() -> anyhow::Result<()> {
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
     let turns: usize = args
         .next()

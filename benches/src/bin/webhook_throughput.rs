@@ -40,11 +40,8 @@ const SECRET: &str = "bench-secret";
 const NUMBER: &str = "106540352242922";
 const CONCURRENCY: usize = 16;
 
-fn main() -> anyhow::Result<()> {
-    parley_benches::run(bench())
-}
-
-async fn bench() -> anyhow::Result<()> {
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
     let messages: usize = std::env::args()
         .nth(1)
         .map_or(Ok(1000), |a| a.parse())
