@@ -65,10 +65,14 @@ impl BenchServer {
         model.stop_recording();
         let graph = FakeGraph::start().await;
         let database = BenchDatabase::create(dir.path()).await?;
-        let mut settings = Settings {
-            data_dir: dir.path().to_path_buf(),
-            ..Settings::default()
-        };
+        // The defaults with the server's own `PARLEY_*` variables over them (no file), so
+        // that a run can try a setting: `PARLEY_CONVERSATION_ACTOR_REST_MS=1000`.
+        let mut settings = Settings::load(
+            Some(&dir.path().join("parley.toml")),
+            &parley::config::Overrides::default(),
+        )
+        .map_err(|e| anyhow::anyhow!("PARLEY_ settings: {e}"))?;
+        settings.data_dir = dir.path().to_path_buf();
         settings.server.bind = "127.0.0.1:0".parse()?;
         settings.database.url = Some(database.url.clone());
         settings.llm.base_url = Some(model.base_url());
