@@ -44,6 +44,13 @@ pub struct ConversationSettings {
     /// A conversation actor with no turn for this long rests: it stops and leaves what it
     /// cached about its identity with the registry. At most `actor_idle`.
     pub actor_rest: Duration,
+    /// Live conversation actors that may wait the whole `actor_rest`: an actor started while
+    /// this many or more are live rests after `busy_rest` instead. A busy server then holds
+    /// an actor (about 10 KiB of task and mailboxes) only for the people writing this second,
+    /// and a quiet one keeps a few thousand warm.
+    pub warm_actors: usize,
+    /// The rest of an actor started while `warm_actors` or more are live. At most `actor_rest`.
+    pub busy_rest: Duration,
     /// An identity with no turn for this long is forgotten: its cache is dropped, and its next
     /// turn reads it again.
     pub actor_idle: Duration,
@@ -51,6 +58,19 @@ pub struct ConversationSettings {
     pub max_tool_rounds: u32,
     /// Longest an API caller waits for a turn.
     pub turn_timeout: Duration,
+}
+
+impl ConversationSettings {
+    /// The rest of an actor starting while `live` others are: the whole rest while fewer than
+    /// `warm_actors` are live, the busy rest beyond. At most `warm_actors` actors are ever
+    /// waiting the whole rest, since each started below that count.
+    pub(crate) fn rest_when(&self, live: usize) -> Duration {
+        if live < self.warm_actors {
+            self.actor_rest
+        } else {
+            self.busy_rest.min(self.actor_rest)
+        }
+    }
 }
 
 /// What the conversation actors need.
@@ -85,6 +105,9 @@ pub(crate) struct ConversationArgs {
     pub(crate) registry: ActorRef<RegistryMsg>,
     /// What the identity's last actor cached, kept by the registry while it rested.
     pub(crate) rested: Option<Rested>,
+    /// How long this actor waits for a turn before it rests
+    /// ([`ConversationSettings::rest_when`]).
+    pub(crate) rest: Duration,
 }
 
 /// What the registry keeps of an identity whose actor rests: the cache and when its last turn
@@ -121,6 +144,8 @@ pub(crate) struct ConversationState {
     generation: u64,
     /// Last time a turn arrived, for passivation.
     last_activity: Instant,
+    /// Quiet time after which it asks to rest, set when it started.
+    rest: Duration,
 }
 
 /// Messages of the per-identity actor.
@@ -148,7 +173,7 @@ impl Actor for ConversationActor {
         myself: ActorRef<Self::Msg>,
         args: ConversationArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
-        myself.send_after(args.deps.settings.actor_rest, || ConversationMsg::RestCheck);
+        myself.send_after(args.rest, || ConversationMsg::RestCheck);
         let (context, last_activity) = args.rested.map_or((None, Instant::now()), |r| {
             (Some(r.context), r.last_activity)
         });
@@ -162,6 +187,7 @@ impl Actor for ConversationActor {
             pending: Vec::new(),
             generation: 0,
             last_activity,
+            rest: args.rest,
         })
     }
 
@@ -329,7 +355,7 @@ fn forget(state: &mut ConversationState, change: &Change) {
 /// Asks the registry to let this actor rest once no turn came for the rest time and none
 /// waits for its debounce window; looks again later otherwise.
 fn rest_check(state: &ConversationState, myself: &ActorRef<ConversationMsg>) {
-    let rest = state.deps.settings.actor_rest;
+    let rest = state.rest;
     let quiet = state.last_activity.elapsed();
     if quiet >= rest && state.pending.is_empty() {
         let _ = state

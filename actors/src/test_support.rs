@@ -52,6 +52,8 @@ pub(crate) async fn deps() -> (ConversationDeps, tempfile::TempDir, FakeModel) {
         settings: ConversationSettings {
             idle_after: chrono::Duration::hours(24),
             actor_rest: Duration::from_secs(5),
+            warm_actors: 1_000,
+            busy_rest: Duration::from_secs(1),
             actor_idle: Duration::from_secs(600),
             max_tool_rounds: 8,
             turn_timeout: Duration::from_secs(30),

@@ -72,6 +72,8 @@ impl Settings {
             settings: ConversationSettings {
                 idle_after: self.actors.conversation_idle(),
                 actor_rest: self.actors.conversation_actor_rest(),
+                warm_actors: self.actors.conversation_actors_warm,
+                busy_rest: Duration::from_millis(self.actors.conversation_actor_busy_rest_ms),
                 actor_idle: Duration::from_secs(self.actors.conversation_actor_idle_secs),
                 max_tool_rounds: llm.max_tool_rounds,
                 turn_timeout: Duration::from_secs(self.actors.turn_timeout_secs),

@@ -228,6 +228,12 @@ pub struct ActorSettings {
     /// stops, and what it cached about the identity is kept without a task until
     /// `conversation_actor_idle_secs`.
     pub conversation_actor_rest_ms: u64,
+    /// Live conversation actors that wait the whole rest; an actor started while this many or
+    /// more are live rests after `conversation_actor_busy_rest_ms` instead.
+    pub conversation_actors_warm: usize,
+    /// Milliseconds without turns after which an actor started on a busy server rests (at
+    /// most `conversation_actor_rest_ms`).
+    pub conversation_actor_busy_rest_ms: u64,
     /// Seconds without turns after which what Parley keeps about an identity is dropped.
     pub conversation_actor_idle_secs: u64,
     /// Longest an API chat call waits for its turn, in seconds.
@@ -256,6 +262,8 @@ impl Default for ActorSettings {
         Self {
             conversation_idle_hours: 24,
             conversation_actor_rest_ms: 5_000,
+            conversation_actors_warm: 1_000,
+            conversation_actor_busy_rest_ms: 1_000,
             conversation_actor_idle_secs: 600,
             turn_timeout_secs: 300,
             inbound_concurrency: inbound.concurrency,

@@ -233,7 +233,7 @@ impl Actor for ConversationRegistry {
         let Some((key, ending)) = state.live.ended(event) else {
             return Ok(());
         };
-        ending.log(
+        ending.log_routine(
             &ActorPath::conversation(key.1),
             "the next message for this identity restarts it",
             "resting",
@@ -301,11 +301,12 @@ async fn get(
         shared: state.shared.clone(),
         registry: myself.clone(),
         rested,
+        rest: state.deps.settings.rest_when(state.live.len()),
     };
     let path = ActorPath::conversation(key.1);
     match Actor::spawn_linked(None, ConversationActor, args, myself.get_cell()).await {
         Ok((actor, _)) => {
-            tracing::info!(actor = %path, "actor spawned");
+            tracing::debug!(actor = %path, "actor spawned");
             state.live.insert(key, actor.clone());
             Ok(actor)
         }
@@ -673,6 +674,37 @@ mod tests {
         assert!(texts.contains(&"first".to_owned()), "{texts:?}");
         assert!(texts.contains(&"You said: first".to_owned()), "{texts:?}");
         assert_eq!(conversations.resting_in(None).await.expect("count"), 0);
+        t.runtime.shutdown(Duration::from_secs(5)).await;
+    }
+
+    #[tokio::test]
+    async fn an_actor_started_while_the_warm_ones_are_live_rests_after_the_busy_rest() {
+        let t = started(|deps| {
+            deps.settings.actor_rest = Duration::from_secs(60);
+            deps.settings.warm_actors = 1;
+            deps.settings.busy_rest = Duration::from_millis(50);
+        })
+        .await;
+        let (conversations, ws, channel) = (&t.conversations, t.ws, t.channel);
+        conversations
+            .turn(ws, t.a, says(channel, "first"))
+            .await
+            .expect("answered");
+        conversations
+            .turn(ws, t.b, says(channel, "second"))
+            .await
+            .expect("answered");
+
+        wait_until(
+            "the actor started past the warm ones never rested",
+            async || conversations.actor_of((ws, t.b)).await.is_none(),
+        )
+        .await;
+        assert_eq!(conversations.resting_in(None).await.expect("count"), 1);
+        assert!(
+            conversations.actor_of((ws, t.a)).await.is_some(),
+            "the warm actor rested before its rest time"
+        );
         t.runtime.shutdown(Duration::from_secs(5)).await;
     }
 

@@ -35,6 +35,20 @@ impl Ending {
             ),
         }
     }
+
+    /// Logs the end of an actor that stops as a matter of course, as an identity's does each
+    /// time its person goes quiet (for nearly every message on a busy server): a stop at
+    /// debug, so that it does not flood the default log, and a failure as [`Ending::log`] does.
+    pub(crate) fn log_routine(&self, path: &ActorPath, then: &str, usual: &str) {
+        match self {
+            Self::Failed(_) => self.log(path, then, usual),
+            Self::Stopped(reason, _) => tracing::debug!(
+                actor = %path,
+                reason = reason.as_deref().unwrap_or(usual),
+                "actor stopped"
+            ),
+        }
+    }
 }
 
 impl Ending {

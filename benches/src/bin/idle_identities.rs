@@ -4,7 +4,8 @@
 //! `identities` people, gives each one chat turn (32 at a time), and measures in the same run:
 //! - Parley: this process's RSS growth per identity it holds, right after every person's turn
 //!   (most actors live) and once every actor has rested (its cache kept by the registry, with
-//!   no task or mailbox), with the server's default rest time;
+//!   no task or mailbox), with the server's default rest times (an actor started past the
+//!   warm ones rests sooner);
 //! - baseline: in a child process (a clean heap), one bare tokio task per person holding a deep
 //!   copy of what a live identity's actor keeps between turns (the identity, its memory, its
 //!   current conversation and that conversation's recent messages, read from this run's
@@ -60,9 +61,14 @@ fn main() -> anyhow::Result<()> {
 
 async fn run(identities: usize, idle_secs: u64) -> anyhow::Result<()> {
     let mut rest = Duration::ZERO;
+    let mut warm = (0, 0);
     let server = BenchServer::start(|settings| {
         settings.actors.conversation_actor_idle_secs = idle_secs;
         rest = settings.actors.conversation_actor_rest();
+        warm = (
+            settings.actors.conversation_actors_warm,
+            settings.actors.conversation_actor_busy_rest_ms,
+        );
     })
     .await?;
     let (_, channel) = server
@@ -127,10 +133,12 @@ async fn run(identities: usize, idle_secs: u64) -> anyhow::Result<()> {
     let per_live = grown(rss_live, &just_after);
     let per_rested = grown(rss_rested, &rested);
     println!(
-        "idle_identities: {identities} identities, one turn each ({CONCURRENCY} at a time, {:.1} s, {:.0} turns/s), rest after {} ms, database {}",
+        "idle_identities: {identities} identities, one turn each ({CONCURRENCY} at a time, {:.1} s, {:.0} turns/s), rest after {} ms ({} ms past {} live), database {}",
         turns_took.as_secs_f64(),
         identities as f64 / turns_took.as_secs_f64(),
         rest.as_millis(),
+        warm.1,
+        warm.0,
         server.database_kind()
     );
     println!(
