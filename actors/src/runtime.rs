@@ -417,7 +417,10 @@ impl ActorRuntime {
         Ok(snapshots)
     }
 
-    /// Fills in how many identities rest under `root/conversations`.
+    /// Fills in how many identities have a live actor and how many rest under
+    /// `root/conversations`, from one answer of its registry, so that the two add up while
+    /// actors rest (the root's count of children, or a count asked for apart, would count an
+    /// actor resting in between twice).
     async fn add_resting(
         &self,
         snapshots: &mut [SupervisorSnapshot],
@@ -425,8 +428,9 @@ impl ActorRuntime {
     ) -> Result<(), RuntimeError> {
         let path = ActorPath::supervisor(SupervisorKind::Conversations).to_string();
         if let Some(conversations) = snapshots.iter_mut().find(|s| s.path == path) {
-            conversations.resting =
-                Some(self.handles.conversations()?.resting_in(workspace).await?);
+            let (live, resting) = self.handles.conversations()?.held_in(workspace).await?;
+            conversations.live_children = live;
+            conversations.resting = Some(resting);
         }
         Ok(())
     }
@@ -445,7 +449,8 @@ impl ActorRuntime {
         for kind in SupervisorKind::ALL {
             let live = match kind {
                 SupervisorKind::Channels => self.handles.channels()?.live_in(ws).await?,
-                SupervisorKind::Conversations => self.handles.conversations()?.live_in(ws).await?,
+                // Counted with the resting identities, below.
+                SupervisorKind::Conversations => 0,
                 SupervisorKind::Inbound => {
                     let worker = self.handles.inbound()?;
                     call_t!(worker, InboundWorkerMsg::Count, 5_000, ws)

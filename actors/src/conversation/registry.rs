@@ -141,8 +141,9 @@ pub(crate) enum RegistryMsg {
     Changed(Change),
     /// How many actors are live (of one workspace, when given).
     Count(Option<i64>, RpcReplyPort<usize>),
-    /// How many identities rest with their cache kept (of one workspace, when given).
-    Resting(Option<i64>, RpcReplyPort<usize>),
+    /// How many identities have a live actor and how many rest with their cache kept (of one
+    /// workspace, when given), counted at one moment.
+    Held(Option<i64>, RpcReplyPort<(usize, usize)>),
     /// Time to forget the identities idle for longer than the idle timeout.
     Sweep,
 }
@@ -206,8 +207,10 @@ impl Actor for ConversationRegistry {
             RegistryMsg::Count(workspace, reply) => {
                 let _ = reply.send(count(state.live.iter().map(|(key, _)| key), workspace));
             }
-            RegistryMsg::Resting(workspace, reply) => {
-                let _ = reply.send(count(state.resting.keys(), workspace));
+            RegistryMsg::Held(workspace, reply) => {
+                let live = state.live.iter().map(|(key, _)| key);
+                let live = count(live.chain(state.stopping.keys()), workspace);
+                let _ = reply.send((live, count(state.resting.keys(), workspace)));
             }
             RegistryMsg::Sweep => {
                 let idle = state.deps.settings.actor_idle;
@@ -492,13 +495,23 @@ impl Conversations {
             .map_err(|e| RuntimeError::Unavailable(e.to_string()))
     }
 
+    /// How many identities of `workspace` (all, for `None`) have a live actor, one finishing
+    /// its mailbox before it rests included, and how many rest with their cache kept: both
+    /// from one answer of the registry, so that an actor resting meanwhile is counted once.
+    ///
+    /// # Errors
+    /// Fails when the registry does not answer.
+    pub async fn held_in(&self, workspace: Option<i64>) -> Result<(usize, usize), RuntimeError> {
+        call_t!(self.registry, RegistryMsg::Held, 5_000, workspace)
+            .map_err(|e| RuntimeError::Unavailable(e.to_string()))
+    }
+
     /// How many identities of `workspace` (all, for `None`) rest with their cache kept.
     ///
     /// # Errors
     /// Fails when the registry does not answer.
     pub async fn resting_in(&self, workspace: Option<i64>) -> Result<usize, RuntimeError> {
-        call_t!(self.registry, RegistryMsg::Resting, 5_000, workspace)
-            .map_err(|e| RuntimeError::Unavailable(e.to_string()))
+        Ok(self.held_in(workspace).await?.1)
     }
 
     #[cfg(test)]
@@ -700,7 +713,11 @@ mod tests {
             async || conversations.actor_of((ws, t.b)).await.is_none(),
         )
         .await;
-        assert_eq!(conversations.resting_in(None).await.expect("count"), 1);
+        assert_eq!(
+            conversations.held_in(None).await.expect("count"),
+            (1, 1),
+            "live and resting"
+        );
         assert!(
             conversations.actor_of((ws, t.a)).await.is_some(),
             "the warm actor rested before its rest time"
