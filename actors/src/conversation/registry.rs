@@ -139,8 +139,6 @@ pub(crate) enum RegistryMsg {
     Rest(ConversationKey, ActorId),
     /// Something conversation actors may cache changed.
     Changed(Change),
-    /// How many actors are live (of one workspace, when given).
-    Count(Option<i64>, RpcReplyPort<usize>),
     /// How many identities have a live actor and how many rest with their cache kept (of one
     /// workspace, when given), counted at one moment.
     Held(Option<i64>, RpcReplyPort<(usize, usize)>),
@@ -204,9 +202,6 @@ impl Actor for ConversationRegistry {
                 }
             }
             RegistryMsg::Changed(change) => fan_out(state, &change),
-            RegistryMsg::Count(workspace, reply) => {
-                let _ = reply.send(count(state.live.iter().map(|(key, _)| key), workspace));
-            }
             RegistryMsg::Held(workspace, reply) => {
                 let live = state.live.iter().map(|(key, _)| key);
                 let live = count(live.chain(state.stopping.keys()), workspace);
@@ -478,21 +473,13 @@ impl Conversations {
             .send_message(RegistryMsg::Changed(change.clone()));
     }
 
-    /// How many conversation actors are live.
+    /// How many conversation actors are live, one finishing its mailbox before it rests
+    /// included.
     ///
     /// # Errors
     /// Fails when the registry does not answer.
     pub async fn live(&self) -> Result<usize, RuntimeError> {
-        self.live_in(None).await
-    }
-
-    /// How many conversation actors are live for `workspace` (all, for `None`).
-    ///
-    /// # Errors
-    /// Fails when the registry does not answer.
-    pub async fn live_in(&self, workspace: Option<i64>) -> Result<usize, RuntimeError> {
-        call_t!(self.registry, RegistryMsg::Count, 5_000, workspace)
-            .map_err(|e| RuntimeError::Unavailable(e.to_string()))
+        Ok(self.held_in(None).await?.0)
     }
 
     /// How many identities of `workspace` (all, for `None`) have a live actor, one finishing
