@@ -15,6 +15,7 @@ mod m20261123_000007_mcp_servers;
 mod m20261123_000008_campaigns_and_flows;
 mod m20261123_000009_scheduled_tasks;
 mod m20261124_000010_conversation_activity;
+mod m20261125_000011_one_open_conversation;
 
 /// Applies Parley's migrations in order; `parley serve` and `parley migrate` run it.
 #[derive(Debug)]
@@ -34,6 +35,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261123_000008_campaigns_and_flows::Migration),
             Box::new(m20261123_000009_scheduled_tasks::Migration),
             Box::new(m20261124_000010_conversation_activity::Migration),
+            Box::new(m20261125_000011_one_open_conversation::Migration),
         ]
     }
 }

@@ -25,7 +25,8 @@ pub async fn seed_conversation(
         .expect("channel");
     let conversation = conversations::start(&db, ws, identity.id, channel.id, None, clock::now())
         .await
-        .expect("start");
+        .expect("start")
+        .conversation();
     for text in texts {
         conversations::append_message(
             &db,
@@ -177,5 +178,75 @@ async fn an_idle_conversation_reads_closed_and_a_send_starts_a_new_one() {
     assert_ne!(
         second["data"]["conversationId"], first["data"]["conversationId"],
         "a new conversation, not the idle one"
+    );
+}
+
+#[tokio::test]
+async fn the_migration_to_one_open_conversation_closes_all_but_the_latest_of_a_thread() {
+    use parley_migrations::MigratorTrait;
+    use parley_persistence::ConversationStatus;
+    use parley_persistence::entities::conversation;
+    use sea_orm::EntityTrait;
+
+    let app = spawn_app().await;
+    let channel = app.sandbox_channel("Main line").await;
+    let ana = app.put_identity("crm-1", json!({"name": "Ana"})).await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let db = app.db().await;
+    // Back to the schema before the index, where a thread could hold several open ones.
+    parley_migrations::Migrator::down(&db, Some(1))
+        .await
+        .expect("down");
+    let mut seeded = Vec::new();
+    for hours_ago in [3, 1, 2] {
+        let at = clock::now() - chrono::Duration::hours(hours_ago);
+        let open = conversation::Model {
+            id: Uuid::now_v7(),
+            workspace_id: app.owner.workspace_id,
+            identity_id: Uuid::parse_str(&ana).expect("uuid"),
+            channel_id: Uuid::parse_str(&channel).expect("uuid"),
+            assistant_id: None,
+            status: ConversationStatus::Open,
+            started_at: at,
+            last_message_at: at,
+        };
+        conversation::Entity::insert(conversation::ActiveModel::from(open.clone()))
+            .exec_without_returning(&db)
+            .await
+            .expect("an open conversation");
+        seeded.push(open.id.to_string());
+    }
+
+    parley_migrations::Migrator::up(&db, None)
+        .await
+        .expect("up");
+
+    let listed = expect_status(
+        app.get(&format!(
+            "/conversations?identity_id={ana}&channel_id={channel}"
+        ))
+        .await,
+        200,
+    )
+    .await;
+    let statuses: Vec<(&str, &str)> = listed["data"]
+        .as_array()
+        .expect("conversations")
+        .iter()
+        .map(|c| {
+            let id = c["id"].as_str().expect("id");
+            (id, c["status"].as_str().expect("status"))
+        })
+        .collect();
+    // Most recently active first: the one of an hour ago stays open.
+    assert_eq!(
+        statuses,
+        [
+            (seeded[1].as_str(), "open"),
+            (seeded[2].as_str(), "closed"),
+            (seeded[0].as_str(), "closed"),
+        ]
     );
 }

@@ -1,5 +1,8 @@
 //! Requests that race each other answer 2xx or 4xx, never 500: a delete that wins makes the
-//! loser a 404, and of concurrent merges of one source exactly one happens.
+//! loser a 404, of concurrent merges of one source exactly one happens, and messages racing
+//! to start an identity's thread on a channel all land in one conversation.
+
+use std::collections::BTreeSet;
 
 use futures_util::future::join_all;
 use reqwest::Method;
@@ -141,4 +144,66 @@ async fn deleting_a_channel_while_messages_arrive_never_answers_500() {
         answered.iter().all(|s| [200, 201, 404, 409].contains(s)),
         "{answered:?}"
     );
+}
+
+#[tokio::test]
+async fn sends_and_turns_that_race_for_a_new_thread_share_one_conversation() {
+    let app = spawn_app().await;
+    let channel = app.live_channel("106540352242922").await;
+    app.graph
+        .add_template("waba-1", crate::helpers::order_update());
+    for round in 0..3 {
+        let phone = format!("+55119876543{round:02}");
+        let crm = format!("crm-race-{round}");
+        app.put_identity(&crm, json!({"name": "Ana", "phone": phone}))
+            .await;
+        let mut requests: Vec<(Method, String, Value)> = (0..6)
+            .flat_map(|n| {
+                [
+                    (
+                        Method::POST,
+                        format!("/channels/{channel}/waba/send"),
+                        crate::helpers::order_update_send(&phone),
+                    ),
+                    (
+                        Method::POST,
+                        format!("/conversation/{crm}/chat/{channel}"),
+                        json!({"message": format!("hi {n}")}),
+                    ),
+                ]
+            })
+            .collect();
+        requests.rotate_left(round);
+
+        let sent = requests.into_iter().map(|(method, path, body)| {
+            let app = &app;
+            async move { expect_status(app.send_json(method, &path, &body).await, 200).await }
+        });
+        let answered = join_all(sent).await;
+
+        let conversations: BTreeSet<&str> = answered
+            .iter()
+            .map(|a| {
+                let data = &a["data"];
+                data.get("conversationId")
+                    .unwrap_or(&data["conversation_id"])
+                    .as_str()
+                    .expect("every answer names its conversation")
+            })
+            .collect();
+        assert_eq!(conversations.len(), 1, "round {round}: {conversations:?}");
+        let listed = expect_status(
+            app.get(&format!(
+                "/conversations?identity_id={crm}&channel_id={channel}"
+            ))
+            .await,
+            200,
+        )
+        .await;
+        assert_eq!(listed["pagination"]["total"], 1, "round {round}: {listed}");
+        assert_eq!(
+            listed["data"][0]["id"].as_str(),
+            conversations.first().copied()
+        );
+    }
 }

@@ -35,7 +35,8 @@ async fn wrote(
     let at = clock::now() - chrono::Duration::hours(hours_ago);
     let conversation = conversations::start(db, ws, identity_id, channel_id, None, at)
         .await
-        .expect("conversation");
+        .expect("conversation")
+        .conversation();
     conversations::append_message(db, &conversation, NewMessage::from_person("hi".into()), at)
         .await
         .expect("message");

@@ -796,8 +796,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_created_identity_starts_its_conversation_without_looking_unless_messages_came_between()
-     {
+    async fn a_created_identitys_first_turn_joins_a_conversation_started_meanwhile() {
         let t = started(|_| {}).await;
         let (conversations, ws, channel, a, b) = (&t.conversations, t.ws, t.channel, t.a, t.b);
         // Unannounced: only a turn that looks in the table finds these conversations.
@@ -817,13 +816,12 @@ mod tests {
             .turn_of_created(ws, identity(a).await, before, says(channel, "hi"))
             .await
             .expect("answered");
-        assert_ne!(
-            first.conversation_id, open_a,
-            "an identity just created has no conversation to look for"
-        );
+        // Nothing was announced in between, so the turn starts a conversation without looking
+        // for one; the database has one open already and the start takes it.
+        assert_eq!(first.conversation_id, open_a);
 
         // Messages stored for someone outside their actor in between: they may have started
-        // the created identity's conversation, so its first turn looks.
+        // the created identity's conversation, so its first turn looks, and finds it.
         let before = conversations.announced();
         conversations.changed(&Change::Messages {
             workspace_id: ws,
@@ -852,6 +850,7 @@ mod tests {
         parley_persistence::conversations::start(db, ws, identity_id, channel_id, None, now)
             .await
             .expect("conversation")
+            .conversation()
             .id
     }
 }

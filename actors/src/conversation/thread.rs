@@ -2,8 +2,9 @@
 //! of an identity on a channel or starts a new one, for turns and for every outbound message.
 
 use chrono::{DateTime, Utc};
+use parley_persistence::conversations::{self, Opened};
 use parley_persistence::entities::conversation;
-use parley_persistence::{ConnectionTrait, ConversationStatus, PersistenceError, conversations};
+use parley_persistence::{ConnectionTrait, ConversationStatus, PersistenceError};
 use uuid::Uuid;
 
 /// Where a message goes: an identity on a channel of a workspace.
@@ -99,7 +100,8 @@ pub(crate) async fn find(
 }
 
 /// Closes the idle conversation [`find`] found, if any, and starts the thread's next one,
-/// answered by `assistant_id`.
+/// answered by `assistant_id`; or takes the one someone else started since [`find`] looked
+/// (the database keeps one open conversation per thread).
 ///
 /// # Errors
 /// Fails on a database error.
@@ -113,7 +115,7 @@ pub(crate) async fn start(
     if let Some(idle) = close {
         conversations::close(db, idle).await?;
     }
-    let conversation = conversations::start(
+    let opened = conversations::start(
         db,
         thread.workspace_id,
         thread.identity_id,
@@ -122,9 +124,16 @@ pub(crate) async fn start(
         now,
     )
     .await?;
-    Ok(Current {
-        conversation,
-        started: true,
+    Ok(match opened {
+        Opened::Started(conversation) => Current {
+            conversation,
+            started: true,
+        },
+        // Started by someone else meanwhile: it may have messages already.
+        Opened::Found(conversation) => Current {
+            conversation,
+            started: false,
+        },
     })
 }
 

@@ -710,7 +710,8 @@ mod tests {
         assert!(flows::claim(db, recipient.id, now).await.expect("claim"));
         let conversation = conversations::start(db, ws, identity_id, channel_id, None, now)
             .await
-            .expect("conversation");
+            .expect("conversation")
+            .conversation();
         let message = NewMessage::to_person("Hi".into(), MessageStatus::Pending);
         let message = conversations::append_message(db, &conversation, message, now)
             .await

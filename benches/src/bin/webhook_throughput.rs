@@ -311,7 +311,8 @@ async fn baseline_writes(state: &Baseline, body: &[u8]) -> anyhow::Result<()> {
         None,
         now,
     )
-    .await?;
+    .await?
+    .conversation();
     let text = msg["text"]["body"].as_str().unwrap_or_default();
     conversations::append_message(
         db,
