@@ -27,7 +27,6 @@ mod metrics;
 mod middleware;
 pub(crate) mod openapi;
 mod pagination;
-mod remembered;
 mod sandbox;
 mod scheduled_tasks;
 mod send;

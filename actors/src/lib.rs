@@ -8,6 +8,7 @@
 //! - [`outbound`]: the one way to send a message to a person.
 //! - [`people`]: the identity behind a phone number.
 //! - [`changes`]: how writes tell live actors that what they cache changed.
+//! - [`remembered`]: values read once and remembered for a while, read again ahead of expiry.
 //! - [`llm`], [`whatsapp`], [`mcp`]: protocol clients, no actors.
 //! - [`domain`]: values parsed once (phones, memory keys, assistant settings) and the
 //!   primitives around them.
@@ -27,6 +28,7 @@ pub mod mcp;
 pub mod measure;
 pub mod outbound;
 pub mod people;
+pub mod remembered;
 pub mod runtime;
 pub mod schedule;
 #[cfg(test)]

@@ -16,7 +16,7 @@ use uuid::Uuid;
 use crate::domain::{Permission, Permissions, hash_api_key};
 use crate::http::AppState;
 use crate::http::error::ApiError;
-use crate::http::remembered::Remembered;
+use parley_actors::remembered::Remembered;
 
 /// How often `last_used_at` is written for a key in steady use.
 const LAST_USED_RESOLUTION: chrono::Duration = chrono::Duration::minutes(1);
@@ -106,7 +106,7 @@ const KNOWN_KEY_TTL: Duration = Duration::from_secs(10);
 /// at once. A key revoked through another server sharing the database (or by hand in the
 /// database) is refused here within [`KNOWN_KEY_TTL`].
 #[derive(Clone, Debug)]
-pub(crate) struct KnownKeys(Remembered<KnownKey>);
+pub(crate) struct KnownKeys(Remembered<String, KnownKey>);
 
 impl Default for KnownKeys {
     fn default() -> Self {
@@ -148,7 +148,7 @@ async fn read_key(db: &DatabaseConnection, hash: &str) -> Result<Option<KnownKey
 impl KnownKeys {
     /// Forgets a key (it was revoked): its next request reads it again, and is refused.
     pub(crate) fn forget(&self, key_id: Uuid) {
-        self.0.forget(|known| known.key_id == key_id);
+        self.0.forget(|_, known| known.key_id == key_id);
     }
 }
 

@@ -28,8 +28,8 @@ use crate::http::error::Refusal;
 use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Json, Path, Query};
 use crate::http::identities;
-use crate::http::remembered::Remembered;
 use crate::http::validation::{Problems, object_or_empty, parse_uuid};
+use parley_actors::remembered::Remembered;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 /// Comment lines that keep idle proxies from closing a stream.
@@ -282,7 +282,7 @@ const IDENTITY_PATH_TTL: Duration = Duration::from_secs(10);
 /// read again within [`IDENTITY_PATH_TTL`]. A remembered identity deleted since is refused by
 /// its conversation actor (404).
 #[derive(Clone, Debug)]
-pub(crate) struct IdentityPaths(Remembered<Uuid>);
+pub(crate) struct IdentityPaths(Remembered<String, Uuid>);
 
 impl Default for IdentityPaths {
     fn default() -> Self {

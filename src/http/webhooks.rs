@@ -23,8 +23,8 @@ use crate::http::AppState;
 use crate::http::envelope::Envelope;
 use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Path, Query, RawBody, parse_typed};
-use crate::http::remembered::Remembered;
 use crate::metrics;
+use parley_actors::remembered::Remembered;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -160,7 +160,7 @@ const WEBHOOK_CHANNEL_TTL: Duration = Duration::from_secs(10);
 /// ([`AppState::changed`]), one changed through another server sharing the database is seen
 /// within the time to live.
 #[derive(Clone, Debug)]
-pub(crate) struct WebhookChannels(Remembered<Arc<channel::Model>>);
+pub(crate) struct WebhookChannels(Remembered<String, Arc<channel::Model>>);
 
 impl Default for WebhookChannels {
     fn default() -> Self {
@@ -200,7 +200,7 @@ impl WebhookChannels {
 
     /// Forgets a channel that changed or was deleted.
     pub(crate) fn forget(&self, channel_id: Uuid) {
-        self.0.forget(|channel| channel.id == channel_id);
+        self.0.forget(|_, channel| channel.id == channel_id);
     }
 }
 
