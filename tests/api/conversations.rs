@@ -40,19 +40,25 @@ pub async fn seed_conversation(
     conversation.id.to_string()
 }
 
+/// The id of the identity `crm` (named `name`), put now.
+async fn identity_id(app: &TestApp, crm: &str, name: &str) -> String {
+    let put = app.put_identity(crm, json!({"name": name})).await;
+    put["id"].as_str().expect("id").to_owned()
+}
+
+/// Ana (`crm-1`) and a sandbox channel: their ids.
+async fn ana_on_a_channel(app: &TestApp) -> (String, String) {
+    let channel = app.sandbox_channel("Main line").await;
+    (identity_id(app, "crm-1", "Ana").await, channel)
+}
+
 #[tokio::test]
 async fn conversations_are_listed_and_filtered_by_identity_and_channel() {
     let app = spawn_app().await;
     let main = app.sandbox_channel("Main line").await;
     let other = app.sandbox_channel("Other line").await;
-    let ana = app.put_identity("crm-1", json!({"name": "Ana"})).await["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
-    let bo = app.put_identity("crm-2", json!({"name": "Bo"})).await["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+    let ana = identity_id(&app, "crm-1", "Ana").await;
+    let bo = identity_id(&app, "crm-2", "Bo").await;
     let first = seed_conversation(&app, &ana, &main, &["hi"]).await;
     seed_conversation(&app, &ana, &other, &["hello"]).await;
     seed_conversation(&app, &bo, &main, &["hey"]).await;
@@ -96,11 +102,7 @@ async fn conversations_are_listed_and_filtered_by_identity_and_channel() {
 #[tokio::test]
 async fn a_conversation_and_its_messages_are_read_oldest_message_first() {
     let app = spawn_app().await;
-    let channel = app.sandbox_channel("Main line").await;
-    let ana = app.put_identity("crm-1", json!({"name": "Ana"})).await["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+    let (ana, channel) = ana_on_a_channel(&app).await;
     let conversation = seed_conversation(&app, &ana, &channel, &["one", "two", "three"]).await;
 
     let fetched = expect_status(
@@ -189,11 +191,7 @@ async fn the_migration_to_one_open_conversation_closes_all_but_the_latest_of_a_t
     use sea_orm::EntityTrait;
 
     let app = spawn_app().await;
-    let channel = app.sandbox_channel("Main line").await;
-    let ana = app.put_identity("crm-1", json!({"name": "Ana"})).await["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+    let (ana, channel) = ana_on_a_channel(&app).await;
     let db = app.db().await;
     // Back to the schema before the index, where a thread could hold several open ones.
     parley_migrations::Migrator::down(&db, Some(1))
