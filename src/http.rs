@@ -154,7 +154,7 @@ impl AppState {
         {
             self.webhook_channels.forget(*channel_id);
         }
-        self.actors.changed(change);
+        self.actors.changes().announce(&change);
     }
 
     /// Tells the identity's live conversation actor, if any, that its identity, stage or

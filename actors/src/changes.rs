@@ -1,6 +1,7 @@
-//! What actors cache, and how they learn that it changed. Writers describe the change once
-//! ([`crate::ActorRuntime::changed`]); the registries work out which live actors hold it, so a
-//! writer never needs to know who caches what.
+//! What actors (and the front door) cache, and how they learn that it changed. Writers
+//! describe the change once to the [`Announcer`]; each [`Listener`] (the registries, the front
+//! door's caches) works out what it holds of it, so a writer never needs to know who caches
+//! what.
 //!
 //! | cached by | fact | change |
 //! |---|---|---|
@@ -13,6 +14,8 @@
 //!
 //! What a ConversationActor caches stays with the conversation registry while the actor rests;
 //! the registry applies each change to it as the actor would (`Context::changed`).
+
+use std::sync::{Arc, RwLock};
 
 use uuid::Uuid;
 
@@ -72,6 +75,80 @@ impl Change {
             | Self::ChannelDeleted { workspace_id, .. }
             | Self::Assistants { workspace_id }
             | Self::Messages { workspace_id, .. } => *workspace_id,
+        }
+    }
+}
+
+/// Something that holds facts a [`Change`] may concern: a registry of live actors, or a cache
+/// at the front door.
+pub trait Listener: Send + Sync {
+    /// Forgets or reloads whatever `change` concerns. Called after the write committed; must
+    /// not wait (hand work to an actor instead).
+    fn changed(&self, change: &Change);
+}
+
+/// Tells every [`Listener`] of a change; cheap to clone. The one place writes announce what
+/// they changed, so a writer never needs to know who caches what.
+#[derive(Clone, Default)]
+pub struct Announcer {
+    /// Written at start-up as listeners join, read for every change.
+    listeners: Arc<RwLock<Vec<Arc<dyn Listener>>>>,
+}
+
+impl std::fmt::Debug for Announcer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Announcer").finish_non_exhaustive()
+    }
+}
+
+impl Announcer {
+    /// Adds `listener`; it hears every change announced from now on.
+    pub fn listen(&self, listener: Arc<dyn Listener>) {
+        match self.listeners.write() {
+            Ok(mut listeners) => listeners.push(listener),
+            Err(poisoned) => poisoned.into_inner().push(listener),
+        }
+    }
+
+    /// Tells every listener that `change` happened; call it once the write has committed.
+    pub fn announce(&self, change: &Change) {
+        let listeners = match self.listeners.read() {
+            Ok(listeners) => listeners.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        };
+        for listener in listeners {
+            listener.changed(change);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+
+    #[derive(Default)]
+    struct Heard(Mutex<Vec<Change>>);
+
+    impl Listener for Heard {
+        fn changed(&self, change: &Change) {
+            if let Ok(mut heard) = self.0.lock() {
+                heard.push(change.clone());
+            }
+        }
+    }
+
+    #[test]
+    fn every_listener_hears_each_change_once() {
+        let announcer = Announcer::default();
+        let (first, second) = (Arc::new(Heard::default()), Arc::new(Heard::default()));
+        announcer.listen(first.clone());
+        announcer.listen(second.clone());
+        let change = Change::Stages { workspace_id: 7 };
+        announcer.announce(&change);
+        for heard in [first, second] {
+            assert_eq!(*heard.0.lock().expect("heard"), vec![change.clone()]);
         }
     }
 }

@@ -21,12 +21,12 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde_json::Value;
 
 use self::limits::Limits;
+pub use self::registry::Channels;
 use self::send_job::SendJob;
 pub use self::sending::{Accepted, SendError, SendRequest};
 use crate::domain::SecretBox;
-use crate::outbound::{OutboundContent, Outgoing};
-use crate::runtime::ActorPath;
-use crate::whatsapp::{GraphClient, GraphError};
+use crate::tree::ActorPath;
+use crate::whatsapp::{GraphClient, GraphError, MetaError, OutboundContent, Outgoing};
 
 /// Outbound limits of a number; from configuration.
 #[derive(Clone, Debug)]
@@ -148,11 +148,10 @@ impl Actor for ChannelActor {
                     (Some(token), Some(waba)) => {
                         state.deps.graph.create_template(token, waba, &body).await
                     }
-                    _ => Err(GraphError::Api {
-                        code: 0,
-                        message: "the channel has no access token or business account".to_owned(),
-                        status: 409,
-                    }),
+                    _ => Err(GraphError::Api(MetaError::bare(
+                        409,
+                        "the channel has no access token or business account",
+                    ))),
                 };
                 let _ = reply.send(outcome);
             }

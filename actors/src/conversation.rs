@@ -12,7 +12,6 @@ pub mod registry;
 mod request;
 mod route;
 mod shared;
-pub mod thread;
 mod tools;
 mod turn;
 
@@ -34,7 +33,7 @@ pub use self::tools::BUILTIN_TOOLS;
 use crate::changes::Change;
 use crate::llm::LlmClient;
 use crate::mcp::McpHub;
-use crate::runtime::ActorPath;
+use crate::tree::ActorPath;
 
 /// How conversations behave; from configuration.
 #[derive(Clone, Debug)]

@@ -14,15 +14,29 @@ pub use opt_out::CONFIRMATION as OPT_OUT_CONFIRMATION;
 use std::sync::Arc;
 
 use parley_persistence::entities::webhook_event;
-use uuid::Uuid;
+use parley_persistence::{DatabaseConnection, GroupCommit};
 
 use crate::channel::SendError;
 use crate::conversation::registry::Conversations;
 use crate::conversation::{TurnError, TurnOrigin, TurnOutcome, TurnRequest};
 use crate::outbound::Outbox;
 use crate::people;
-use crate::runtime::Handles;
 use crate::whatsapp::payload::{InboundMessage, Unreadable};
+
+/// What answering an event needs; cheap to clone into each event's task.
+#[derive(Clone, Debug)]
+pub struct InboundDeps {
+    /// Connection pool.
+    pub db: DatabaseConnection,
+    /// The database's writer: a new sender's identity is committed with other writes.
+    pub writer: GroupCommit,
+    /// The identities' conversation actors, which run the turns.
+    pub conversations: Conversations,
+    /// Sends the replies.
+    pub outbox: Outbox,
+    /// Messages that opt the person out of campaign templates (compared ignoring case).
+    pub stop_words: Arc<[String]>,
+}
 
 /// How processing an event ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -40,8 +54,7 @@ pub(crate) enum Processed {
 /// has just stored it and this is its first processing.
 #[tracing::instrument(name = "inbound", skip_all, fields(event_id = %event.id, channel_id = %event.channel_id, workspace_id = event.workspace_id))]
 pub(crate) async fn process(
-    handles: &Arc<Handles>,
-    stop_words: &[String],
+    deps: &InboundDeps,
     event: &webhook_event::Model,
     read: Result<InboundMessage, Unreadable>,
     fresh: bool,
@@ -50,12 +63,12 @@ pub(crate) async fn process(
         Ok(inbound) => inbound,
         Err(unreadable) => return Processed::Refused(unreadable.to_string()),
     };
-    let conversations = handles.conversations();
+    let conversations = &deps.conversations;
     // Read before the identity may be created: see `Conversations::turn_of_created`.
-    let announced_before = conversations.as_ref().ok().map(Conversations::announced);
+    let announced_before = conversations.announced();
     let (person, created) = match people::find_or_create(
-        &handles.db,
-        &handles.writer,
+        &deps.db,
+        &deps.writer,
         event.workspace_id,
         &inbound.from,
         inbound.profile_name.as_deref(),
@@ -65,8 +78,8 @@ pub(crate) async fn process(
         Ok(found) => found,
         Err(error) => return Processed::Retry(error.to_string()),
     };
-    if opt_out::is_stop_word(stop_words, &inbound.content.text()) {
-        return opt_out::opt_out(handles, event, &inbound, &person).await;
+    if opt_out::is_stop_word(&deps.stop_words, &inbound.content.text()) {
+        return opt_out::opt_out(deps, event, &inbound, &person).await;
     }
     let request = TurnRequest {
         channel_id: event.channel_id,
@@ -78,35 +91,26 @@ pub(crate) async fn process(
         },
         metadata: None,
     };
-    let outcome = match (conversations, announced_before) {
-        (Ok(conversations), Some(announced_before)) if created => {
-            conversations
-                .turn_of_created(event.workspace_id, person, announced_before, request)
-                .await
-        }
-        (Ok(conversations), _) => {
-            conversations
-                .turn(event.workspace_id, person.id, request)
-                .await
-        }
-        (Err(error), _) => Err(error.into()),
+    let outcome = if created {
+        conversations
+            .turn_of_created(event.workspace_id, person, announced_before, request)
+            .await
+    } else {
+        conversations
+            .turn(event.workspace_id, person.id, request)
+            .await
     };
     match outcome {
-        Ok(outcome) => deliver(handles, event.channel_id, outcome).await,
+        Ok(outcome) => deliver(&deps.outbox, outcome).await,
         Err(error) if error.is_transient() => Processed::Retry(describe(&error)),
         Err(error) => Processed::Refused(error.to_string()),
     }
 }
 
 /// Sends the turn's stored reply.
-async fn deliver(handles: &Arc<Handles>, channel_id: Uuid, outcome: TurnOutcome) -> Processed {
-    let outbox = Outbox::new(handles.clone());
+async fn deliver(outbox: &Outbox, outcome: TurnOutcome) -> Processed {
     let reply_id = outcome.message_id;
-    let sent = match outcome.delivery {
-        Some(outgoing) => outbox.deliver_reply(reply_id, channel_id, outgoing).await,
-        None => outbox.deliver(reply_id).await,
-    };
-    match sent {
+    match outcome.deliver(outbox).await {
         Ok(_) | Err(SendError::AlreadyTaken) => Processed::Answered,
         Err(error) if error.is_transient() => Processed::Retry(error.to_string()),
         // Refused for good (window closed, Meta's refusal): recorded on the reply.

@@ -1,17 +1,19 @@
-//! Parley's actor runtime and everything that talks to the outside world.
+//! Parley's actor runtime and everything that talks to the outside world, in floors: each
+//! module imports only from the floors beneath it (a module and its own children aside).
 //!
-//! - [`runtime`]: the supervised tree (root → channels, conversations, inbound, flows,
-//!   scheduler) and [`ActorRuntime`], the one handle the server holds.
-//! - [`conversation`]: one actor per live identity, running the assistant's turns.
-//! - [`channel`]: one actor per WhatsApp number, owning its limits and the Graph API.
-//! - [`inbound`]: the bounded worker answering stored webhook events.
-//! - [`outbound`]: the one way to send a message to a person.
-//! - [`people`]: the identity behind a phone number.
-//! - [`changes`]: how writes tell live actors that what they cache changed.
-//! - [`remembered`]: values read once and remembered for a while, read again ahead of expiry.
-//! - [`llm`], [`whatsapp`], [`mcp`]: protocol clients, no actors.
-//! - [`domain`]: values parsed once (phones, memory keys, assistant settings) and the
-//!   primitives around them.
+//! 1. Ground: [`tree`] (the actor tree's vocabulary: paths, supervisor kinds, the slots
+//!    handles are published in, a registry's bookkeeping), [`domain`] (values parsed once),
+//!    [`changes`] (what caches hold and how they hear of changes), [`measure`], and
+//!    [`remembered`] (values read once and remembered a while).
+//! 2. Protocols, no actors: [`whatsapp`] (the Graph client, Meta's typed errors, the wire
+//!    form of a message, templates, inbound payloads), [`llm`], [`mcp`].
+//! 3. Facts every sender shares: [`people`] (the identity behind a phone), [`thread`] (the
+//!    conversation a message belongs to), [`store`] (writes that announce their change).
+//! 4. Actors, each with its supervisor and handle: [`channel`] (one per WhatsApp number), then
+//!    [`outbound`] (the one way a message goes out and its reports come back), then
+//!    [`conversation`] (one per live identity), [`flow`] (campaigns), and last [`inbound`]
+//!    (the worker answering webhook events) and [`scheduler`] (timed tasks).
+//! 5. [`runtime`]: wires the tree and holds it for the server ([`ActorRuntime`]).
 //!
 //! Every spawn, failure, restart and stop is logged with the actor's path
 //! (`root/conversations/identity:<uuid>`), and actors handle messages inside the span of the
@@ -30,9 +32,12 @@ pub mod outbound;
 pub mod people;
 pub mod remembered;
 pub mod runtime;
-pub mod schedule;
+pub mod scheduler;
+pub mod store;
 #[cfg(test)]
 mod test_support;
+pub mod thread;
+pub mod tree;
 pub mod whatsapp;
 
 pub use changes::Change;
@@ -42,9 +47,8 @@ pub use conversation::{
     ConversationDeps, ConversationSettings, ToolCallRecord, TurnError, TurnEvent, TurnOrigin,
     TurnOutcome, TurnRequest,
 };
-pub use flow::registry::Flows;
+pub use flow::Flows;
 pub use outbound::Outbox;
-pub use runtime::{
-    ActorPath, ActorRuntime, RuntimeDeps, RuntimeError, SupervisorKind, SupervisorSnapshot,
-};
-pub use schedule::Scheduler;
+pub use runtime::{ActorRuntime, RuntimeDeps};
+pub use scheduler::Scheduler;
+pub use tree::{ActorPath, RuntimeError, SupervisorKind, SupervisorSnapshot};

@@ -1,42 +1,40 @@
-//! The one way Parley sends a message to a person. Whoever sends (the assistant's replies,
-//! the template send endpoint, flows, scheduled tasks) goes through [`Outbox`]:
+//! The one way Parley sends a message to a person. Whoever sends (the assistant's replies, the
+//! opt-out confirmation, the template send endpoint, flows, scheduled tasks) goes through
+//! [`Outbox`], and every message goes the same way:
 //!
 //! 1. the person: found or created by phone ([`crate::people`]);
 //! 2. the conversation: the current one on the channel, or a new one after the idle time
-//!    ([`crate::conversation::thread`]);
-//! 3. the message: stored `pending` with what goes on the wire ([`Outgoing`]);
-//! 4. the send: the channel's actor claims it right before each attempt, sends, and records
-//!    Meta's answer.
+//!    ([`crate::thread`]);
+//! 3. the message: stored `pending` with what goes on the wire ([`pending`]);
+//! 4. the send: its [`Parcel`] goes to the channel's actor, which claims the message right
+//!    before each attempt, sends, and records Meta's answer;
+//! 5. the reports: Meta's word on the message later is applied here too ([`Reports`]).
 //!
 //! Each send runs in a task of its own, so a caller that stops waiting (a client that hangs
 //! up) never leaves a message half done.
 
-mod content;
-mod template;
+mod parcel;
+pub mod reports;
+mod resume;
 
-use std::sync::Arc;
-
-use futures_util::StreamExt;
-use parley_persistence::conversations::{self, NewMessage};
-use parley_persistence::entities::{channel, message};
-use parley_persistence::{Integration, MessageStatus, PersistenceError, clock, deliveries};
+use parley_persistence::conversations;
+use parley_persistence::entities::channel;
+use parley_persistence::{
+    DatabaseConnection, GroupCommit, Integration, MessageStatus, PersistenceError, clock,
+};
 use uuid::Uuid;
 
-pub use self::content::{OutboundContent, Outgoing, TemplateMessage};
-pub use self::template::{
-    RenderedTemplate, TemplateParameters, TemplateRef, render_body, wire_components,
-};
-use crate::channel::{Accepted, SendError, SendRequest};
-use crate::conversation::thread::{self, Thread};
+pub use self::parcel::{Parcel, pending};
+pub use self::reports::{DeliveryWatcher, Reports};
+use crate::changes::{Announcer, Change};
+use crate::channel::{Accepted, Channels, SendError, SendRequest};
 use crate::domain::Phone;
 use crate::people;
-use crate::runtime::{Handles, RuntimeError};
-use crate::whatsapp::GraphError;
-
-/// Pending messages resumed at once after a restart.
-const RESUME_CONCURRENCY: usize = 8;
-/// Pending messages read per page after a restart.
-const RESUME_PAGE: u64 = 500;
+use crate::thread::{self, Thread};
+use crate::tree::RuntimeError;
+use crate::whatsapp::{
+    GraphError, OutboundContent, Outgoing, RenderedTemplate, TemplateParameters, TemplateRef,
+};
 
 /// A template to send to a phone number.
 #[derive(Clone, Debug)]
@@ -112,12 +110,43 @@ impl From<PersistenceError> for OutboundError {
 /// The one way to send; cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Outbox {
-    handles: Arc<Handles>,
+    db: DatabaseConnection,
+    /// Messages are stored through the writer, with other writes.
+    writer: GroupCommit,
+    /// The channel actors, which send.
+    channels: Channels,
+    /// Tells the person's conversation actor that a message was stored outside it.
+    changes: Announcer,
+    /// After this long without messages the next one starts a new conversation.
+    idle_after: chrono::Duration,
 }
 
 impl Outbox {
-    pub(crate) fn new(handles: Arc<Handles>) -> Self {
-        Self { handles }
+    /// An outbox sending through `channels`.
+    pub fn new(
+        db: DatabaseConnection,
+        writer: GroupCommit,
+        channels: Channels,
+        changes: Announcer,
+        idle_after: chrono::Duration,
+    ) -> Self {
+        Self {
+            db,
+            writer,
+            channels,
+            changes,
+            idle_after,
+        }
+    }
+
+    /// The channel actors this outbox sends through.
+    pub fn channels(&self) -> &Channels {
+        &self.channels
+    }
+
+    /// After this long without messages the next one starts a new conversation.
+    pub fn idle_after(&self) -> chrono::Duration {
+        self.idle_after
     }
 
     /// Sends a template to a phone number: the identity is found or created, the rendered
@@ -133,10 +162,9 @@ impl Outbox {
 
     async fn template_now(&self, send: TemplateSend) -> Result<Sent, OutboundError> {
         let rendered = self.render(&send).await?;
-        let db = &self.handles.db;
         let person = people::find_or_create_by_phone(
-            db,
-            &self.handles.writer,
+            &self.db,
+            &self.writer,
             send.workspace_id,
             &send.phone,
             send.name.as_deref(),
@@ -157,23 +185,12 @@ impl Outbox {
     ///
     /// # Errors
     /// [`OutboundError::NoPhone`], or as [`Outbox::send_template`].
-    pub async fn send_text(
-        &self,
-        workspace_id: i64,
-        channel_id: Uuid,
-        identity_id: Uuid,
-        text: String,
-    ) -> Result<Sent, OutboundError> {
+    pub async fn send_text(&self, thread: Thread, text: String) -> Result<Sent, OutboundError> {
         let outbox = self.clone();
         detached(async move {
-            let phone = people::phone_of(&outbox.handles.db, identity_id)
+            let phone = people::phone_of(&outbox.db, thread.identity_id)
                 .await?
                 .ok_or(OutboundError::NoPhone)?;
-            let thread = Thread {
-                workspace_id,
-                identity_id,
-                channel_id,
-            };
             let content = OutboundContent::Text {
                 body: text.clone(),
                 context: None,
@@ -203,30 +220,10 @@ impl Outbox {
         .await
     }
 
-    /// Sends `content` to the thread's identity at `phone`, recorded showing `text`.
-    async fn send_to(
-        &self,
-        thread: Thread,
-        phone: &Phone,
-        content: OutboundContent,
-        text: String,
-    ) -> Result<Sent, OutboundError> {
-        let outgoing = Outgoing {
-            to: phone.digits().to_owned(),
-            identity_id: Some(thread.identity_id),
-            content,
-        };
-        self.record_and_send(thread, outgoing, text).await
-    }
-
     /// The template a send names, found among the channel's templates and rendered. A sandbox
     /// channel renders a name it does not know as just that name and its body parameters.
     async fn render(&self, send: &TemplateSend) -> Result<RenderedTemplate, OutboundError> {
-        let templates = self
-            .handles
-            .channels()?
-            .list_templates(send.channel.id)
-            .await?;
+        let templates = self.channels.list_templates(send.channel.id).await?;
         let Some(found) = send.template.find(&templates) else {
             if send.channel.integration == Integration::Sandbox {
                 return Ok(send.template.render_sandbox(&send.parameters));
@@ -239,32 +236,34 @@ impl Outbox {
         Ok(send.template.render(found, &send.parameters))
     }
 
-    /// Stores `outgoing` as a pending message of the thread's current conversation (showing
-    /// `content`), then sends it.
-    async fn record_and_send(
+    /// Stores `content` for the thread's identity at `phone` as a pending message of the
+    /// thread's current conversation (showing `text`), then sends it; the caller hears how
+    /// the send ended.
+    async fn send_to(
         &self,
         thread: Thread,
-        outgoing: Outgoing,
-        content: String,
+        phone: &Phone,
+        content: OutboundContent,
+        text: String,
     ) -> Result<Sent, OutboundError> {
-        let db = &self.handles.db;
+        let outgoing = Outgoing {
+            to: phone.digits().to_owned(),
+            identity_id: Some(thread.identity_id),
+            content,
+        };
         let now = clock::now();
-        let conversation = thread::current(db, thread, self.handles.idle_after, None, now).await?;
-        let mut message = NewMessage::to_person(content.clone(), MessageStatus::Pending);
-        message.outbound = Some(outgoing.to_stored());
+        let conversation = thread::current(&self.db, thread, self.idle_after, None, now).await?;
+        let message = pending(&outgoing, text.clone());
         let stored =
-            conversations::store_message(&self.handles.writer, &conversation, message, now).await?;
-        self.handles
-            .stored_messages(thread.workspace_id, thread.identity_id, now);
-        let request = SendRequest {
-            message_id: Some(stored.id),
+            conversations::store_message(&self.writer, &conversation, message, now).await?;
+        self.stored(thread, now);
+        let parcel = Parcel {
+            message_id: stored.id,
+            channel_id: thread.channel_id,
             outgoing,
-            keep_when_unavailable: false,
         };
         let accepted = self
-            .handles
-            .channels()?
-            .send(thread.channel_id, request)
+            .send(parcel, false)
             .await
             .map_err(|error| OutboundError::NotSent {
                 message_id: stored.id,
@@ -276,158 +275,43 @@ impl Outbox {
             identity_id: thread.identity_id,
             platform_message_id: accepted.platform_message_id,
             status: accepted.status,
-            content,
+            content: text,
         })
     }
 
-    /// Sends a stored pending message (an assistant's reply, or one left at a stop) as what it
-    /// was stored as. A message Meta cannot take right now stays pending for a later try.
-    ///
-    /// # Errors
-    /// Why it was not sent; [`SendError::AlreadyTaken`] when it is not pending any more.
-    pub async fn deliver(&self, message_id: Uuid) -> Result<Accepted, SendError> {
-        let outbox = self.clone();
-        detached(async move { outbox.deliver_now(message_id).await }).await
-    }
-
-    /// Sends a reply just stored pending, whose wire form the caller has at hand.
-    ///
-    /// # Errors
-    /// Why it was not sent; [`SendError::AlreadyTaken`] when it is not pending any more.
-    pub async fn deliver_reply(
-        &self,
-        message_id: Uuid,
-        channel_id: Uuid,
-        outgoing: Outgoing,
-    ) -> Result<Accepted, SendError> {
-        let outbox = self.clone();
-        detached(async move {
-            let request = SendRequest {
-                message_id: Some(message_id),
-                outgoing,
-                keep_when_unavailable: true,
-            };
-            outbox.handles.channels()?.send(channel_id, request).await
-        })
-        .await
-    }
-
-    async fn deliver_now(&self, message_id: Uuid) -> Result<Accepted, SendError> {
-        let db = &self.handles.db;
-        let message = conversations::find_message(db, message_id)
-            .await?
-            .ok_or(SendError::AlreadyTaken)?;
-        if message.status != MessageStatus::Pending {
-            return Err(SendError::AlreadyTaken);
-        }
-        let Some(outgoing) = self.outgoing_of(&message).await? else {
-            let error = SendError::Refused {
-                code: 0,
-                message: "the identity has no phone number".to_owned(),
-            };
-            deliveries::record_send(
-                db,
-                message.id,
-                MessageStatus::Failed,
-                None,
-                Some(error.to_json()),
-            )
-            .await?;
-            return Err(error);
-        };
-        let request = SendRequest {
-            message_id: Some(message.id),
-            outgoing,
-            keep_when_unavailable: true,
-        };
-        self.handles
-            .channels()
-            .map_err(|e| SendError::Unavailable(e.to_string()))?
-            .send(message.channel_id, request)
-            .await
-    }
-
-    /// What a stored message is on the wire. Messages stored before the wire form was kept
-    /// are text replies: to the identity's phone, quoting the message they answer.
-    async fn outgoing_of(
-        &self,
-        message: &message::Model,
-    ) -> Result<Option<Outgoing>, PersistenceError> {
-        if let Some(outgoing) = Outgoing::from_stored(message.outbound.as_ref()) {
-            return Ok(Some(outgoing));
-        }
-        let db = &self.handles.db;
-        let Some(conversation) = conversations::find_any(db, message.conversation_id).await? else {
-            return Ok(None);
-        };
-        let Some(phone) = people::phone_of(db, conversation.identity_id).await? else {
-            return Ok(None);
-        };
-        let context = match message.reply_to_message_id {
-            Some(id) => conversations::find_message(db, id)
-                .await?
-                .and_then(|m| m.platform_message_id),
-            None => None,
-        };
-        Ok(Some(Outgoing {
-            to: phone.digits().to_owned(),
-            identity_id: Some(conversation.identity_id),
-            content: OutboundContent::Text {
-                body: message.content.clone(),
-                context,
-            },
-        }))
-    }
-
-    /// After a restart: sends every message left pending, however many, a few at a time, in
-    /// the background. Only messages stored before now: one stored since belongs to the send
-    /// that stored it, which may be waiting to retry (pending meanwhile, so that a stop during
-    /// the wait sends it at the next start) and must not be sent ahead of its wait.
-    pub(crate) fn resume_pending(&self) {
-        let outbox = self.clone();
-        let stored_before = clock::now();
-        tokio::spawn(async move {
-            let mut after = None;
-            let mut resumed = 0usize;
-            loop {
-                let page = match deliveries::pending_outbound(
-                    &outbox.handles.db,
-                    stored_before,
-                    after,
-                    RESUME_PAGE,
-                )
-                .await
-                {
-                    Ok(page) => page,
-                    Err(error) => {
-                        tracing::error!(%error, "pending outbound messages could not be read");
-                        return;
-                    }
-                };
-                let Some(last) = page.last() else { break };
-                after = Some(last.id);
-                resumed += page.len();
-                futures_util::stream::iter(page)
-                    .for_each_concurrent(RESUME_CONCURRENCY, |message| {
-                        let outbox = outbox.clone();
-                        async move {
-                            match outbox.deliver_now(message.id).await {
-                                Ok(_) | Err(SendError::AlreadyTaken) => {}
-                                Err(error) => {
-                                    tracing::warn!(message_id = %message.id, %error, "a pending message was not sent");
-                                }
-                            }
-                        }
-                    })
-                    .await;
-            }
-            if resumed > 0 {
-                tracing::info!(
-                    resumed,
-                    "outbound messages left pending at the last stop were sent"
-                );
-            }
+    /// Tells the thread's identity's conversation actor that a message was stored for it
+    /// outside the actor at `since`, so that its next turn reads it.
+    pub(crate) fn stored(&self, thread: Thread, since: chrono::DateTime<chrono::Utc>) {
+        self.changes.announce(&Change::Messages {
+            workspace_id: thread.workspace_id,
+            identity_id: thread.identity_id,
+            since,
         });
+    }
+
+    /// Sends a message stored pending by its sender (an assistant's reply, an opt-out's
+    /// confirmation). One Meta cannot take right now stays pending for a later try.
+    ///
+    /// # Errors
+    /// Why it was not sent; [`SendError::AlreadyTaken`] when it is not pending any more.
+    pub async fn deliver(&self, parcel: Parcel) -> Result<Accepted, SendError> {
+        let outbox = self.clone();
+        detached(async move { outbox.send(parcel, true).await }).await
+    }
+
+    /// Hands `parcel` to its channel; `keep_when_unavailable`: whether a message Meta could
+    /// not take stays pending for a later try rather than failed.
+    async fn send(
+        &self,
+        parcel: Parcel,
+        keep_when_unavailable: bool,
+    ) -> Result<Accepted, SendError> {
+        let request = SendRequest {
+            message_id: Some(parcel.message_id),
+            outgoing: parcel.outgoing,
+            keep_when_unavailable,
+        };
+        self.channels.send(parcel.channel_id, request).await
     }
 }
 

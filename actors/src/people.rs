@@ -2,8 +2,9 @@
 //! created by phone, used by the inbound pipeline (the sender of a WhatsApp message), the
 //! template send endpoint, flows and scheduled tasks.
 
+use parley_persistence::ContactKind;
 use parley_persistence::entities::identity;
-use parley_persistence::identities::{self, IdentityChanges, NewIdentity, PHONE};
+use parley_persistence::identities::{self, IdentityChanges, NewIdentity};
 use parley_persistence::{
     ConnectionTrait, DatabaseConnection, GroupCommit, PersistenceError, clock,
 };
@@ -45,7 +46,8 @@ pub async fn find_or_create(
     let name = name.map(str::trim).filter(|n| !n.is_empty());
     for _ in 0..3 {
         if let Some(found) =
-            identities::find_by_contact(db, workspace_id, PHONE, phone.as_str()).await?
+            identities::find_by_contact(db, workspace_id, ContactKind::Phone, phone.as_str())
+                .await?
         {
             let found = match (&found.name, name) {
                 (None, Some(name)) => {
@@ -75,7 +77,7 @@ pub async fn find_or_create(
                         db,
                         workspace_id,
                         new,
-                        PHONE,
+                        ContactKind::Phone,
                         &number,
                         clock::now(),
                     )
@@ -106,7 +108,7 @@ pub async fn phone_of(
     let contacts = identities::contacts_of(db, &[identity_id]).await?;
     Ok(contacts
         .iter()
-        .filter(|c| c.kind == PHONE)
+        .filter(|c| c.kind == ContactKind::Phone)
         .max_by_key(|c| c.is_primary)
         .and_then(|c| Phone::try_from(c.value.as_str()).ok()))
 }

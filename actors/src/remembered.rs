@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::OnceCell;
 
-use crate::runtime::spawn_behind;
+use crate::tree::spawn_behind;
 
 /// Entries remembered at most; past this the expired ones go, and if that is not enough,
 /// everything.

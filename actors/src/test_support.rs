@@ -181,3 +181,28 @@ pub(crate) async fn world(db: &parley_persistence::DatabaseConnection) -> (i64, 
         .id;
     (ws, channel_id, a, b)
 }
+
+/// An outbound message of `identity_id` on the channel that Meta accepted as `wamid`.
+pub(crate) async fn sent_message(
+    db: &parley_persistence::DatabaseConnection,
+    ws: i64,
+    channel_id: Uuid,
+    identity_id: Uuid,
+    wamid: &str,
+) -> Uuid {
+    use parley_persistence::conversations::{self, NewMessage};
+    use parley_persistence::{MessageStatus, deliveries};
+    let now = clock::now();
+    let conversation = conversations::start(db, ws, identity_id, channel_id, None, now)
+        .await
+        .expect("conversation")
+        .conversation();
+    let message = NewMessage::to_person("Hi".into(), MessageStatus::Pending);
+    let message = conversations::append_message(db, &conversation, message, now)
+        .await
+        .expect("message");
+    deliveries::record_send(db, message.id, MessageStatus::Sent, Some(wamid), None)
+        .await
+        .expect("send recorded");
+    message.id
+}

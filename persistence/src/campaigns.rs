@@ -80,7 +80,10 @@ pub async fn find(
 ///
 /// # Errors
 /// The database's.
-pub async fn find_any(db: &impl ConnectionTrait, id: Uuid) -> Result<Option<campaign::Model>> {
+pub async fn find_in_any_workspace(
+    db: &impl ConnectionTrait,
+    id: Uuid,
+) -> Result<Option<campaign::Model>> {
     Ok(campaign::Entity::find_by_id(id).one(db).await?)
 }
 

@@ -236,7 +236,10 @@ pub async fn mark_credentials_invalid(
 ///
 /// # Errors
 /// Fails on a database error.
-pub async fn find_any(db: &impl ConnectionTrait, id: Uuid) -> Result<Option<channel::Model>> {
+pub async fn find_in_any_workspace(
+    db: &impl ConnectionTrait,
+    id: Uuid,
+) -> Result<Option<channel::Model>> {
     Ok(channel::Entity::find_by_id(id)
         .filter(channel::Column::DeletedAt.is_null())
         .one(db)

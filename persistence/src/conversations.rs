@@ -368,7 +368,10 @@ pub async fn messages_since(
 ///
 /// # Errors
 /// Fails on a database error.
-pub async fn find_any(db: &impl ConnectionTrait, id: Uuid) -> Result<Option<conversation::Model>> {
+pub async fn find_in_any_workspace(
+    db: &impl ConnectionTrait,
+    id: Uuid,
+) -> Result<Option<conversation::Model>> {
     Ok(conversation::Entity::find_by_id(id).one(db).await?)
 }
 

@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use crate::entities::{conversation, message};
 use crate::page::fetch_page;
-use crate::values::{Direction, MessageStatus, Role};
+use crate::values::{Direction, FailureReason, MessageStatus, Role};
 use crate::{Page, Paged, Result};
 
 /// The message the channel stored with this platform id.
@@ -99,6 +99,25 @@ pub async fn apply_status(
         .exec(db)
         .await?;
     Ok(Some(result.rows_affected > 0))
+}
+
+/// The identity a message of the channel with this platform id was sent to (its
+/// conversation's), if there is such a message.
+///
+/// # Errors
+/// Fails on a database error.
+pub async fn recipient_of(
+    db: &impl ConnectionTrait,
+    channel_id: Uuid,
+    platform_message_id: &str,
+) -> Result<Option<Uuid>> {
+    let Some(found) = find_by_platform_id(db, channel_id, platform_message_id).await? else {
+        return Ok(None);
+    };
+    Ok(conversation::Entity::find_by_id(found.conversation_id)
+        .one(db)
+        .await?
+        .map(|c| c.identity_id))
 }
 
 /// Outbound messages stored before `stored_before` but not yet handed to the platform, oldest
@@ -209,7 +228,7 @@ pub async fn release(db: &impl ConnectionTrait, message_id: Uuid) -> Result<()> 
 /// # Errors
 /// Fails on a database error.
 pub async fn fail_interrupted(db: &impl ConnectionTrait) -> Result<u64> {
-    let error = serde_json::json!({"code": null, "message": "interrupted"});
+    let error = serde_json::json!({"code": null, "message": FailureReason::Interrupted.as_str()});
     let result = message::Entity::update_many()
         .col_expr(message::Column::Status, Expr::value(MessageStatus::Failed))
         .col_expr(message::Column::Error, Some(error).into())

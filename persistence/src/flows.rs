@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use crate::entities::{flow, flow_recipient};
 use crate::page::fetch_keyset;
-use crate::values::{FlowStatus, RecipientStatus};
+use crate::values::{FailureReason, FlowStatus, RecipientStatus};
 use crate::{Cursor, CursorPage, Result};
 
 /// Recipients inserted per statement (well under SQLite's bound on parameters).
@@ -117,7 +117,10 @@ pub async fn find(
 ///
 /// # Errors
 /// The database's.
-pub async fn find_any(db: &impl ConnectionTrait, id: Uuid) -> Result<Option<flow::Model>> {
+pub async fn find_in_any_workspace(
+    db: &impl ConnectionTrait,
+    id: Uuid,
+) -> Result<Option<flow::Model>> {
     Ok(flow::Entity::find_by_id(id).one(db).await?)
 }
 
@@ -261,7 +264,7 @@ pub async fn mark_sends_done(
         .filter(flow::Column::Id.eq(id))
         .exec(db)
         .await?;
-    Ok(find_any(db, id)
+    Ok(find_in_any_workspace(db, id)
         .await?
         .and_then(|f| f.sends_done_at)
         .unwrap_or(now))
@@ -478,7 +481,10 @@ pub async fn fail_interrupted(
             flow_recipient::Column::Status,
             Expr::value(RecipientStatus::Failed),
         )
-        .col_expr(flow_recipient::Column::Error, Expr::value("interrupted"))
+        .col_expr(
+            flow_recipient::Column::Error,
+            Expr::value(FailureReason::Interrupted.as_str()),
+        )
         .col_expr(flow_recipient::Column::UpdatedAt, Expr::value(now))
         .filter(flow_recipient::Column::FlowId.eq(flow_id))
         .filter(flow_recipient::Column::Status.eq(RecipientStatus::Sending))

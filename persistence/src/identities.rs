@@ -20,12 +20,8 @@ mod merge;
 pub use self::merge::merge;
 use crate::page::fetch_page;
 use crate::shape::Shape;
+use crate::values::ContactKind;
 use crate::{Page, Paged, Result};
-
-/// Contact point kind of phone numbers (E.164).
-pub const PHONE: &str = "phone";
-/// Contact point kind of e-mail addresses (lower-cased).
-pub const EMAIL: &str = "email";
 
 /// The identity `id` of the workspace.
 ///
@@ -95,7 +91,7 @@ pub async fn find_by_external_id(
 pub async fn find_by_contact(
     db: &impl ConnectionTrait,
     workspace_id: i64,
-    kind: &str,
+    kind: ContactKind,
     value: &str,
 ) -> Result<Option<identity::Model>> {
     let owner = Query::select()
@@ -227,7 +223,7 @@ pub async fn create_with_contact(
     db: &impl ConnectionTrait,
     workspace_id: i64,
     new: NewIdentity,
-    kind: &str,
+    kind: ContactKind,
     value: &str,
     now: DateTime<Utc>,
 ) -> Result<identity::Model> {
@@ -301,7 +297,7 @@ pub async fn attach_contact(
     db: &impl ConnectionTrait,
     workspace_id: i64,
     identity_id: Uuid,
-    kind: &str,
+    kind: ContactKind,
     value: &str,
     now: DateTime<Utc>,
 ) -> Result<()> {
@@ -336,7 +332,7 @@ pub async fn attach_contact(
 fn primary_contact(
     workspace_id: i64,
     identity_id: Uuid,
-    kind: &str,
+    kind: ContactKind,
     value: &str,
     now: DateTime<Utc>,
 ) -> contact_point::ActiveModel {
@@ -344,7 +340,7 @@ fn primary_contact(
         id: Set(Uuid::now_v7()),
         workspace_id: Set(workspace_id),
         identity_id: Set(identity_id),
-        kind: Set(kind.to_owned()),
+        kind: Set(kind),
         value: Set(value.to_owned()),
         is_primary: Set(true),
         created_at: Set(now),
@@ -503,7 +499,7 @@ pub async fn by_external_ids(
 pub async fn by_contacts(
     db: &impl ConnectionTrait,
     workspace_id: i64,
-    kind: &str,
+    kind: ContactKind,
     values: &[String],
 ) -> Result<Vec<(String, Uuid)>> {
     let mut found = Vec::new();

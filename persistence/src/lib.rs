@@ -39,9 +39,9 @@ pub use group_commit::{GroupCommit, WRITE_BATCH, Writes};
 pub use page::{Cursor, CursorPage, Page, Paged};
 pub use sea_orm::{ConnectionTrait, DatabaseConnection, TransactionTrait};
 pub use values::{
-    CampaignStatus, ConversationStatus, Direction, EventStatus, FlowStatus, Integration,
-    McpTransport, MessageStatus, ParamsStrategy, RecipientStatus, Role, RunStatus, TaskStatus,
-    TaskType,
+    CampaignStatus, ContactKind, ConversationStatus, Direction, EventStatus, FailureReason,
+    FlowStatus, Integration, McpTransport, MessageStatus, ParamsStrategy, RecipientStatus, Role,
+    RunStatus, SkipReason, TaskStatus, TaskType,
 };
 
 /// Result of a persistence operation.

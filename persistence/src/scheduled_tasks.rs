@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use crate::entities::{scheduled_task, scheduled_task_run};
 use crate::page::fetch_page;
-use crate::values::{RunStatus, TaskStatus, TaskType};
+use crate::values::{FailureReason, RunStatus, TaskStatus, TaskType};
 use crate::{Page, Paged, Result};
 
 /// A new task, validated by the caller.
@@ -83,7 +83,7 @@ pub async fn find(
 ///
 /// # Errors
 /// The database's.
-pub async fn find_any(
+pub async fn find_in_any_workspace(
     db: &impl ConnectionTrait,
     id: Uuid,
 ) -> Result<Option<scheduled_task::Model>> {
@@ -278,11 +278,11 @@ pub async fn fail_interrupted(
         .all(db)
         .await?;
     for run in &runs {
-        let task = find_any(db, run.task_id).await?;
+        let task = find_in_any_workspace(db, run.task_id).await?;
         let next_run_at = task.as_ref().and_then(&next);
         let end = RunEnd {
             status: RunStatus::Failed,
-            error: Some("interrupted".to_owned()),
+            error: Some(FailureReason::Interrupted.as_str().to_owned()),
             result: None,
             next_run_at,
         };

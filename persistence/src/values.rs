@@ -1,241 +1,114 @@
-//! The closed sets of values Parley stores as strings: channel integrations, message
-//! directions, roles and statuses, conversation and webhook-event statuses. Each is an enum
-//! that sea-orm reads and writes as its string, so no other crate spells these values.
+//! The closed sets of values Parley stores as strings: channel integrations, MCP transports,
+//! message directions, roles and statuses, conversation and webhook-event statuses, contact
+//! kinds, campaign, flow, recipient and task states. Each is declared once through
+//! [`string_values!`], so that sea-orm reads and writes it as its string, serde and the OpenAPI
+//! document speak the same string, and no other crate spells these values.
 
 use sea_orm::entity::prelude::*;
 use serde::{Deserialize, Serialize};
 
-/// How a channel reaches WhatsApp.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    Hash,
-    EnumIter,
-    DeriveActiveEnum,
-    Serialize,
-    Deserialize,
-    utoipa::ToSchema,
-)]
-#[sea_orm(rs_type = "String", db_type = "String(StringLen::None)")]
-#[serde(rename_all = "snake_case")]
-pub enum Integration {
-    /// Meta's WhatsApp Cloud API.
-    #[sea_orm(string_value = "cloud_api")]
-    CloudApi,
-    /// The Cloud API, with marketing templates sent to Meta's marketing-messages endpoint.
-    #[sea_orm(string_value = "mm_lite")]
-    MmLite,
-    /// No Meta at all: sends are recorded and reported delivered; inbound is injected.
-    #[sea_orm(string_value = "sandbox")]
-    Sandbox,
+/// Declares an enum stored and spoken as fixed strings, with `ALL`, `as_str` and `parse`.
+macro_rules! string_values {
+    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, EnumIter, DeriveActiveEnum, Serialize, Deserialize, utoipa::ToSchema)]
+        #[sea_orm(rs_type = "String", db_type = "String(StringLen::None)")]
+        pub enum $name {
+            $($(#[$vmeta])* #[sea_orm(string_value = $text)] #[serde(rename = $text)] $variant,)+
+        }
+
+        impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: [Self; [$($text),+].len()] = [$(Self::$variant),+];
+
+            /// The wire and storage name.
+            pub fn as_str(self) -> &'static str {
+                match self { $(Self::$variant => $text,)+ }
+            }
+
+            /// The value named `name`, if it is one.
+            pub fn parse(name: &str) -> Option<Self> {
+                Self::ALL.into_iter().find(|v| v.as_str() == name)
+            }
+        }
+    };
+}
+
+string_values! {
+    /// How a channel reaches WhatsApp.
+    Integration {
+        /// Meta's WhatsApp Cloud API.
+        CloudApi = "cloud_api",
+        /// The Cloud API, with marketing templates sent to Meta's marketing-messages endpoint.
+        MmLite = "mm_lite",
+        /// No Meta at all: sends are recorded and reported delivered; inbound is injected.
+        Sandbox = "sandbox",
+    }
 }
 
 impl Integration {
-    /// Every integration, in the order the API lists them.
-    pub const ALL: [Self; 3] = [Self::CloudApi, Self::MmLite, Self::Sandbox];
-
-    /// The wire and storage name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::CloudApi => "cloud_api",
-            Self::MmLite => "mm_lite",
-            Self::Sandbox => "sandbox",
-        }
-    }
-
-    /// The integration named `name`, if it is one.
-    pub fn parse(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|i| i.as_str() == name)
-    }
-
     /// Whether sends go to Meta (every integration but the sandbox).
     pub fn is_live(self) -> bool {
         self != Self::Sandbox
     }
 }
 
-/// How Parley speaks to an MCP server.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    Hash,
-    EnumIter,
-    DeriveActiveEnum,
-    Serialize,
-    Deserialize,
-    utoipa::ToSchema,
-)]
-#[sea_orm(rs_type = "String", db_type = "String(StringLen::None)")]
-pub enum McpTransport {
-    /// The specification's contract: `GET {url}/tools`, `POST {url}/call`.
-    #[sea_orm(string_value = "http")]
-    #[serde(rename = "http")]
-    Http,
-    /// The Model Context Protocol over Streamable HTTP (both its session and its stateless
-    /// revisions).
-    #[sea_orm(string_value = "streamable-http")]
-    #[serde(rename = "streamable-http")]
-    StreamableHttp,
-}
-
-impl McpTransport {
-    /// The wire and storage name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Http => "http",
-            Self::StreamableHttp => "streamable-http",
-        }
-    }
-
-    /// The transport named `name`, if it is one.
-    pub fn parse(name: &str) -> Option<Self> {
-        [Self::Http, Self::StreamableHttp]
-            .into_iter()
-            .find(|t| t.as_str() == name)
+string_values! {
+    /// How Parley speaks to an MCP server.
+    McpTransport {
+        /// The specification's contract: `GET {url}/tools`, `POST {url}/call`.
+        Http = "http",
+        /// The Model Context Protocol over Streamable HTTP (both its session and its
+        /// stateless revisions).
+        StreamableHttp = "streamable-http",
     }
 }
 
-/// Which way a message went.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    Hash,
-    EnumIter,
-    DeriveActiveEnum,
-    Serialize,
-    Deserialize,
-    utoipa::ToSchema,
-)]
-#[sea_orm(rs_type = "String", db_type = "String(StringLen::None)")]
-#[serde(rename_all = "snake_case")]
-pub enum Direction {
-    /// From the person.
-    #[sea_orm(string_value = "inbound")]
-    Inbound,
-    /// To the person (or a tool result kept in the thread).
-    #[sea_orm(string_value = "outbound")]
-    Outbound,
-}
-
-/// Who wrote a message.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    Hash,
-    EnumIter,
-    DeriveActiveEnum,
-    Serialize,
-    Deserialize,
-    utoipa::ToSchema,
-)]
-#[sea_orm(rs_type = "String", db_type = "String(StringLen::None)")]
-#[serde(rename_all = "snake_case")]
-pub enum Role {
-    /// The person.
-    #[sea_orm(string_value = "user")]
-    User,
-    /// The assistant (or the business, for templates).
-    #[sea_orm(string_value = "assistant")]
-    Assistant,
-    /// A tool's result.
-    #[sea_orm(string_value = "tool")]
-    Tool,
-}
-
-impl Role {
-    /// The name chat-completion APIs use.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::User => "user",
-            Self::Assistant => "assistant",
-            Self::Tool => "tool",
-        }
+string_values! {
+    /// Which way a message went.
+    Direction {
+        /// From the person.
+        Inbound = "inbound",
+        /// To the person (or a tool result kept in the thread).
+        Outbound = "outbound",
     }
 }
 
-/// Where a message stands. Outbound statuses only move forward (see [`MessageStatus::rank`]).
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    Hash,
-    EnumIter,
-    DeriveActiveEnum,
-    Serialize,
-    Deserialize,
-    utoipa::ToSchema,
-)]
-#[sea_orm(rs_type = "String", db_type = "String(StringLen::None)")]
-#[serde(rename_all = "snake_case")]
-pub enum MessageStatus {
-    /// An inbound message, stored.
-    #[sea_orm(string_value = "received")]
-    Received,
-    /// Outbound, stored, waiting for its channel to send it.
-    #[sea_orm(string_value = "pending")]
-    Pending,
-    /// Outbound, an HTTP attempt to Meta is under way; found at start-up, it may have reached
-    /// Meta.
-    #[sea_orm(string_value = "sending")]
-    Sending,
-    /// Accepted by Meta (or answered to an API caller).
-    #[sea_orm(string_value = "sent")]
-    Sent,
-    /// Delivered to the person's phone.
-    #[sea_orm(string_value = "delivered")]
-    Delivered,
-    /// Read by the person.
-    #[sea_orm(string_value = "read")]
-    Read,
-    /// Not sent, or reported failed by Meta.
-    #[sea_orm(string_value = "failed")]
-    Failed,
+string_values! {
+    /// Who wrote a message (the names chat-completion APIs use).
+    Role {
+        /// The person.
+        User = "user",
+        /// The assistant (or the business, for templates).
+        Assistant = "assistant",
+        /// A tool's result.
+        Tool = "tool",
+    }
+}
+
+string_values! {
+    /// Where a message stands. Outbound statuses only move forward (see
+    /// [`MessageStatus::rank`]).
+    MessageStatus {
+        /// An inbound message, stored.
+        Received = "received",
+        /// Outbound, stored, waiting for its channel to send it.
+        Pending = "pending",
+        /// Outbound, an HTTP attempt to Meta is under way; found at start-up, it may have
+        /// reached Meta.
+        Sending = "sending",
+        /// Accepted by Meta (or answered to an API caller).
+        Sent = "sent",
+        /// Delivered to the person's phone.
+        Delivered = "delivered",
+        /// Read by the person.
+        Read = "read",
+        /// Not sent, or reported failed by Meta.
+        Failed = "failed",
+    }
 }
 
 impl MessageStatus {
-    /// Every status.
-    pub const ALL: [Self; 7] = [
-        Self::Received,
-        Self::Pending,
-        Self::Sending,
-        Self::Sent,
-        Self::Delivered,
-        Self::Read,
-        Self::Failed,
-    ];
-
-    /// The wire and storage name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Received => "received",
-            Self::Pending => "pending",
-            Self::Sending => "sending",
-            Self::Sent => "sent",
-            Self::Delivered => "delivered",
-            Self::Read => "read",
-            Self::Failed => "failed",
-        }
-    }
-
-    /// The status named `name`, if it is one.
-    pub fn parse(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|s| s.as_str() == name)
-    }
-
     /// Rank of a delivery status; a status only ever moves to a higher rank.
     pub fn rank(self) -> u8 {
         match self {
@@ -262,31 +135,36 @@ impl MessageStatus {
     }
 }
 
-/// Declares an enum stored and spoken as fixed strings, with `ALL`, `as_str` and `parse`.
-macro_rules! string_values {
-    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
-        $(#[$meta])*
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, EnumIter, DeriveActiveEnum, Serialize, Deserialize, utoipa::ToSchema)]
-        #[sea_orm(rs_type = "String", db_type = "String(StringLen::None)")]
-        pub enum $name {
-            $($(#[$vmeta])* #[sea_orm(string_value = $text)] #[serde(rename = $text)] $variant,)+
-        }
+string_values! {
+    /// Whether a conversation still takes messages.
+    ConversationStatus {
+        /// Takes messages.
+        Open = "open",
+        /// Idle past `conversation_idle_hours`, or its channel was deleted.
+        Closed = "closed",
+    }
+}
 
-        impl $name {
-            /// Every value, in declaration order.
-            pub const ALL: &[Self] = &[$(Self::$variant),+];
+string_values! {
+    /// Where an inbound webhook event stands.
+    EventStatus {
+        /// Stored, not yet answered.
+        Pending = "pending",
+        /// Answered.
+        Processed = "processed",
+        /// Cannot be answered; kept for operators.
+        Failed = "failed",
+    }
+}
 
-            /// The wire and storage name.
-            pub fn as_str(self) -> &'static str {
-                match self { $(Self::$variant => $text,)+ }
-            }
-
-            /// The value named `name`, if it is one.
-            pub fn parse(name: &str) -> Option<Self> {
-                Self::ALL.iter().copied().find(|v| v.as_str() == name)
-            }
-        }
-    };
+string_values! {
+    /// What a contact point of an identity is.
+    ContactKind {
+        /// A phone number, in E.164.
+        Phone = "phone",
+        /// An e-mail address, lower-cased.
+        Email = "email",
+    }
 }
 
 string_values! {
@@ -445,57 +323,29 @@ string_values! {
     }
 }
 
-/// Whether a conversation still takes messages.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    Hash,
-    EnumIter,
-    DeriveActiveEnum,
-    Serialize,
-    Deserialize,
-    utoipa::ToSchema,
-)]
-#[sea_orm(rs_type = "String", db_type = "String(StringLen::None)")]
-#[serde(rename_all = "snake_case")]
-pub enum ConversationStatus {
-    /// Takes messages.
-    #[sea_orm(string_value = "open")]
-    Open,
-    /// Idle past `conversation_idle_hours`, or its channel was deleted.
-    #[sea_orm(string_value = "closed")]
-    Closed,
+string_values! {
+    /// Why a flow recipient was skipped (its `error`).
+    SkipReason {
+        /// The identity was deleted after the flow was created.
+        IdentityDeleted = "identity_deleted",
+        /// The person opted out of campaign templates.
+        OptedOut = "opted_out",
+        /// The identity has no phone number.
+        NoPhone = "no_phone",
+        /// A template parameter has no value for this person.
+        MissingParameter = "missing_parameter",
+    }
 }
 
-/// Where an inbound webhook event stands.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    Hash,
-    EnumIter,
-    DeriveActiveEnum,
-    Serialize,
-    Deserialize,
-    utoipa::ToSchema,
-)]
-#[sea_orm(rs_type = "String", db_type = "String(StringLen::None)")]
-#[serde(rename_all = "snake_case")]
-pub enum EventStatus {
-    /// Stored, not yet answered.
-    #[sea_orm(string_value = "pending")]
-    Pending,
-    /// Answered.
-    #[sea_orm(string_value = "processed")]
-    Processed,
-    /// Cannot be answered; kept for operators.
-    #[sea_orm(string_value = "failed")]
-    Failed,
+string_values! {
+    /// Why Parley itself failed a message, a flow recipient or a task run (its `error`).
+    FailureReason {
+        /// Caught mid-send (or mid-run) by a stop: it may have reached Meta, so it is never
+        /// sent (or run) again.
+        Interrupted = "interrupted",
+        /// The campaign's template does not exist at Meta.
+        TemplateNotFound = "template_not_found",
+    }
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
-use parley_actors::runtime::spawn_behind;
+use parley_actors::tree::spawn_behind;
 use parley_persistence::{DatabaseConnection, api_keys, clock};
 use uuid::Uuid;
 

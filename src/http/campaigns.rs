@@ -20,7 +20,6 @@ use crate::http::envelope::Envelope;
 use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Json, Path, Query};
 use crate::http::pagination::{CursorResponse, cursor_from};
-use crate::http::templates::meta_error;
 use crate::http::validation::{Problems, parse_uuid};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -219,13 +218,7 @@ async fn check_template(
     wanted: &mut Wanted,
 ) -> Result<()> {
     let fields = &mut wanted.fields;
-    let listed = state
-        .actors
-        .channels()
-        .map_err(|e| ApiError::UpstreamFailed(e.to_string()))?
-        .list_templates(channel.id)
-        .await
-        .map_err(meta_error)?;
+    let listed = state.actors.channels().list_templates(channel.id).await?;
     let named: Vec<&Value> = listed
         .iter()
         .filter(|t| t["name"] == fields.template_name.as_str())

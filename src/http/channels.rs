@@ -137,7 +137,7 @@ async fn create_channel(
         clock::now(),
     )
     .await
-    .map_err(phone_number_conflict)?;
+    .map_err(|e| ApiError::unique(e, NUMBER_TAKEN))?;
     tracing::info!(channel_id = %created.id, integration = created.integration.as_str(), "channel created");
     register_webhook(&state, &created).await;
     Ok(Envelope::created(
@@ -269,7 +269,7 @@ async fn update_channel(
     let was_active = current.active;
     let updated = channels::update(&state.db, current, changes, clock::now())
         .await
-        .map_err(phone_number_conflict)?;
+        .map_err(|e| ApiError::unique(e, NUMBER_TAKEN))?;
     state.changed(Change::Channel {
         workspace_id: caller.workspace_id,
         channel_id: updated.id,
@@ -374,9 +374,7 @@ pub(crate) async fn find_channel(
 /// `cloud_api`/`mm_lite` channel when a public URL is configured. A refusal is logged, not fatal: the channel exists and the operator can
 /// register the URL shown in its record by hand.
 async fn register_webhook(state: &AppState, channel: &channel::Model) {
-    let Ok(channels) = state.actors.channels() else {
-        return;
-    };
+    let channels = state.actors.channels();
     if channel.active {
         channels.start(channel.id).await;
     }
@@ -392,14 +390,7 @@ async fn register_webhook(state: &AppState, channel: &channel::Model) {
 }
 
 /// A number held by another channel: the answer says no more than that it is not available.
-fn phone_number_conflict(error: PersistenceError) -> ApiError {
-    match error {
-        PersistenceError::Conflict(_) => {
-            ApiError::Conflict("That phoneNumberId is not available".to_owned())
-        }
-        other => other.into(),
-    }
-}
+const NUMBER_TAKEN: &str = "That phoneNumberId is not available";
 
 /// Meta's word that `token` holds `number`: its display number and verified name; a 400 naming
 /// `accessToken` when Meta refuses, a 502 when Meta cannot be asked.
@@ -409,7 +400,8 @@ async fn verify_number(state: &AppState, token: &str, number: &str) -> Result<Ve
         .verify_number(token, number)
         .await
         .map_err(|error| match error {
-            GraphError::Api { code, status, .. } if status < 500 => {
+            GraphError::Api(refusal) if refusal.http_status.is_some_and(|s| s < 500) => {
+                let code = refusal.code.unwrap_or_default();
                 tracing::info!(code, "Meta refused a channel's credentials");
                 ApiError::invalid_field(
                     ["accessToken"],

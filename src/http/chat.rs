@@ -10,10 +10,8 @@ use std::time::Duration;
 
 use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
-use parley_actors::llm::{LlmError, Usage};
-use parley_actors::{
-    Conversations, ToolCallRecord, TurnError, TurnEvent, TurnOrigin, TurnOutcome, TurnRequest,
-};
+use parley_actors::llm::Usage;
+use parley_actors::{ToolCallRecord, TurnError, TurnEvent, TurnOrigin, TurnOutcome, TurnRequest};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -108,10 +106,12 @@ async fn chat(
         origin: TurnOrigin::Api { events: None },
         metadata,
     };
-    let outcome = conversations(&state)?
+    let outcome = state
+        .actors
+        .conversations()
         .turn(caller.workspace_id, identity, request)
         .await
-        .map_err(turn_error)?;
+        .map_err(ApiError::from)?;
     Ok(Envelope::ok(outcome.reply.clone(), outcome.into()))
 }
 
@@ -154,7 +154,7 @@ async fn stream(
     problems.finish()?;
     let channel_id = query.channel_id.unwrap_or_default();
     let (identity, channel_id) = resolve(&state, &caller, &identity_id, &channel_id).await?;
-    let conversations = conversations(&state)?;
+    let conversations = state.actors.conversations().clone();
 
     // The turn runs in the identity's actor whatever happens to this connection; the stream
     // only relays what it produces.
@@ -179,7 +179,7 @@ async fn stream(
         let error = outcome.err().unwrap_or_else(|| {
             TurnError::Storage("the turn ended without being accepted".to_owned())
         });
-        return Err(turn_error(error));
+        return Err(error.into());
     }
 
     // An event that comes before the head is due goes out with it.
@@ -205,7 +205,7 @@ async fn stream(
                 "fallback": outcome.fallback,
             }),
             Ok(Err(error)) => {
-                let error = turn_error(error);
+                let error = ApiError::from(error);
                 json!({"type": "error", "content": error.public_message(), "code": error.code()})
             }
             Err(error) => {
@@ -294,46 +294,5 @@ impl IdentityPaths {
     /// Forgets every path.
     pub(crate) fn clear(&self) {
         self.0.clear();
-    }
-}
-
-fn conversations(state: &AppState) -> Result<Conversations> {
-    state
-        .actors
-        .conversations()
-        .map_err(|e| ApiError::Unavailable {
-            code: "not_ready",
-            message: e.to_string(),
-        })
-}
-
-fn turn_error(error: TurnError) -> ApiError {
-    match error {
-        TurnError::IdentityNotFound => ApiError::NotFound("Identity"),
-        TurnError::ChannelNotFound => ApiError::NotFound("Channel"),
-        TurnError::NoAssistant => ApiError::Conflict(error.to_string()),
-        TurnError::Llm(LlmError::NotConfigured) => ApiError::Unavailable {
-            code: "llm_not_configured",
-            message: LlmError::NotConfigured.to_string(),
-        },
-        // The model's own words stay in the log: they may name internal addresses.
-        TurnError::Llm(e @ LlmError::Timeout(_)) => {
-            tracing::warn!(error = %e, "the language model timed out");
-            ApiError::UpstreamTimeout(
-                "The language model did not answer in time; the message is kept".to_owned(),
-            )
-        }
-        TurnError::Llm(e) => {
-            tracing::warn!(error = %e, "the language model failed");
-            ApiError::UpstreamFailed(
-                "The language model failed to answer; the message is kept".to_owned(),
-            )
-        }
-        TurnError::Timeout => ApiError::UpstreamTimeout(
-            "The turn did not finish in time; it goes on and its reply will be stored".to_owned(),
-        ),
-        TurnError::Template(_) | TurnError::Storage(_) | TurnError::Unavailable(_) => {
-            ApiError::Internal(anyhow::anyhow!(error))
-        }
     }
 }

@@ -3,7 +3,7 @@
 
 use axum::extract::State;
 use chrono::{DateTime, Utc};
-use parley_actors::conversation::thread;
+use parley_actors::thread;
 use parley_persistence::clock;
 use parley_persistence::conversations::{self, ConversationFilter};
 use parley_persistence::entities::{conversation, message};

@@ -7,10 +7,11 @@ use std::collections::{HashMap, HashSet};
 
 use axum::extract::State;
 use chrono::{DateTime, Utc};
-use parley_actors::flow::{CreateFlowError, FlowConfig, FlowRequest};
+use parley_actors::flow::{FlowConfig, FlowRequest};
+use parley_persistence::ContactKind;
 use parley_persistence::entities::{flow, flow_recipient};
 use parley_persistence::flows::{self, FlowFilter, NewRecipient};
-use parley_persistence::identities::{self, EMAIL, PHONE};
+use parley_persistence::identities;
 use parley_persistence::{ConnectionTrait, CursorPage, FlowStatus, RecipientStatus, clock};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -203,37 +204,11 @@ async fn create_flow(
         status,
         configuration: config,
     };
-    let created = state
-        .actors
-        .create_flow(request)
-        .await
-        .map_err(create_error)?;
+    let created = state.actors.flows().create(request).await?;
     Ok(Envelope::created(
         "Flow created successfully",
         record(&state.db, created).await?,
     ))
-}
-
-/// The API's answer to a flow that was not created.
-pub(crate) fn create_error(error: CreateFlowError) -> ApiError {
-    match error {
-        CreateFlowError::CampaignNotFound => ApiError::NotFound("Campaign"),
-        CreateFlowError::ChannelNotFound => ApiError::NotFound("Channel"),
-        CreateFlowError::ChannelMismatch => {
-            ApiError::invalid_field(["channelUid"], "must be the campaign's channel")
-        }
-        CreateFlowError::CampaignNotUsable(status) => ApiError::ConflictCode {
-            code: "campaign_not_usable",
-            message: format!(
-                "The campaign is {status}; only ACTIVE and DEPRECATED campaigns start flows"
-            ),
-        },
-        CreateFlowError::ChannelInactive => ApiError::ConflictCode {
-            code: "channel_inactive",
-            message: "The channel is not active; give it credentials first".to_owned(),
-        },
-        CreateFlowError::Storage(_) => ApiError::Internal(anyhow::anyhow!(error)),
-    }
 }
 
 /// Resolves contacts like identity paths (UUID id, external id, phone, e-mail), a few queries
@@ -272,11 +247,11 @@ pub(crate) async fn resolve_contacts(
     }
     for (kind, normalise) in [
         (
-            PHONE,
+            ContactKind::Phone,
             (|raw: &str| Phone::try_from(raw).ok().map(|p| p.as_str().to_owned()))
                 as fn(&str) -> Option<String>,
         ),
-        (EMAIL, |raw: &str| {
+        (ContactKind::Email, |raw: &str| {
             Email::try_from(raw).ok().map(|e| e.as_str().to_owned())
         }),
     ] {
@@ -336,13 +311,7 @@ pub(crate) async fn resolve_contacts(
 
 /// Tells the flow actors that a flow's status changed.
 fn tell(state: &AppState, flow_id: Uuid) {
-    match state.actors.flows() {
-        Ok(flows) => flows.changed(flow_id),
-        // The flows supervisor reads every live flow when it starts again.
-        Err(error) => {
-            tracing::warn!(%flow_id, %error, "flow actors not told; their restart picks the flow up")
-        }
-    }
+    state.actors.flows().changed(flow_id);
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -495,7 +464,7 @@ async fn update_flow(
         let moved = from.may_move_to(to)
             && flows::transition(&state.db, found.id, &[from], to, clock::now()).await?;
         if !moved {
-            let now = flows::find_any(&state.db, found.id)
+            let now = flows::find_in_any_workspace(&state.db, found.id)
                 .await?
                 .map_or(from, |f| f.status);
             return Err(ApiError::ConflictCode {
@@ -509,7 +478,7 @@ async fn update_flow(
         }
         tracing::info!(flow_id = %found.id, from = from.as_str(), to = to.as_str(), "flow status set");
         tell(&state, found.id);
-        found = flows::find_any(&state.db, found.id)
+        found = flows::find_in_any_workspace(&state.db, found.id)
             .await?
             .ok_or(ApiError::NotFound("Flow"))?;
     }

@@ -7,8 +7,9 @@ use std::collections::HashMap;
 
 use axum::extract::State;
 use chrono::{DateTime, Utc};
+use parley_persistence::ContactKind;
 use parley_persistence::entities::{contact_point, identity};
-use parley_persistence::identities::{self, EMAIL, IdentityChanges, NewIdentity, PHONE};
+use parley_persistence::identities::{self, IdentityChanges, NewIdentity};
 use parley_persistence::{ConnectionTrait, PersistenceError, clock};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -54,7 +55,7 @@ pub(crate) struct IdentityRecord {
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 struct ContactRecord {
     #[serde(rename = "type")]
-    kind: String,
+    kind: ContactKind,
     value: String,
 }
 
@@ -81,20 +82,20 @@ pub(crate) async fn records(
         .into_iter()
         .map(|i| {
             let own = contacts.remove(&i.id).unwrap_or_default();
-            let primary = |kind: &str| {
+            let primary = |kind: ContactKind| {
                 own.iter()
                     .find(|c| c.kind == kind && c.is_primary)
                     .or_else(|| own.iter().find(|c| c.kind == kind))
                     .map(|c| c.value.clone())
             };
             IdentityRecord {
-                phone: primary(PHONE),
-                email: primary(EMAIL),
+                phone: primary(ContactKind::Phone),
+                email: primary(ContactKind::Email),
                 stage: i.stage_id.and_then(|s| stage_names.get(&s).cloned()),
                 contacts: own
                     .iter()
                     .map(|c| ContactRecord {
-                        kind: c.kind.clone(),
+                        kind: c.kind,
                         value: c.value.clone(),
                     })
                     .collect(),
@@ -138,12 +139,19 @@ pub(crate) async fn resolve(
     }
     if let Ok(phone) = Phone::try_from(raw)
         && let Some(found) =
-            identities::find_by_contact(db, workspace_id, PHONE, phone.as_str()).await?
+            identities::find_by_contact(db, workspace_id, ContactKind::Phone, phone.as_str())
+                .await?
     {
         return Ok(Some(found));
     }
     if let Ok(email) = Email::try_from(raw) {
-        return Ok(identities::find_by_contact(db, workspace_id, EMAIL, email.as_str()).await?);
+        return Ok(identities::find_by_contact(
+            db,
+            workspace_id,
+            ContactKind::Email,
+            email.as_str(),
+        )
+        .await?);
     }
     Ok(None)
 }
@@ -267,11 +275,11 @@ struct Owners {
 impl Owners {
     async fn of(txn: &impl ConnectionTrait, ws: i64, update: &IdentityUpdate) -> Result<Self> {
         let phone = match &update.phone {
-            Some(p) => identities::find_by_contact(txn, ws, PHONE, p.as_str()).await?,
+            Some(p) => identities::find_by_contact(txn, ws, ContactKind::Phone, p.as_str()).await?,
             None => None,
         };
         let email = match &update.email {
-            Some(e) => identities::find_by_contact(txn, ws, EMAIL, e.as_str()).await?,
+            Some(e) => identities::find_by_contact(txn, ws, ContactKind::Email, e.as_str()).await?,
             None => None,
         };
         Ok(Self { phone, email })
@@ -331,17 +339,17 @@ async fn put_identity(
         };
         identities::update(&txn, target, changes, now)
             .await
-            .map_err(|e| conflict(e, "That external_id belongs to another identity"))?
+            .map_err(|e| ApiError::unique(e, "That external_id belongs to another identity"))?
     };
     if let Some(phone) = &update.phone {
-        identities::attach_contact(&txn, ws, target_id, PHONE, phone.as_str(), now)
+        identities::attach_contact(&txn, ws, target_id, ContactKind::Phone, phone.as_str(), now)
             .await
-            .map_err(|e| conflict(e, "That phone belongs to another identity"))?;
+            .map_err(|e| ApiError::unique(e, "That phone belongs to another identity"))?;
     }
     if let Some(email) = &update.email {
-        identities::attach_contact(&txn, ws, target_id, EMAIL, email.as_str(), now)
+        identities::attach_contact(&txn, ws, target_id, ContactKind::Email, email.as_str(), now)
             .await
-            .map_err(|e| conflict(e, "That e-mail belongs to another identity"))?;
+            .map_err(|e| ApiError::unique(e, "That e-mail belongs to another identity"))?;
     }
     let answer = record(&txn, updated).await?;
     txn.commit().await.map_err(PersistenceError::from)?;
@@ -398,7 +406,7 @@ async fn target_of_put(
             };
             let made = identities::create(txn, ws, new, now)
                 .await
-                .map_err(|e| conflict(e, "That external_id belongs to another identity"))?;
+                .map_err(|e| ApiError::unique(e, "That external_id belongs to another identity"))?;
             Ok((made, true))
         }
     }
@@ -427,12 +435,4 @@ async fn delete_identity(
         "Identity deleted successfully",
         json!({ "id": found.id }),
     ))
-}
-
-/// A unique-constraint refusal as a 409 with `message`; anything else as it is.
-pub(crate) fn conflict(error: PersistenceError, message: &str) -> ApiError {
-    match error {
-        PersistenceError::Conflict(_) => ApiError::Conflict(message.to_owned()),
-        other => other.into(),
-    }
 }

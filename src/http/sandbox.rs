@@ -91,7 +91,7 @@ async fn inject_inbound(
     .await?
     .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("a fresh sandbox message id collided")))?;
     let event_id = event.id;
-    state.actors.dispatch(event);
+    state.actors.inbound().dispatch(event);
     Ok(Envelope::created(
         "Message accepted; the assistant's reply will appear in the outbox",
         with_snake_case_aliases(&json!({"eventId": event_id, "platformMessageId": wamid})),

@@ -6,7 +6,7 @@
 
 use axum::extract::State;
 use chrono::{DateTime, Utc};
-use parley_actors::schedule::{Recurrence, TaskPayload, recurrence};
+use parley_actors::scheduler::{Recurrence, TaskPayload, recurrence};
 use parley_persistence::entities::{scheduled_task, scheduled_task_run};
 use parley_persistence::scheduled_tasks::{self, NewTask};
 use parley_persistence::{RunStatus, TaskStatus, TaskType, campaigns, channels, clock, stages};
@@ -356,13 +356,7 @@ async fn resolved(state: &AppState, ws: i64, payload: TaskPayload) -> Result<Tas
 
 /// Tells the scheduler that a task changed.
 fn tell(state: &AppState, task_id: Uuid) {
-    match state.actors.scheduler() {
-        Ok(scheduler) => scheduler.changed(task_id),
-        // The scheduler sweeps the table when it starts again.
-        Err(error) => {
-            tracing::warn!(%task_id, %error, "scheduler not told; its next sweep finds the task")
-        }
-    }
+    state.actors.scheduler().changed(task_id);
 }
 
 #[utoipa::path(

@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use axum::extract::State;
-use parley_actors::channel::SendError;
-use parley_actors::outbound::{OutboundError, Sent, TemplateParameters, TemplateRef, TemplateSend};
+use parley_actors::outbound::{Sent, TemplateSend};
+use parley_actors::whatsapp::{TemplateParameters, TemplateRef};
 use parley_persistence::MessageStatus;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -20,7 +20,7 @@ use crate::http::envelope::{Envelope, with_snake_case_aliases};
 use crate::http::error::Refusal;
 use crate::http::error::{ApiError, PathSegment, Result};
 use crate::http::extract::{Json, Path};
-use crate::http::templates::{is_template_language, meta_error};
+use crate::http::templates::is_template_language;
 use crate::http::validation::Problems;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -113,7 +113,7 @@ async fn send_template(
                     .to_owned(),
             )
         })?
-        .map_err(outbound_error)?;
+        .map_err(ApiError::from)?;
     let record = with_snake_case_aliases(&SentRecord::from(sent));
     Ok(Envelope::ok("Template message sent", record))
 }
@@ -204,43 +204,6 @@ fn check_parameter_sizes(problems: &mut Problems, component: &str, parameters: &
                     format!("must be at most {longest} characters"),
                 );
             }
-        }
-    }
-}
-
-/// A send that did not go out, as the API answers it.
-fn outbound_error(error: OutboundError) -> ApiError {
-    match error {
-        OutboundError::TemplateNotFound => ApiError::NotFound("Template"),
-        OutboundError::TemplateShape => ApiError::invalid_field(
-            ["templateType"],
-            "must be carousel exactly when the template has a CAROUSEL component",
-        ),
-        OutboundError::Templates(error) => meta_error(error),
-        OutboundError::NotSent { error, .. } => send_error(error),
-        OutboundError::Unavailable(error) => ApiError::Unavailable {
-            code: "not_ready",
-            message: error.to_string(),
-        },
-        OutboundError::NoPhone | OutboundError::Storage(_) => {
-            ApiError::Internal(anyhow::anyhow!(error))
-        }
-    }
-}
-
-fn send_error(error: SendError) -> ApiError {
-    match error {
-        SendError::Refused { code, message } => ApiError::MetaRefused { code, message },
-        SendError::CredentialsInvalid(message) => ApiError::MetaRefused { code: 190, message },
-        SendError::WindowClosed => ApiError::MetaRefused {
-            code: 131_047,
-            message: error.to_string(),
-        },
-        SendError::Inactive => ApiError::Conflict(error.to_string()),
-        SendError::UnknownChannel => ApiError::NotFound("Channel"),
-        SendError::Unavailable(message) => ApiError::UpstreamFailed(message),
-        SendError::AlreadyTaken | SendError::Storage(_) => {
-            ApiError::Internal(anyhow::anyhow!(error))
         }
     }
 }

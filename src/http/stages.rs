@@ -88,7 +88,7 @@ async fn create_stage(
         clock::now(),
     )
     .await
-    .map_err(|e| name_conflict(e, &name))?;
+    .map_err(|e| stage_name_taken(e, &name))?;
     state.changed(Change::Stages {
         workspace_id: caller.workspace_id,
     });
@@ -184,7 +184,7 @@ async fn update_stage(
     let updated = stages::update(&state.db, current, changes, clock::now())
         .await
         .map_err(|e| match &name {
-            Some(name) => name_conflict(e, name),
+            Some(name) => stage_name_taken(e, name),
             None => e.into(),
         })?;
     state.changed(Change::Stages {
@@ -229,12 +229,10 @@ async fn find_stage(state: &AppState, caller: &Caller, raw: &str) -> Result<stag
         .ok_or(ApiError::NotFound("Stage"))
 }
 
-fn name_conflict(error: PersistenceError, name: &LongName) -> ApiError {
-    match error {
-        PersistenceError::Conflict(_) => ApiError::Conflict(format!(
-            "A stage named '{}' already exists in this workspace",
-            name.as_str()
-        )),
-        other => other.into(),
-    }
+fn stage_name_taken(error: PersistenceError, name: &LongName) -> ApiError {
+    let message = format!(
+        "A stage named '{}' already exists in this workspace",
+        name.as_str()
+    );
+    ApiError::unique(error, message)
 }

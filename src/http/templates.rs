@@ -3,7 +3,6 @@
 //! code and message in `details`.
 
 use axum::extract::State;
-use parley_actors::whatsapp::GraphError;
 use parley_persistence::Integration;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -27,22 +26,6 @@ pub(crate) fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(list_templates, create_template))
 }
 
-/// Meta's failure as the API answers it: its refusal is a 502 carrying Meta's code.
-pub(crate) fn meta_error(error: GraphError) -> ApiError {
-    match error {
-        GraphError::Api { code, message, .. } => ApiError::MetaRefused { code, message },
-        GraphError::Timeout(_) => ApiError::UpstreamTimeout(error.to_string()),
-        other => ApiError::UpstreamFailed(other.to_string()),
-    }
-}
-
-pub(crate) fn channels(state: &AppState) -> Result<parley_actors::Channels> {
-    state.actors.channels().map_err(|e| ApiError::Unavailable {
-        code: "not_ready",
-        message: e.to_string(),
-    })
-}
-
 #[utoipa::path(
     get,
     path = "/channels/{channel_id}/waba/templates",
@@ -58,10 +41,12 @@ async fn list_templates(
 ) -> Result<Envelope<Vec<MetaTemplate>>> {
     caller.require(Permission::Read)?;
     let channel = find_channel(&state, &caller, &channel_id).await?;
-    let templates = channels(&state)?
+    let templates = state
+        .actors
+        .channels()
         .list_templates(channel.id)
         .await
-        .map_err(meta_error)?;
+        .map_err(ApiError::from)?;
     Ok(Envelope::ok(
         "Templates retrieved successfully",
         templates.into_iter().map(MetaTemplate).collect(),
@@ -109,10 +94,12 @@ async fn create_template(
     let components = checked_components(&body)?;
     let request = json!({"name": body.name, "language": body.language, "category": body.category,
                          "components": components});
-    let created = channels(&state)?
+    let created = state
+        .actors
+        .channels()
         .create_template(channel.id, request)
         .await
-        .map_err(meta_error)?;
+        .map_err(ApiError::from)?;
     let message = if channel.integration == Integration::Sandbox {
         "Template created (sandbox templates are approved at once)"
     } else {

@@ -62,7 +62,10 @@ async fn verify_webhook(
     Query(query): Query<Verification>,
 ) -> Response {
     let channel = match Uuid::parse_str(&channel_id) {
-        Ok(id) => channels::find_any(&state.db, id).await.ok().flatten(),
+        Ok(id) => channels::find_in_any_workspace(&state.db, id)
+            .await
+            .ok()
+            .flatten(),
         Err(_) => None,
     };
     let matches = channel.is_some_and(|c| {
@@ -177,7 +180,11 @@ impl WebhookChannels {
     ) -> Result<Option<Arc<channel::Model>>> {
         let read = || {
             let db = db.clone();
-            async move { Ok(channels::find_any(&db, id).await?.map(Arc::new)) }
+            async move {
+                Ok(channels::find_in_any_workspace(&db, id)
+                    .await?
+                    .map(Arc::new))
+            }
         };
         self.0.recall(&format!("id/{id}"), read).await
     }
@@ -282,13 +289,13 @@ async fn accept(
         match stored {
             Some(event) => {
                 summary.stored += 1;
-                state.actors.dispatch(event);
+                state.actors.inbound().dispatch(event);
             }
             None => summary.duplicates += 1,
         }
     }
     for report in value.reports() {
-        let applied = state.actors.apply_status(channel.id, &report).await?;
+        let applied = state.actors.reports().apply(channel.id, &report).await?;
         if applied {
             summary.statuses += 1;
         }

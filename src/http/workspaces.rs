@@ -90,7 +90,7 @@ async fn create_workspace(
         clock::now(),
     )
     .await
-    .map_err(|e| name_conflict(e, &name))?;
+    .map_err(|e| workspace_name_taken(e, &name))?;
     txn.commit().await.map_err(PersistenceError::from)?;
     tracing::info!(new_workspace_id = created.id, "workspace created");
     Ok(Envelope::created(
@@ -192,7 +192,7 @@ async fn update_workspace(
     let updated = workspaces::update(&state.db, current, changes, clock::now())
         .await
         .map_err(|e| match &name {
-            Some(name) => name_conflict(e, name),
+            Some(name) => workspace_name_taken(e, name),
             None => e.into(),
         })?;
     Ok(Envelope::ok(
@@ -243,12 +243,10 @@ fn parse_description(raw: Option<String>, problems: &mut Problems) -> Option<Str
     Some(text)
 }
 
-fn name_conflict(error: PersistenceError, name: &Name) -> ApiError {
-    match error {
-        PersistenceError::Conflict(_) => ApiError::Conflict(format!(
-            "A workspace named '{}' already exists in this business",
-            name.as_str()
-        )),
-        other => other.into(),
-    }
+fn workspace_name_taken(error: PersistenceError, name: &Name) -> ApiError {
+    let message = format!(
+        "A workspace named '{}' already exists in this business",
+        name.as_str()
+    );
+    ApiError::unique(error, message)
 }

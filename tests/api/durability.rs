@@ -144,11 +144,15 @@ async fn outbound_of(
 ) -> Vec<parley_persistence::entities::message::Model> {
     use parley_persistence::{Direction, Page, conversations, identities};
     let db = app.db().await;
-    let identity =
-        identities::find_by_contact(&db, app.owner.workspace_id, identities::PHONE, phone)
-            .await
-            .expect("query")
-            .expect("identity");
+    let identity = identities::find_by_contact(
+        &db,
+        app.owner.workspace_id,
+        parley_persistence::ContactKind::Phone,
+        phone,
+    )
+    .await
+    .expect("query")
+    .expect("identity");
     let filter = conversations::ConversationFilter {
         identity_id: Some(identity.id),
         channel_id: None,
@@ -277,7 +281,7 @@ async fn in_flight(app: &TestApp) -> bool {
     let Ok(Some(_)) = parley_persistence::identities::find_by_contact(
         &db,
         app.owner.workspace_id,
-        parley_persistence::identities::PHONE,
+        parley_persistence::ContactKind::Phone,
         "+5511987654321",
     )
     .await

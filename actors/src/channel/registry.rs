@@ -13,8 +13,8 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::{Accepted, ChannelActor, ChannelArgs, ChannelDeps, ChannelMsg, SendError, SendRequest};
-use crate::changes::Change;
-use crate::runtime::{ActorPath, LiveActors, RuntimeError, SupervisorKind};
+use crate::changes::{Change, Listener};
+use crate::tree::{ActorPath, LiveActors, RuntimeError, Slot, SupervisorKind};
 use crate::whatsapp::GraphError;
 
 /// Behaviour of the `root/channels` supervisor.
@@ -89,6 +89,7 @@ impl Actor for ChannelRegistry {
         Ok(())
     }
 
+    #[tracing::instrument(name = "channels", skip_all)]
     async fn handle(
         &self,
         myself: ActorRef<Self::Msg>,
@@ -103,7 +104,7 @@ impl Actor for ChannelRegistry {
                 // The old actor finishes what is already in its mailbox; an active channel gets
                 // a new actor with the new data at once.
                 state.live.retire(&channel_id, None);
-                match channels::find_any(&state.deps.db, channel_id).await {
+                match channels::find_in_any_workspace(&state.deps.db, channel_id).await {
                     Ok(Some(channel)) if channel.active => {
                         let _ = spawn(&myself, state, channel).await;
                     }
@@ -149,7 +150,7 @@ async fn get(
     if let Some(actor) = state.live.get(&id) {
         return Ok(actor.clone());
     }
-    let channel = channels::find_any(&state.deps.db, id)
+    let channel = channels::find_in_any_workspace(&state.deps.db, id)
         .await
         .map_err(|e| RuntimeError::Unavailable(e.to_string()))?
         .ok_or(LookupError::Unknown)?;
@@ -184,7 +185,7 @@ async fn spawn(
 /// The handle on the channel actors; cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Channels {
-    registry: ActorRef<ChannelRegistryMsg>,
+    registry: Slot<ChannelRegistryMsg>,
 }
 
 /// Longest wait for a channel actor's answer (a send includes its waits and retries; the
@@ -192,12 +193,13 @@ pub struct Channels {
 const CALL_TIMEOUT: Duration = Duration::from_secs(120);
 
 impl Channels {
-    pub(crate) fn new(registry: ActorRef<ChannelRegistryMsg>) -> Self {
+    pub(crate) fn new(registry: Slot<ChannelRegistryMsg>) -> Self {
         Self { registry }
     }
 
     async fn actor(&self, channel_id: Uuid) -> Result<ActorRef<ChannelMsg>, LookupError> {
-        call_t!(self.registry, ChannelRegistryMsg::Get, 10_000, channel_id)
+        let registry = self.registry.get()?;
+        call_t!(registry, ChannelRegistryMsg::Get, 10_000, channel_id)
             .map_err(|e| RuntimeError::Unavailable(e.to_string()))?
     }
 
@@ -296,14 +298,23 @@ impl Channels {
     /// # Errors
     /// Fails when the registry does not answer.
     pub async fn live_in(&self, workspace: Option<i64>) -> Result<usize, RuntimeError> {
-        call_t!(self.registry, ChannelRegistryMsg::Count, 5_000, workspace)
+        let registry = self.registry.get()?;
+        call_t!(registry, ChannelRegistryMsg::Count, 5_000, workspace)
             .map_err(|e| RuntimeError::Unavailable(e.to_string()))
     }
+}
 
-    /// Tells the registry about a change; it restarts or stops the actors concerned.
-    pub(crate) fn changed(&self, change: &Change) {
-        let _ = self
-            .registry
-            .send_message(ChannelRegistryMsg::Changed(change.clone()));
+impl Listener for Channels {
+    /// A channel changed or was deleted: the registry restarts or stops its actor.
+    fn changed(&self, change: &Change) {
+        if !matches!(
+            change,
+            Change::Channel { .. } | Change::ChannelDeleted { .. }
+        ) {
+            return;
+        }
+        if let Ok(registry) = self.registry.get() {
+            let _ = registry.send_message(ChannelRegistryMsg::Changed(change.clone()));
+        }
     }
 }

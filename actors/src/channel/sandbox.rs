@@ -5,7 +5,7 @@ use parley_persistence::{PersistenceError, clock, sandbox_templates};
 use serde_json::Value;
 
 use super::ChannelState;
-use crate::whatsapp::GraphError;
+use crate::whatsapp::{GraphError, MetaError};
 
 /// Meta's code for a template name that exists in that language already.
 const DUPLICATE_TEMPLATE: i64 = 2_388_024;
@@ -35,11 +35,13 @@ pub(super) async fn create(state: &ChannelState, body: &Value) -> Result<Value, 
             serde_json::json!({"id": template["id"], "status": "APPROVED",
                                               "category": template["category"]}),
         ),
-        Err(PersistenceError::Conflict(_)) => Err(GraphError::Api {
-            code: DUPLICATE_TEMPLATE,
+        Err(PersistenceError::Conflict(_)) => Err(GraphError::Api(MetaError {
+            code: Some(DUPLICATE_TEMPLATE),
             message: "Content in this language already exists".to_owned(),
-            status: 400,
-        }),
+            title: None,
+            details: None,
+            http_status: Some(400),
+        })),
         Err(error) => Err(GraphError::Connection(error.to_string())),
     }
 }

@@ -12,8 +12,8 @@ use uuid::Uuid;
 
 use super::limits::Limits;
 use super::{Accepted, ChannelMsg, ChannelSettings, SendError};
-use crate::outbound::Outgoing;
-use crate::whatsapp::{GraphClient, GraphError};
+use crate::whatsapp::error::PAIR_RATE_LIMIT;
+use crate::whatsapp::{GraphClient, GraphError, MetaErrorKind, Outgoing};
 
 /// Longest single wait between attempts.
 const MAX_RETRY_WAIT: Duration = Duration::from_secs(30);
@@ -182,42 +182,34 @@ impl SendJob {
     }
 }
 
-/// How Meta's answer decides the next step.
+/// How Meta's answer decides the next step: by the error's kind (its code and HTTP status
+/// together), the same reading every sender makes.
 fn next_step(live: &LiveSend, error: &GraphError, attempt: u32) -> Next {
     let settings = &live.settings;
     let backoff = settings
         .retry_backoff
         .saturating_mul(2u32.saturating_pow(attempt));
-    let retry_after = match error.code() {
-        // Throughput exceeded: Meta counts per second, so wait at least that long.
-        Some(130429) => backoff.max(Duration::from_secs(1)),
-        // Pair limit: wait out the recipient's spacing; others are unaffected.
-        Some(131056) => settings.pair_period,
-        Some(190) => {
+    let retry_after = match error.kind() {
+        MetaErrorKind::Credentials => {
             let _ = live
                 .me
                 .send_message(ChannelMsg::CredentialsRejected(error.to_string()));
             return Next::Stop(SendError::CredentialsInvalid(error.to_string()));
         }
-        Some(131047) => return Next::Stop(SendError::WindowClosed),
-        // 131026, 131049, 131050, 100 and the rest: permanent for this message.
-        Some(code) if code != 0 => {
-            let message = match error {
-                GraphError::Api { message, .. } => message.clone(),
-                other => other.to_string(),
-            };
-            return Next::Stop(SendError::Refused { code, message });
+        MetaErrorKind::Window => return Next::Stop(SendError::WindowClosed),
+        MetaErrorKind::Recipient | MetaErrorKind::Permanent => {
+            return Next::Stop(SendError::Refused(error.clone().into_meta()));
         }
-        // 5xx without a code, connection errors, timeouts.
-        _ => backoff,
+        // Pair limit: wait out the recipient's spacing; others are unaffected.
+        MetaErrorKind::Throttled if error.code() == Some(PAIR_RATE_LIMIT) => settings.pair_period,
+        // Throughput exceeded: Meta counts per second, so wait at least that long.
+        MetaErrorKind::Throttled => backoff.max(Duration::from_secs(1)),
+        MetaErrorKind::Transient => backoff,
     };
     if attempt >= settings.max_retries {
-        return Next::Stop(match error.code() {
-            Some(code) if code != 0 => SendError::Refused {
-                code,
-                message: error.to_string(),
-            },
-            _ => SendError::Unavailable(error.to_string()),
+        return Next::Stop(match error {
+            GraphError::Api(meta) => SendError::Refused(meta.clone()),
+            other => SendError::Unavailable(other.to_string()),
         });
     }
     Next::Retry(retry_after)

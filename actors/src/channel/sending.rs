@@ -4,7 +4,8 @@ use parley_persistence::MessageStatus;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use crate::outbound::Outgoing;
+use crate::tree::RuntimeError;
+use crate::whatsapp::{MetaError, Outgoing};
 
 /// Meta accepted the message (or the sandbox recorded it).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -30,14 +31,10 @@ pub enum SendError {
     /// More than 24 hours since the person's last message: only a template may be sent.
     #[error("outside the 24-hour window since the person's last message; send a template")]
     WindowClosed,
-    /// Meta refused the message; `code` is Meta's.
-    #[error("Meta refused the message ({code}): {message}")]
-    Refused {
-        /// Meta's error code.
-        code: i64,
-        /// Meta's message.
-        message: String,
-    },
+    /// Meta refused the message (or kept failing with the same error until the retries ran
+    /// out); its kind says whether it is worth another try later.
+    #[error("Meta refused the message: {0}")]
+    Refused(MetaError),
     /// Meta could not be reached or kept failing; the message may be tried again later.
     #[error("Meta could not take the message: {0}")]
     Unavailable(String),
@@ -53,16 +50,21 @@ impl SendError {
     /// The error object stored with a failed message.
     pub fn to_json(&self) -> Value {
         match self {
-            Self::Refused { code, message } => json!({"code": code, "message": message}),
+            Self::Refused(error) => error.to_json(),
             Self::CredentialsInvalid(message) => json!({"code": 190, "message": message}),
             Self::WindowClosed => json!({"code": 131047, "message": self.to_string()}),
             other => json!({"code": null, "message": other.to_string()}),
         }
     }
 
-    /// Whether trying again later may succeed (Meta or the database was down).
+    /// Whether trying again later may succeed (Meta or the database was down, Meta's own
+    /// trouble, or a throttle that outlasted the retries).
     pub fn is_transient(&self) -> bool {
-        matches!(self, Self::Unavailable(_) | Self::Storage(_))
+        match self {
+            Self::Unavailable(_) | Self::Storage(_) => true,
+            Self::Refused(error) => error.kind().is_retryable(),
+            _ => false,
+        }
     }
 }
 
@@ -72,8 +74,8 @@ impl From<parley_persistence::PersistenceError> for SendError {
     }
 }
 
-impl From<crate::runtime::RuntimeError> for SendError {
-    fn from(error: crate::runtime::RuntimeError) -> Self {
+impl From<RuntimeError> for SendError {
+    fn from(error: RuntimeError) -> Self {
         Self::Unavailable(error.to_string())
     }
 }

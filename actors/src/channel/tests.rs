@@ -76,7 +76,7 @@ async fn free_form_text_needs_the_24_hour_window_and_templates_do_not() {
         Ok(MessageStatus::Delivered)
     );
     let mut template = text(quiet);
-    template.outgoing.content = OutboundContent::Template(crate::outbound::TemplateMessage {
+    template.outgoing.content = OutboundContent::Template(crate::whatsapp::TemplateMessage {
         name: "order_update".to_owned(),
         language: "en_US".to_owned(),
         components: json!([]),

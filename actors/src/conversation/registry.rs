@@ -29,8 +29,8 @@ use super::{
     ConversationActor, ConversationArgs, ConversationDeps, ConversationKey, ConversationMsg,
     ConversationState, Rested, TurnError, TurnOrigin, TurnOutcome, TurnRequest,
 };
-use crate::changes::Change;
-use crate::runtime::{ActorPath, LiveActors, RuntimeError, SupervisorKind};
+use crate::changes::{Change, Listener};
+use crate::tree::{ActorPath, LiveActors, RuntimeError, Slot, SupervisorKind};
 
 /// Behaviour of the `root/conversations` supervisor.
 pub(crate) struct ConversationRegistry;
@@ -344,14 +344,14 @@ fn fan_out(state: &mut RegistryState, change: &Change) {
 /// The handle on the conversation actors; cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Conversations {
-    registry: ActorRef<RegistryMsg>,
+    registry: Slot<RegistryMsg>,
     turn_timeout: Duration,
     announced: Arc<Announced>,
 }
 
 impl Conversations {
     pub(crate) fn new(
-        registry: ActorRef<RegistryMsg>,
+        registry: Slot<RegistryMsg>,
         turn_timeout: Duration,
         announced: Arc<Announced>,
     ) -> Self {
@@ -438,11 +438,11 @@ impl Conversations {
         for _ in 0..2 {
             // An identity whose actor is finishing a turn before it rests waits for that turn.
             let wait = u64::try_from(self.turn_timeout.as_millis()).unwrap_or(u64::MAX);
-            let actor =
-                async { call_t!(self.registry, RegistryMsg::Get, wait, key, created.clone()) }
-                    .instrument(tracing::debug_span!("find_actor"))
-                    .await
-                    .map_err(|e| RuntimeError::Unavailable(e.to_string()))??;
+            let registry = self.registry.get()?;
+            let actor = async { call_t!(registry, RegistryMsg::Get, wait, key, created.clone()) }
+                .instrument(tracing::debug_span!("find_actor"))
+                .await
+                .map_err(|e| RuntimeError::Unavailable(e.to_string()))??;
             let sent = actor
                 .call(
                     |reply| ConversationMsg::Turn(request.clone(), reply),
@@ -466,13 +466,6 @@ impl Conversations {
         Err(RuntimeError::Unavailable("the conversation actor kept stopping".to_owned()).into())
     }
 
-    /// Tells the registry about a change; it passes it to every live actor it concerns.
-    pub(crate) fn changed(&self, change: &Change) {
-        let _ = self
-            .registry
-            .send_message(RegistryMsg::Changed(change.clone()));
-    }
-
     /// How many conversation actors are live, one finishing its mailbox before it rests
     /// included.
     ///
@@ -489,7 +482,8 @@ impl Conversations {
     /// # Errors
     /// Fails when the registry does not answer.
     pub async fn held_in(&self, workspace: Option<i64>) -> Result<(usize, usize), RuntimeError> {
-        call_t!(self.registry, RegistryMsg::Held, 5_000, workspace)
+        let registry = self.registry.get()?;
+        call_t!(registry, RegistryMsg::Held, 5_000, workspace)
             .map_err(|e| RuntimeError::Unavailable(e.to_string()))
     }
 
@@ -503,9 +497,19 @@ impl Conversations {
 
     #[cfg(test)]
     pub(crate) async fn actor_of(&self, key: ConversationKey) -> Option<ActorRef<ConversationMsg>> {
-        call_t!(self.registry, RegistryMsg::Lookup, 5_000, key)
+        let registry = self.registry.get().ok()?;
+        call_t!(registry, RegistryMsg::Lookup, 5_000, key)
             .ok()
             .flatten()
+    }
+}
+
+impl Listener for Conversations {
+    /// Passes the change to every live actor (and resting cache) it concerns.
+    fn changed(&self, change: &Change) {
+        if let Ok(registry) = self.registry.get() {
+            let _ = registry.send_message(RegistryMsg::Changed(change.clone()));
+        }
     }
 }
 
@@ -610,7 +614,7 @@ mod tests {
         let db = deps.conversations.db.clone();
         let (ws, channel, a, b) = world(&db).await;
         let runtime = ActorRuntime::start(deps).await.expect("runtime");
-        let conversations = runtime.conversations().expect("registry");
+        let conversations = runtime.conversations().clone();
         Started {
             runtime,
             conversations,
@@ -731,6 +735,8 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(50)).await;
         conversations
             .registry
+            .get()
+            .expect("registry")
             .send_message(RegistryMsg::Rest((ws, a), first.get_id()))
             .expect("rest");
         t.model.set_latency(Duration::ZERO, Duration::ZERO);

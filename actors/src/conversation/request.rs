@@ -6,10 +6,11 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
+use crate::channel::{Accepted, SendError};
 use crate::domain::Phone;
 use crate::llm::{LlmError, Usage};
-use crate::outbound::Outgoing;
-use crate::runtime::RuntimeError;
+use crate::outbound::{Outbox, Parcel};
+use crate::tree::RuntimeError;
 
 /// One message of an identity to answer.
 #[derive(Clone, Debug)]
@@ -137,8 +138,23 @@ pub struct TurnOutcome {
     pub usage: Usage,
     /// Whether the reply is the assistant's fallback message because the model failed.
     pub fallback: bool,
-    /// For a reply stored for a channel to send (a WhatsApp turn), what goes on the wire.
-    pub delivery: Option<Outgoing>,
+    /// For a reply stored for a channel to send (a WhatsApp sender, a follow-up), what goes
+    /// on the wire; `None` for an answer to an API caller, or a reply an earlier attempt
+    /// stored (sent by what the table holds, if it is still pending).
+    pub parcel: Option<Parcel>,
+}
+
+impl TurnOutcome {
+    /// Sends the reply this turn stored for a channel, if it is still pending.
+    ///
+    /// # Errors
+    /// Why it was not sent; [`SendError::AlreadyTaken`] when it is not pending any more.
+    pub async fn deliver(&self, outbox: &Outbox) -> Result<Accepted, SendError> {
+        match &self.parcel {
+            Some(parcel) => outbox.deliver(parcel.clone()).await,
+            None => outbox.deliver_stored(self.message_id).await,
+        }
+    }
 }
 
 /// Why a turn produced no reply.

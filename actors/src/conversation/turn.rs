@@ -19,12 +19,12 @@ use self::toolbox::Toolbox;
 use super::context::Context;
 use super::history::{KeptHistory, last_turns};
 use super::route::Routed;
-use super::thread::{self, Thread};
 use super::tools;
 use super::{ConversationDeps, ToolCallRecord, TurnError, TurnEvent, TurnOutcome, TurnRequest};
 use crate::llm::{ChatMessage, ChatRequest, Completion, LlmError, RequestSent, TokenSink, Usage};
 use crate::mcp::CallContext;
-use crate::outbound::Outgoing;
+use crate::outbound::Parcel;
+use crate::thread::{self, Thread};
 
 /// Stored messages read back to build history; far more than any `history_turns` needs.
 const HISTORY_WINDOW: u64 = 400;
@@ -46,6 +46,14 @@ struct Found {
     resumed: Option<message::Model>,
 }
 
+/// Where a turn's messages go, or that they were answered already.
+enum Place {
+    /// The conversation to store the person's messages in and answer.
+    Found(Found),
+    /// A re-dispatched message an earlier attempt answered: its stored reply.
+    Answered(TurnOutcome),
+}
+
 /// Runs one turn for `batch` (one message, or a debounced burst on one channel).
 pub(crate) async fn run(
     deps: &ConversationDeps,
@@ -55,8 +63,8 @@ pub(crate) async fn run(
     batch: &[TurnRequest],
 ) -> Result<TurnOutcome, TurnError> {
     let found = match find_thread(deps, &mut *context, routed, batch).await? {
-        Ok(found) => found,
-        Err(answered) => return Ok(answered),
+        Place::Found(found) => found,
+        Place::Answered(answered) => return Ok(answered),
     };
     let conversation = &found.conversation;
     let mut messages = prompt(deps, &mut *context, stages, routed, &found, batch).await?;
@@ -143,7 +151,7 @@ pub(crate) async fn run(
                 tool_calls: records,
                 usage,
                 fallback: false,
-                delivery: Outgoing::from_stored(stored_reply.outbound.as_ref()),
+                parcel: Parcel::of(&stored_reply),
             });
         }
         let call = ToolRound {
@@ -169,20 +177,20 @@ async fn find_thread(
     context: &mut Context,
     routed: &Routed,
     batch: &[TurnRequest],
-) -> Result<Result<Found, TurnOutcome>, TurnError> {
+) -> Result<Place, TurnError> {
     let db = &deps.db;
     let mut resumed: Option<message::Model> = None;
     for wamid in batch.iter().filter_map(TurnRequest::wamid_to_resume) {
         if let Some(stored) = deliveries::find_by_platform_id(db, routed.channel.id, wamid).await? {
             if let Some(reply) = deliveries::reply_to(db, stored.id).await? {
-                return Ok(Err(TurnOutcome {
+                return Ok(Place::Answered(TurnOutcome {
                     conversation_id: reply.conversation_id,
                     message_id: reply.id,
                     reply: reply.content,
                     tool_calls: Vec::new(),
                     usage: Usage::default(),
                     fallback: reply.error.is_some(),
-                    delivery: None,
+                    parcel: None,
                 }));
             }
             // Stored by an earlier attempt: the kept history may not have it.
@@ -249,7 +257,7 @@ async fn find_thread(
             }
         }
     };
-    Ok(Ok(Found {
+    Ok(Place::Found(Found {
         conversation: current.conversation,
         started: current.started,
         resumed,

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{Map, Value, json};
 
-use crate::outbound::TemplateParameters;
+use crate::whatsapp::TemplateParameters;
 
 /// One link of a fallback chain.
 #[derive(Clone, Debug, PartialEq, Eq)]

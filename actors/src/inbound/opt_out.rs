@@ -1,18 +1,16 @@
 //! Stop words: a person who writes `STOP` (or another configured word) is opted out of
 //! campaign templates and answered with a confirmation instead of the assistant.
 
-use std::sync::Arc;
-
 use parley_persistence::conversations::{self, NewMessage};
 use parley_persistence::entities::{identity, webhook_event};
-use parley_persistence::{MessageStatus, PersistenceError, clock, deliveries, identities};
+use parley_persistence::{PersistenceError, clock, deliveries, identities};
 
-use super::Processed;
+use super::{InboundDeps, Processed};
 use crate::channel::SendError;
-use crate::conversation::thread::{self, Thread};
-use crate::outbound::{OutboundContent, Outbox, Outgoing};
-use crate::runtime::Handles;
+use crate::outbound::{self, Parcel};
+use crate::thread::{self, Thread};
 use crate::whatsapp::payload::InboundMessage;
+use crate::whatsapp::{OutboundContent, Outgoing};
 
 /// What the person is told.
 pub const CONFIRMATION: &str =
@@ -27,35 +25,30 @@ pub(super) fn is_stop_word(stop_words: &[String], text: &str) -> bool {
 /// Opts the person out, records their message and the confirmation, and sends it. Processing
 /// the same event again sends nothing more.
 pub(super) async fn opt_out(
-    handles: &Arc<Handles>,
+    deps: &InboundDeps,
     event: &webhook_event::Model,
     inbound: &InboundMessage,
     person: &identity::Model,
 ) -> Processed {
-    match record(handles, event, inbound, person).await {
-        Ok(Some(reply)) => {
-            let sent = Outbox::new(handles.clone())
-                .deliver_reply(reply.0, event.channel_id, reply.1)
-                .await;
-            match sent {
-                Err(error) if error.is_transient() && !matches!(error, SendError::AlreadyTaken) => {
-                    Processed::Retry(error.to_string())
-                }
-                _ => Processed::Answered,
+    match record(deps, event, inbound, person).await {
+        Ok(Some(parcel)) => match deps.outbox.deliver(parcel).await {
+            Err(error) if error.is_transient() && !matches!(error, SendError::AlreadyTaken) => {
+                Processed::Retry(error.to_string())
             }
-        }
+            _ => Processed::Answered,
+        },
         Ok(None) => Processed::Answered,
         Err(error) => Processed::Retry(error.to_string()),
     }
 }
 
 async fn record(
-    handles: &Handles,
+    deps: &InboundDeps,
     event: &webhook_event::Model,
     inbound: &InboundMessage,
     person: &identity::Model,
-) -> Result<Option<(uuid::Uuid, Outgoing)>, PersistenceError> {
-    let db = &handles.db;
+) -> Result<Option<Parcel>, PersistenceError> {
+    let db = &deps.db;
     let now = clock::now();
     identities::opt_out(db, person.id, now).await?;
     if deliveries::find_by_platform_id(db, event.channel_id, &inbound.wamid)
@@ -72,7 +65,7 @@ async fn record(
         identity_id: person.id,
         channel_id: event.channel_id,
     };
-    let conversation = thread::current(&txn, thread, handles.idle_after, None, now).await?;
+    let conversation = thread::current(&txn, thread, deps.outbox.idle_after(), None, now).await?;
     let mut received = NewMessage::from_person(inbound.content.text());
     received.platform_message_id = Some(inbound.wamid.clone());
     let received = conversations::append_message(&txn, &conversation, received, now).await?;
@@ -84,13 +77,12 @@ async fn record(
             context: Some(inbound.wamid.clone()),
         },
     };
-    let mut reply = NewMessage::to_person(CONFIRMATION.to_owned(), MessageStatus::Pending);
+    let mut reply = outbound::pending(&outgoing, CONFIRMATION.to_owned());
     reply.reply_to_message_id = Some(received.id);
-    reply.outbound = Some(outgoing.to_stored());
     let reply = conversations::append_message(&txn, &conversation, reply, now).await?;
     txn.commit().await?;
-    handles.stored_messages(event.workspace_id, person.id, now);
-    Ok(Some((reply.id, outgoing)))
+    deps.outbox.stored(thread, now);
+    Ok(Parcel::of(&reply))
 }
 
 #[cfg(test)]

@@ -6,7 +6,6 @@
 //! sweep of the table, which also picks up whatever was left at a restart.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::Arc;
 use std::time::Duration;
 
 use parley_persistence::entities::webhook_event;
@@ -14,8 +13,8 @@ use parley_persistence::{clock, webhook_events};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use uuid::Uuid;
 
-use super::{Processed, process};
-use crate::runtime::{ActorPath, Handles, SupervisorKind};
+use super::{InboundDeps, Processed, process};
+use crate::tree::{ActorPath, RuntimeError, Slot, SupervisorKind};
 use crate::whatsapp::payload::{InboundMessage, Unreadable};
 
 /// How the worker paces itself; from configuration.
@@ -66,7 +65,7 @@ pub(crate) struct InboundWorker;
 /// What it starts with.
 pub(crate) struct InboundWorkerArgs {
     pub(crate) settings: InboundSettings,
-    pub(crate) handles: Arc<Handles>,
+    pub(crate) deps: InboundDeps,
 }
 
 /// Who sent an event: a person on a channel. Their events are answered one at a time.
@@ -92,7 +91,7 @@ struct Waiting {
 /// State of the inbound worker.
 pub(crate) struct InboundWorkerState {
     settings: InboundSettings,
-    handles: Arc<Handles>,
+    deps: InboundDeps,
     path: ActorPath,
     /// Events being answered, with their sender and workspace.
     running: HashMap<Uuid, Running>,
@@ -132,7 +131,7 @@ impl Actor for InboundWorker {
         let _ = myself.send_message(InboundWorkerMsg::Sweep);
         Ok(InboundWorkerState {
             settings: args.settings,
-            handles: args.handles,
+            deps: args.deps,
             path: ActorPath::supervisor(SupervisorKind::Inbound),
             running: HashMap::new(),
             busy: HashSet::new(),
@@ -211,7 +210,7 @@ async fn sweep(state: &mut InboundWorkerState) {
         return;
     }
     let limit = u64::try_from(room + state.known.len()).unwrap_or(u64::MAX);
-    match webhook_events::due(&state.handles.db, clock::now(), limit).await {
+    match webhook_events::due(&state.deps.db, clock::now(), limit).await {
         Ok(events) => {
             state.behind = events.len() as u64 >= limit;
             for event in events {
@@ -242,18 +241,13 @@ fn start_ready(state: &mut InboundWorkerState, myself: &ActorRef<InboundWorkerMs
         };
         state.busy.insert(sender.clone());
         state.running.insert(event.id, (sender, event.workspace_id));
-        let handles = state.handles.clone();
+        let deps = state.deps.clone();
         let settings = state.settings.clone();
         let worker = myself.clone();
         tokio::spawn(async move {
             let id = event.id;
-            settle(
-                &handles,
-                &settings,
-                &event,
-                process(&handles, &settings.stop_words, &event, read, fresh).await,
-            )
-            .await;
+            let processed = process(&deps, &event, read, fresh).await;
+            settle(&deps, &settings, &event, processed).await;
             let _ = worker.send_message(InboundWorkerMsg::Done(id));
         });
     }
@@ -261,12 +255,12 @@ fn start_ready(state: &mut InboundWorkerState, myself: &ActorRef<InboundWorkerMs
 
 /// Records how processing ended: done, failed for good, or due again after a backoff.
 async fn settle(
-    handles: &Handles,
+    deps: &InboundDeps,
     settings: &InboundSettings,
     event: &webhook_event::Model,
     processed: Processed,
 ) {
-    let writer = &handles.writer;
+    let writer = &deps.writer;
     let id = event.id;
     let finish = |error: Option<String>| {
         writer
@@ -299,6 +293,41 @@ async fn settle(
     };
     if let Err(error) = recorded {
         tracing::error!(event_id = %event.id, %error, "the outcome of an event could not be recorded");
+    }
+}
+
+/// The handle on the inbound worker; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Inbound {
+    worker: Slot<InboundWorkerMsg>,
+}
+
+impl Inbound {
+    pub(crate) fn new(worker: Slot<InboundWorkerMsg>) -> Self {
+        Self { worker }
+    }
+
+    /// Hands a freshly stored webhook event to the worker. Nothing is lost when the worker is
+    /// busy or restarting: the event is in the database and the worker reads it from there.
+    pub fn dispatch(&self, event: webhook_event::Model) {
+        match self.worker.get() {
+            Ok(worker) => {
+                let _ = worker.send_message(InboundWorkerMsg::Stored(Box::new(event)));
+            }
+            Err(error) => {
+                tracing::warn!(%error, event_id = %event.id, "event left for the inbound worker's next sweep");
+            }
+        }
+    }
+
+    /// How many events of `workspace` (all, for `None`) are being answered.
+    ///
+    /// # Errors
+    /// Fails when the worker does not answer.
+    pub async fn running_in(&self, workspace: Option<i64>) -> Result<usize, RuntimeError> {
+        let worker = self.worker.get()?;
+        ractor::call_t!(worker, InboundWorkerMsg::Count, 5_000, workspace)
+            .map_err(|e| RuntimeError::Unavailable(e.to_string()))
     }
 }
 

@@ -7,29 +7,81 @@ use std::time::Duration;
 
 use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 
-use super::supervisor::SupervisorSnapshot;
-use super::{ActorPath, Ending, Handles, RuntimeDeps, SupervisorKind, ending};
-use crate::channel::registry::ChannelRegistry;
-use crate::conversation::registry::ConversationRegistry;
-use crate::flow::registry::FlowRegistry;
-use crate::inbound::worker::{InboundWorker, InboundWorkerArgs};
-use crate::schedule::registry::{SchedulerArgs, SchedulerRegistry};
+use crate::channel::ChannelDeps;
+use crate::channel::registry::{ChannelRegistry, ChannelRegistryMsg};
+use crate::conversation::ConversationDeps;
+use crate::conversation::registry::{ConversationRegistry, RegistryMsg};
+use crate::flow::FlowRegistryMsg;
+use crate::flow::registry::{FlowRegistry, FlowRegistryArgs};
+use crate::flow::{FlowDeps, Flows};
+use crate::inbound::InboundDeps;
+use crate::inbound::worker::{InboundSettings, InboundWorker, InboundWorkerArgs, InboundWorkerMsg};
+use crate::scheduler::SchedulerMsg;
+use crate::scheduler::TaskDeps;
+use crate::scheduler::registry::{SchedulerArgs, SchedulerRegistry};
+use crate::tree::{ActorPath, Ending, Slot, SupervisorKind, SupervisorSnapshot, ending};
 
 /// Behaviour of the root supervisor.
 pub(crate) struct Root;
 
-/// What the root starts with.
+/// Where each supervisor is published for the handles built on it.
+#[derive(Clone)]
+pub(crate) struct Slots {
+    pub(crate) channels: Slot<ChannelRegistryMsg>,
+    pub(crate) conversations: Slot<RegistryMsg>,
+    pub(crate) inbound: Slot<InboundWorkerMsg>,
+    pub(crate) flows: Slot<FlowRegistryMsg>,
+    pub(crate) scheduler: Slot<SchedulerMsg>,
+}
+
+impl Default for Slots {
+    fn default() -> Self {
+        Self {
+            channels: Slot::new(SupervisorKind::Channels),
+            conversations: Slot::new(SupervisorKind::Conversations),
+            inbound: Slot::new(SupervisorKind::Inbound),
+            flows: Slot::new(SupervisorKind::Flows),
+            scheduler: Slot::new(SupervisorKind::Scheduler),
+        }
+    }
+}
+
+impl Slots {
+    /// Publishes the supervisor of `kind` started in `cell`, or (with `None`) that it is gone.
+    fn set(&self, kind: SupervisorKind, cell: Option<&ActorCell>) {
+        match (kind, cell) {
+            (SupervisorKind::Channels, Some(cell)) => self.channels.publish_cell(cell),
+            (SupervisorKind::Conversations, Some(cell)) => self.conversations.publish_cell(cell),
+            (SupervisorKind::Inbound, Some(cell)) => self.inbound.publish_cell(cell),
+            (SupervisorKind::Flows, Some(cell)) => self.flows.publish_cell(cell),
+            (SupervisorKind::Scheduler, Some(cell)) => self.scheduler.publish_cell(cell),
+            (SupervisorKind::Channels, None) => self.channels.publish(None),
+            (SupervisorKind::Conversations, None) => self.conversations.publish(None),
+            (SupervisorKind::Inbound, None) => self.inbound.publish(None),
+            (SupervisorKind::Flows, None) => self.flows.publish(None),
+            (SupervisorKind::Scheduler, None) => self.scheduler.publish(None),
+        }
+    }
+}
+
+/// What the root starts with: the slots to publish its supervisors in, and what each
+/// supervisor is handed at every (re)start.
 pub(crate) struct RootArgs {
-    pub(crate) deps: Arc<RuntimeDeps>,
-    pub(crate) handles: Arc<Handles>,
+    pub(crate) slots: Slots,
+    pub(crate) conversations: Arc<ConversationDeps>,
+    pub(crate) channels: Arc<ChannelDeps>,
+    pub(crate) inbound_settings: InboundSettings,
+    pub(crate) inbound: InboundDeps,
+    pub(crate) flows: FlowDeps,
+    pub(crate) flows_handle: Flows,
+    pub(crate) tasks: TaskDeps,
+    pub(crate) scheduler_sweep: Duration,
 }
 
 /// State of the root.
 pub(crate) struct RootState {
-    /// Handed to the supervisors at every (re)start.
-    deps: Arc<RuntimeDeps>,
-    /// Where the live supervisors are published for the rest of Parley.
-    handles: Arc<Handles>,
+    /// Handed to the supervisors at every (re)start, and where they are published.
+    args: RootArgs,
     /// The live child supervisors; a failed one is replaced after a backoff.
     children: Vec<(SupervisorKind, ActorCell)>,
     /// Consecutive restarts per kind, to grow the backoff for a supervisor that keeps failing.
@@ -64,8 +116,7 @@ impl Actor for Root {
         args: RootArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
         let mut state = RootState {
-            deps: args.deps,
-            handles: args.handles,
+            args,
             children: Vec::with_capacity(SupervisorKind::ALL.len()),
             restarts: HashMap::new(),
             stopping: false,
@@ -97,6 +148,7 @@ impl Actor for Root {
         Ok(())
     }
 
+    #[tracing::instrument(name = "root", skip_all)]
     async fn handle(
         &self,
         myself: ActorRef<Self::Msg>,
@@ -158,7 +210,7 @@ impl Actor for Root {
             return Ok(());
         };
         let (kind, _) = state.children.remove(index);
-        state.handles.set(kind, None);
+        state.args.slots.set(kind, None);
         let path = ActorPath::supervisor(kind);
         if state.stopping {
             tracing::info!(actor = %path, "actor stopped");
@@ -180,50 +232,45 @@ async fn spawn_child(
     kind: SupervisorKind,
     state: &RootState,
 ) -> Result<ActorCell, ractor::SpawnErr> {
-    let deps = &state.deps;
+    let args = &state.args;
+    let root = root.clone();
     let cell = match kind {
         SupervisorKind::Conversations => {
-            let args = Arc::new(deps.conversations.clone());
-            Actor::spawn_linked(None, ConversationRegistry, args, root.clone())
-                .await?
-                .0
-                .get_cell()
+            let deps = args.conversations.clone();
+            let (actor, _) = Actor::spawn_linked(None, ConversationRegistry, deps, root).await?;
+            actor.get_cell()
         }
         SupervisorKind::Channels => {
-            let args = Arc::new(deps.channels.clone());
-            Actor::spawn_linked(None, ChannelRegistry, args, root.clone())
-                .await?
-                .0
-                .get_cell()
+            let deps = args.channels.clone();
+            let (actor, _) = Actor::spawn_linked(None, ChannelRegistry, deps, root).await?;
+            actor.get_cell()
         }
         SupervisorKind::Inbound => {
-            let args = InboundWorkerArgs {
-                settings: deps.inbound.clone(),
-                handles: state.handles.clone(),
+            let worker = InboundWorkerArgs {
+                settings: args.inbound_settings.clone(),
+                deps: args.inbound.clone(),
             };
-            Actor::spawn_linked(None, InboundWorker, args, root.clone())
-                .await?
-                .0
-                .get_cell()
+            let (actor, _) = Actor::spawn_linked(None, InboundWorker, worker, root).await?;
+            actor.get_cell()
         }
         SupervisorKind::Flows => {
-            Actor::spawn_linked(None, FlowRegistry, state.handles.clone(), root.clone())
-                .await?
-                .0
-                .get_cell()
+            let registry = FlowRegistryArgs {
+                deps: args.flows.clone(),
+                flows: args.flows_handle.clone(),
+            };
+            let (actor, _) = Actor::spawn_linked(None, FlowRegistry, registry, root).await?;
+            actor.get_cell()
         }
         SupervisorKind::Scheduler => {
-            let args = SchedulerArgs {
-                handles: state.handles.clone(),
-                sweep: deps.scheduler_sweep,
+            let scheduler = SchedulerArgs {
+                deps: args.tasks.clone(),
+                sweep: args.scheduler_sweep,
             };
-            Actor::spawn_linked(None, SchedulerRegistry, args, root.clone())
-                .await?
-                .0
-                .get_cell()
+            let (actor, _) = Actor::spawn_linked(None, SchedulerRegistry, scheduler, root).await?;
+            actor.get_cell()
         }
     };
-    state.handles.set(kind, Some(&cell));
+    args.slots.set(kind, Some(&cell));
     tracing::info!(actor = %ActorPath::supervisor(kind), "actor spawned");
     Ok(cell)
 }

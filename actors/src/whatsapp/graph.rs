@@ -6,19 +6,14 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::error::{MetaError, MetaErrorKind};
+
 /// A failed Graph call.
 #[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
 pub enum GraphError {
-    /// Meta answered with an error object.
-    #[error("Meta error {code}: {message}")]
-    Api {
-        /// Meta's error code (`130429`, `131056`, `190`, …).
-        code: i64,
-        /// Meta's message.
-        message: String,
-        /// The HTTP status.
-        status: u16,
-    },
+    /// Meta answered with an error.
+    #[error(transparent)]
+    Api(MetaError),
     /// Meta could not be reached.
     #[error("Meta could not be reached: {0}")]
     Connection(String),
@@ -34,8 +29,31 @@ impl GraphError {
     /// Meta's error code, when Meta gave one.
     pub fn code(&self) -> Option<i64> {
         match self {
-            Self::Api { code, .. } => Some(*code),
+            Self::Api(error) => error.code,
             _ => None,
+        }
+    }
+
+    /// What the failure means for the message: Meta's error by its kind; no answer at all
+    /// (unreachable, too slow, unreadable) is transient.
+    pub fn kind(&self) -> MetaErrorKind {
+        match self {
+            Self::Api(error) => error.kind(),
+            Self::Connection(_) | Self::Timeout(_) | Self::Malformed(_) => MetaErrorKind::Transient,
+        }
+    }
+
+    /// Meta's error, or one standing for a call that got no answer from Meta.
+    pub fn into_meta(self) -> MetaError {
+        match self {
+            Self::Api(error) => error,
+            other => MetaError {
+                code: None,
+                message: other.to_string(),
+                title: None,
+                details: None,
+                http_status: None,
+            },
         }
     }
 }
@@ -204,21 +222,10 @@ impl GraphClient {
             ))
         })?;
         if let Some(error) = answer.get("error") {
-            return Err(GraphError::Api {
-                code: error["code"].as_i64().unwrap_or_default(),
-                message: error["message"]
-                    .as_str()
-                    .unwrap_or("unknown error")
-                    .to_owned(),
-                status,
-            });
+            return Err(GraphError::Api(MetaError::from_answer(error, status)));
         }
         if !(200..300).contains(&status) {
-            return Err(GraphError::Api {
-                code: 0,
-                message: text,
-                status,
-            });
+            return Err(GraphError::Api(MetaError::bare(status, &text)));
         }
         Ok(answer)
     }

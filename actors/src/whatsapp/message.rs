@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::payload::{Contact, Profile};
+use super::text::{clean, text};
 use crate::domain::Phone;
 
 /// Why an inbound message was not taken.
@@ -193,13 +193,21 @@ impl InboundContent {
     }
 }
 
-/// A non-empty string value, with NUL characters replaced: PostgreSQL refuses them in text,
-/// and one such message must not fail a whole delivery.
-pub(super) fn text(value: &Value) -> Option<String> {
-    value.as_str().filter(|s| !s.is_empty()).map(clean)
+/// A sender's profile, as a delivery lists it beside the messages.
+#[derive(Debug, Default, Deserialize)]
+pub struct Contact {
+    /// The sender's WhatsApp id (their phone digits).
+    #[serde(default)]
+    pub wa_id: String,
+    /// Profile.
+    #[serde(default)]
+    pub profile: Profile,
 }
 
-/// `raw` with every NUL character replaced by U+FFFD.
-pub(super) fn clean(raw: &str) -> String {
-    raw.replace('\0', "\u{FFFD}")
+/// Profile of a sender.
+#[derive(Debug, Default, Deserialize)]
+pub struct Profile {
+    /// Display name.
+    #[serde(default)]
+    pub name: String,
 }

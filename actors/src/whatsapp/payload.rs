@@ -6,7 +6,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-pub use super::message::{InboundContent, InboundMessage, Unreadable};
+pub use super::message::{Contact, InboundContent, InboundMessage, Profile, Unreadable};
 pub use super::status::StatusReport;
 
 /// A webhook delivery as Meta sends it.
@@ -60,25 +60,6 @@ pub struct NumberMetadata {
     /// Meta's id of the number, which routes the change to a channel.
     #[serde(default)]
     pub phone_number_id: String,
-}
-
-/// A sender's profile.
-#[derive(Debug, Default, Deserialize)]
-pub struct Contact {
-    /// The sender's WhatsApp id (their phone digits).
-    #[serde(default)]
-    pub wa_id: String,
-    /// Profile.
-    #[serde(default)]
-    pub profile: Profile,
-}
-
-/// Profile of a sender.
-#[derive(Debug, Default, Deserialize)]
-pub struct Profile {
-    /// Display name.
-    #[serde(default)]
-    pub name: String,
 }
 
 impl Delivery {

@@ -3,7 +3,8 @@
 use parley_persistence::MessageStatus;
 use serde_json::Value;
 
-use super::message::text;
+use super::error::MetaError;
+use super::text::text;
 
 /// What Meta reports about a message Parley sent.
 #[derive(Clone, Debug, PartialEq)]
@@ -12,8 +13,8 @@ pub struct StatusReport {
     pub wamid: String,
     /// `sent`, `delivered`, `read` or `failed`.
     pub status: MessageStatus,
-    /// Meta's error (code, title, message, details) for a failure.
-    pub error: Option<Value>,
+    /// Meta's error for a failure.
+    pub error: Option<MetaError>,
 }
 
 impl StatusReport {
@@ -29,11 +30,7 @@ impl StatusReport {
                     | MessageStatus::Failed
             )
         })?;
-        let error = raw["errors"].get(0).map(|e| {
-            let text = |v: &Value| text(v).map_or(Value::Null, Value::String);
-            serde_json::json!({"code": e["code"].as_i64(), "title": text(&e["title"]),
-                               "message": text(&e["message"]), "details": text(&e["error_data"]["details"])})
-        });
+        let error = raw["errors"].get(0).map(MetaError::from_report);
         Some(Self {
             wamid,
             status,
@@ -43,6 +40,6 @@ impl StatusReport {
 
     /// Meta's error code of a failure.
     pub fn error_code(&self) -> Option<i64> {
-        self.error.as_ref().and_then(|e| e["code"].as_i64())
+        self.error.as_ref().and_then(|e| e.code)
     }
 }

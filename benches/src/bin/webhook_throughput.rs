@@ -384,8 +384,13 @@ async fn baseline_identity(
 ) -> anyhow::Result<parley_persistence::entities::identity::Model> {
     let db = &state.db;
     let phone = format!("+{from}");
-    if let Some(found) =
-        identities::find_by_contact(db, state.workspace_id, identities::PHONE, &phone).await?
+    if let Some(found) = identities::find_by_contact(
+        db,
+        state.workspace_id,
+        parley_persistence::ContactKind::Phone,
+        &phone,
+    )
+    .await?
     {
         return Ok(found);
     }
@@ -401,7 +406,7 @@ async fn baseline_identity(
         db,
         state.workspace_id,
         created.id,
-        identities::PHONE,
+        parley_persistence::ContactKind::Phone,
         &phone,
         now,
     )

@@ -14,7 +14,7 @@ pub struct Model {
     /// The identity it belongs to.
     pub identity_id: Uuid,
     /// `phone` or `email`.
-    pub kind: String,
+    pub kind: crate::values::ContactKind,
     /// E.164 phone or lower-cased e-mail; unique per kind in the workspace.
     pub value: String,
     /// Whether it is the identity's `phone`/`email` in the record.

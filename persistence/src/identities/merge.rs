@@ -6,9 +6,10 @@ use sea_orm::sea_query::Query;
 use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
 use uuid::Uuid;
 
-use super::{EMAIL, PHONE, contacts_of};
+use super::contacts_of;
 use crate::Result;
 use crate::entities::{contact_point, conversation, identity, identity_stage, memory_entry};
+use crate::values::ContactKind;
 
 /// Moves everything of `source` to `target` and deletes `source`: contact points,
 /// conversations, stage history, memory (the target's entry wins on the same key), and the
@@ -79,7 +80,7 @@ pub async fn merge(
 /// Makes the oldest contact point of each kind primary where an identity has none.
 async fn ensure_primaries(db: &impl ConnectionTrait, identity_id: Uuid) -> Result<()> {
     let contacts = contacts_of(db, &[identity_id]).await?;
-    for kind in [PHONE, EMAIL] {
+    for kind in ContactKind::ALL {
         let of_kind: Vec<_> = contacts.iter().filter(|c| c.kind == kind).collect();
         if of_kind.iter().any(|c| c.is_primary) {
             continue;

@@ -13,7 +13,8 @@ use uuid::Uuid;
 use super::super::route::Routed;
 use super::super::{ConversationDeps, TurnError, TurnEvent, TurnOrigin, TurnOutcome, TurnRequest};
 use crate::llm::{Completion, LlmError, Usage};
-use crate::outbound::{OutboundContent, Outgoing};
+use crate::outbound::{self, Parcel};
+use crate::whatsapp::{OutboundContent, Outgoing};
 
 /// Where the reply of a turn goes.
 pub(super) struct ReplyPlan {
@@ -43,26 +44,24 @@ impl ReplyPlan {
         }
     }
 
-    /// The message to store for `content`.
+    /// The message to store for `content`: pending with its wire form for a WhatsApp sender
+    /// (the one "store pending, then deliver" path), answered at once for an API caller.
     fn message(&self, content: String) -> NewMessage {
-        let status = if self.whatsapp.is_some() {
-            MessageStatus::Pending
-        } else {
-            MessageStatus::Sent
-        };
-        let mut message = NewMessage::to_person(content.clone(), status);
-        message.reply_to_message_id = self.to;
-        message.outbound = self.whatsapp.as_ref().map(|(to, wamid)| {
-            Outgoing {
-                to: to.clone(),
-                identity_id: Some(self.identity_id),
-                content: OutboundContent::Text {
-                    body: content,
-                    context: wamid.clone(),
-                },
+        let mut message = match &self.whatsapp {
+            Some((to, wamid)) => {
+                let outgoing = Outgoing {
+                    to: to.clone(),
+                    identity_id: Some(self.identity_id),
+                    content: OutboundContent::Text {
+                        body: content.clone(),
+                        context: wamid.clone(),
+                    },
+                };
+                outbound::pending(&outgoing, content)
             }
-            .to_stored()
-        });
+            None => NewMessage::to_person(content, MessageStatus::Sent),
+        };
+        message.reply_to_message_id = self.to;
         message
     }
 
@@ -112,6 +111,6 @@ pub(super) async fn fall_back(
         tool_calls: Vec::new(),
         usage: Usage::default(),
         fallback: true,
-        delivery: Outgoing::from_stored(stored.outbound.as_ref()),
+        parcel: Parcel::of(&stored),
     })
 }

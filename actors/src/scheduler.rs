@@ -5,17 +5,21 @@
 //! - [`payload`]: each task type's parameters, parsed once.
 //! - [`recurrence`]: cron (croner) in an IANA timezone.
 //! - `run`: what each task type does, through the same paths as the API (the Outbox, flow
-//!   creation, stages).
-//! - `registry`: the scheduler, the task actor and the [`Scheduler`] handle.
+//!   creation, the store's set-stage, a follow-up turn).
+//! - `registry`: the scheduler and the [`Scheduler`] handle; `task`: one task's actor.
 
+mod handle;
 pub mod payload;
 pub mod recurrence;
 pub(crate) mod registry;
 mod run;
+mod task;
 
+pub use self::handle::Scheduler;
+pub(crate) use self::handle::SchedulerMsg;
 pub use self::payload::TaskPayload;
 pub use self::recurrence::{Recurrence, RecurrenceError};
-pub use self::registry::Scheduler;
+pub use self::run::TaskDeps;
 
 use chrono::{DateTime, Utc};
 use parley_persistence::entities::scheduled_task;

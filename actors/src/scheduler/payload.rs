@@ -5,7 +5,7 @@ use parley_persistence::TaskType;
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
-use crate::outbound::TemplateParameters;
+use crate::whatsapp::TemplateParameters;
 
 /// What a task does, with its parameters.
 #[derive(Clone, Debug, PartialEq)]

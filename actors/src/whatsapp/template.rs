@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::content::TemplateMessage;
+use super::outgoing::TemplateMessage;
 
 /// Parameters of a send: a lower-case component type (`header`, `body`, `button`) mapped to
 /// its array of Meta parameter objects, e.g. `{"body": [{"type": "text", "text": "Ana"}]}`.

@@ -1,0 +1,67 @@
+//! [`Flows`], the handle the HTTP layer, scheduled tasks and the delivery reports talk to the
+//! `flows` supervisor through, and the messages it understands.
+
+use parley_persistence::DatabaseConnection;
+use ractor::{RpcReplyPort, call_t};
+use uuid::Uuid;
+
+use crate::tree::{RuntimeError, Slot};
+
+/// Messages of the registry.
+pub(crate) enum FlowRegistryMsg {
+    /// The flow's status changed (created, queued, paused, resumed, cancelled): its actor is
+    /// started, told, or stopped.
+    Changed(Uuid),
+    /// A delivery report moved one of the flow's recipients.
+    Reported(Uuid),
+    /// How many flow actors are live (of one workspace, when given).
+    Count(Option<i64>, RpcReplyPort<usize>),
+}
+
+/// The handle on the flow actors; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Flows {
+    registry: Slot<FlowRegistryMsg>,
+    /// Flows are created, and delivery reports applied, through it.
+    db: DatabaseConnection,
+}
+
+impl Flows {
+    pub(crate) fn new(registry: Slot<FlowRegistryMsg>, db: DatabaseConnection) -> Self {
+        Self { registry, db }
+    }
+
+    pub(crate) fn db(&self) -> &DatabaseConnection {
+        &self.db
+    }
+
+    fn tell(&self, message: FlowRegistryMsg) {
+        match self.registry.get() {
+            Ok(registry) => {
+                let _ = registry.send_message(message);
+            }
+            // The supervisor reads every live flow when it starts again.
+            Err(error) => tracing::warn!(%error, "the flows supervisor was not told"),
+        }
+    }
+
+    /// The flow's status changed in the database: its actor starts, hears it, or stops.
+    pub fn changed(&self, flow_id: Uuid) {
+        self.tell(FlowRegistryMsg::Changed(flow_id));
+    }
+
+    /// A delivery report moved one of the flow's recipients.
+    pub(crate) fn reported(&self, flow_id: Uuid) {
+        self.tell(FlowRegistryMsg::Reported(flow_id));
+    }
+
+    /// How many flow actors are live for `workspace` (all, for `None`).
+    ///
+    /// # Errors
+    /// Fails when the registry does not answer.
+    pub async fn live_in(&self, workspace: Option<i64>) -> Result<usize, RuntimeError> {
+        let registry = self.registry.get()?;
+        call_t!(registry, FlowRegistryMsg::Count, 5_000, workspace)
+            .map_err(|e| RuntimeError::Unavailable(e.to_string()))
+    }
+}

@@ -1,0 +1,359 @@
+//! One recipient's send: whom it reaches (or why it is skipped), the template filled for them
+//! and sent through the Outbox, and what Meta's answer means for the recipient (sent, retried
+//! after `retryDelayMs`, failed, skipped) and for the flow (a fatal channel problem ends it).
+
+use parley_persistence::entities::{channel, flow, flow_recipient};
+use parley_persistence::flows::{self, SendOutcome};
+use parley_persistence::{
+    DatabaseConnection, FailureReason, PersistenceError, RecipientStatus, SkipReason, clock,
+    conversations, identities,
+};
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::FlowConfig;
+use super::handle::Flows;
+use super::params::{self, Filling, Needed};
+use super::person::{Reach, person_of};
+use crate::channel::SendError;
+use crate::outbound::{OutboundError, Outbox};
+use crate::thread::Thread;
+use crate::whatsapp::error::{INVALID_TOKEN, OUTSIDE_WINDOW, STOPPED_MARKETING};
+use crate::whatsapp::status::StatusReport;
+use crate::whatsapp::{MetaError, TemplateRef};
+
+/// Why a flow ends in `error` at once.
+#[derive(Debug)]
+pub(super) struct Fatal(pub(super) String);
+
+/// The campaign's template, found once per run.
+pub(super) struct Prepared {
+    pub(super) flow: flow::Model,
+    pub(super) config: FlowConfig,
+    pub(super) channel: channel::Model,
+    pub(super) template: TemplateRef,
+    /// Meta's definition (a sandbox channel keeps its own).
+    pub(super) definition: Value,
+    pub(super) needed: Vec<Needed>,
+    pub(super) filling: Filling,
+}
+
+/// How one send went, for the runner.
+pub(super) enum Sent {
+    /// Recorded; go on.
+    Recorded,
+    /// The flow cannot go on.
+    Fatal(Fatal),
+}
+
+/// What a flow's sends need; cheap to clone into each send's task.
+#[derive(Clone)]
+pub(super) struct Sender {
+    pub(super) db: DatabaseConnection,
+    pub(super) outbox: Outbox,
+    /// Told when a send's late report moved its recipient.
+    pub(super) flows: Flows,
+}
+
+/// Sends the template to one claimed recipient and records how it went.
+pub(super) async fn send_one(
+    sender: &Sender,
+    prepared: &Prepared,
+    recipient: flow_recipient::Model,
+) -> Result<Sent, PersistenceError> {
+    let skip = |reason: SkipReason| SendOutcome::Final {
+        status: RecipientStatus::Skipped,
+        code: None,
+        error: reason.as_str().to_owned(),
+    };
+    let ws = prepared.flow.workspace_id;
+    let reach = person_of(&sender.db, ws, &prepared.filling, recipient.identity_id).await?;
+    let (outcome, fatal) = match reach {
+        Reach::Gone => (skip(SkipReason::IdentityDeleted), None),
+        Reach::OptedOut => (skip(SkipReason::OptedOut), None),
+        Reach::NoPhone => (skip(SkipReason::NoPhone), None),
+        Reach::Person(phone, person) => {
+            match params::fill(&prepared.needed, &prepared.filling, &person) {
+                Err(parameter) => {
+                    tracing::info!(flow_id = %prepared.flow.id, identity_id = %recipient.identity_id, %parameter, "recipient skipped: a parameter has no value");
+                    (skip(SkipReason::MissingParameter), None)
+                }
+                Ok(parameters) => {
+                    let rendered = prepared.template.render(&prepared.definition, &parameters);
+                    let thread = Thread {
+                        workspace_id: prepared.flow.workspace_id,
+                        identity_id: recipient.identity_id,
+                        channel_id: prepared.channel.id,
+                    };
+                    let sent = sender.outbox.send_rendered(thread, phone, rendered).await;
+                    judge(&sender.db, prepared, &recipient, sent).await?
+                }
+            }
+        }
+    };
+    let state = match &outcome {
+        SendOutcome::Accepted { status, .. } | SendOutcome::Final { status, .. } => status.as_str(),
+        SendOutcome::Retry { .. } => "retrying",
+    };
+    record_outcome(sender, recipient.id, outcome).await?;
+    crate::measure::flow_recipient(state);
+    Ok(fatal.map_or(Sent::Recorded, Sent::Fatal))
+}
+
+/// Records how a recipient's send ended; one accepted is then brought to where its message
+/// already is. Meta's reports can overtake the send's answer: a report that moved the message
+/// (whose id is recorded before the answer returns) while the recipient did not hold that id
+/// yet found no recipient. Each side writes first and reads the other after, so one of them
+/// sees the other: the report finds the recipient, or this read finds the report.
+pub(super) async fn record_outcome(
+    sender: &Sender,
+    recipient_id: Uuid,
+    outcome: SendOutcome,
+) -> Result<(), PersistenceError> {
+    let accepted = match &outcome {
+        SendOutcome::Accepted {
+            message_id,
+            platform_message_id,
+            status,
+        } => Some((*message_id, platform_message_id.clone(), *status)),
+        SendOutcome::Retry { .. } | SendOutcome::Final { .. } => None,
+    };
+    flows::record(&sender.db, recipient_id, outcome, clock::now()).await?;
+    let Some((message_id, wamid, recorded)) = accepted else {
+        return Ok(());
+    };
+    let Some(message) = conversations::find_message(&sender.db, message_id).await? else {
+        return Ok(());
+    };
+    // Where the recipient already is (a sandbox answers `delivered`), there is nothing to move.
+    if RecipientStatus::of_delivery(message.status).is_none_or(|status| status == recorded) {
+        return Ok(());
+    }
+    let report = StatusReport {
+        wamid,
+        status: message.status,
+        error: message
+            .error
+            .and_then(|e| serde_json::from_value::<MetaError>(e).ok()),
+    };
+    super::reach_recipient(&sender.db, &sender.flows, &report).await
+}
+
+/// What a send's answer means for the recipient and the flow, by the kind of Meta's error.
+async fn judge(
+    db: &DatabaseConnection,
+    prepared: &Prepared,
+    recipient: &flow_recipient::Model,
+    sent: Result<crate::outbound::Sent, OutboundError>,
+) -> Result<(SendOutcome, Option<Fatal>), PersistenceError> {
+    let error = match sent {
+        Ok(sent) => {
+            let status = RecipientStatus::of_delivery(sent.status).unwrap_or(RecipientStatus::Sent);
+            let accepted = SendOutcome::Accepted {
+                message_id: sent.message_id,
+                platform_message_id: sent.platform_message_id,
+                status,
+            };
+            return Ok((accepted, None));
+        }
+        Err(error) => error,
+    };
+    let verdict = Verdict::new(prepared, recipient);
+    Ok(match error {
+        OutboundError::NotSent { error, .. } => match error {
+            SendError::Refused(meta) => {
+                if meta.code == Some(STOPPED_MARKETING) {
+                    identities::opt_out(db, recipient.identity_id, clock::now()).await?;
+                }
+                let outcome = if meta.kind().is_retryable() {
+                    verdict.retry_or_fail(meta.code, meta.message)
+                } else {
+                    verdict.failed(meta.code, meta.message)
+                };
+                (outcome, None)
+            }
+            SendError::WindowClosed => (
+                verdict.failed(Some(OUTSIDE_WINDOW), error.to_string()),
+                None,
+            ),
+            SendError::CredentialsInvalid(message) => (
+                verdict.failed(Some(INVALID_TOKEN), message.clone()),
+                Some(Fatal(format!(
+                    "the channel's credentials are invalid (190): {message}"
+                ))),
+            ),
+            SendError::Inactive | SendError::UnknownChannel => (
+                verdict.failed(None, error.to_string()),
+                Some(Fatal(error.to_string())),
+            ),
+            SendError::Unavailable(message) | SendError::Storage(message) => {
+                (verdict.retry_or_fail(None, message), None)
+            }
+            SendError::AlreadyTaken => (verdict.failed(None, error.to_string()), None),
+        },
+        OutboundError::TemplateNotFound | OutboundError::TemplateShape => (
+            verdict.failed(None, FailureReason::TemplateNotFound.as_str().to_owned()),
+            Some(Fatal(
+                "the campaign's template does not exist at Meta".to_owned(),
+            )),
+        ),
+        error @ (OutboundError::Templates(_)
+        | OutboundError::Storage(_)
+        | OutboundError::NoPhone
+        | OutboundError::Unavailable(_)) => (verdict.retry_or_fail(None, error.to_string()), None),
+    })
+}
+
+/// A failed send's two possible ends for its recipient.
+struct Verdict {
+    /// Whether the flow's `maxRetries` leave room for another attempt.
+    may_retry: bool,
+    /// When that attempt would be, `retryDelayMs` from now.
+    retry_at: chrono::DateTime<chrono::Utc>,
+}
+
+impl Verdict {
+    fn new(prepared: &Prepared, recipient: &flow_recipient::Model) -> Self {
+        let config = prepared.config;
+        let delay = i64::try_from(config.retry_delay_ms).unwrap_or(i64::MAX);
+        Self {
+            // `attempts` counts the claim of this send already.
+            may_retry: u32::try_from(recipient.attempts).unwrap_or(0) <= config.max_retries,
+            retry_at: clock::now() + chrono::Duration::milliseconds(delay),
+        }
+    }
+
+    /// Another attempt after `retryDelayMs` while the retries last, else failed.
+    fn retry_or_fail(&self, code: Option<i64>, error: String) -> SendOutcome {
+        if self.may_retry {
+            SendOutcome::Retry {
+                code,
+                error,
+                at: self.retry_at,
+            }
+        } else {
+            self.failed(code, error)
+        }
+    }
+
+    /// Failed for good.
+    fn failed(&self, code: Option<i64>, error: String) -> SendOutcome {
+        SendOutcome::Final {
+            status: RecipientStatus::Failed,
+            code,
+            error,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use parley_persistence::{FlowStatus, ParamsStrategy};
+
+    use super::*;
+    use crate::tree::{Slot, SupervisorKind};
+
+    /// A flow's sends on `deps`'s database, through handles that reach no live supervisor
+    /// (the test calls the send path directly).
+    fn sender(deps: &crate::RuntimeDeps) -> Sender {
+        let db = deps.conversations.db.clone();
+        let channels = crate::channel::Channels::new(Slot::new(SupervisorKind::Channels));
+        let outbox = Outbox::new(
+            db.clone(),
+            deps.conversations.writer.clone(),
+            channels,
+            crate::changes::Announcer::default(),
+            deps.conversations.settings.idle_after,
+        );
+        let flows = Flows::new(Slot::new(SupervisorKind::Flows), db.clone());
+        Sender { db, outbox, flows }
+    }
+
+    /// The window the reports' retry cannot see: Meta's report arrives once the message holds
+    /// its id but before the recipient does. It moves the message and finds no recipient; the
+    /// recipient must still end where the message is.
+    #[tokio::test]
+    async fn a_report_between_the_messages_id_and_the_recipients_reaches_the_recipient() {
+        use parley_persistence::campaigns::{self, CampaignFields};
+        use parley_persistence::conversations::NewMessage;
+        use parley_persistence::flows::{NewFlow, NewRecipient};
+        use parley_persistence::{CampaignStatus, MessageStatus, deliveries};
+
+        let (deps, _dir, _model) = crate::test_support::runtime_deps().await;
+        let sender = sender(&deps);
+        let db = &sender.db;
+        let now = clock::now();
+        let (ws, channel_id, identity_id, _) = crate::test_support::world(db).await;
+        let fields = CampaignFields {
+            name: "c".into(),
+            description: None,
+            status: CampaignStatus::Active,
+            template_name: "order_update".into(),
+            template_language: "en_US".into(),
+            params_strategy: ParamsStrategy::UseDefault,
+            template_parameters: serde_json::json!({}),
+        };
+        let campaign = campaigns::create(db, ws, channel_id, fields, now)
+            .await
+            .expect("campaign");
+        let new_flow = NewFlow {
+            workspace_id: ws,
+            campaign_id: campaign.id,
+            channel_id,
+            description: None,
+            status: FlowStatus::Running,
+            configuration: serde_json::json!({}),
+        };
+        let recipient = NewRecipient {
+            identity_id,
+            contact: "p0".into(),
+        };
+        let flow = flows::create(db, new_flow, vec![recipient], now)
+            .await
+            .expect("flow");
+        let recipient = flows::due_recipients(db, flow.id, now, 1)
+            .await
+            .expect("due")
+            .remove(0);
+        assert!(flows::claim(db, recipient.id, now).await.expect("claim"));
+        let conversation = conversations::start(db, ws, identity_id, channel_id, None, now)
+            .await
+            .expect("conversation")
+            .conversation();
+        let message = NewMessage::to_person("Hi".into(), MessageStatus::Pending);
+        let message = conversations::append_message(db, &conversation, message, now)
+            .await
+            .expect("message");
+        deliveries::record_send(db, message.id, MessageStatus::Sent, Some("wamid.1"), None)
+            .await
+            .expect("send recorded");
+
+        let read = StatusReport {
+            wamid: "wamid.1".into(),
+            status: MessageStatus::Read,
+            error: None,
+        };
+        let reports = crate::outbound::Reports::start(db.clone(), Arc::new(sender.flows.clone()));
+        assert!(reports.apply(channel_id, &read).await.expect("report"));
+        let status = || async {
+            flows::recipients(db, flow.id, None, 10)
+                .await
+                .expect("recipients")
+                .items[0]
+                .status
+        };
+        assert_eq!(status().await, RecipientStatus::Sending);
+
+        let accepted = SendOutcome::Accepted {
+            message_id: message.id,
+            platform_message_id: "wamid.1".into(),
+            status: RecipientStatus::Sent,
+        };
+        record_outcome(&sender, recipient.id, accepted)
+            .await
+            .expect("recorded");
+        assert_eq!(status().await, RecipientStatus::Read);
+    }
+}

@@ -1,0 +1,231 @@
+//! Delivery reports: what Meta says became of a message Parley sent, applied where the message
+//! went out. A report moves its message's status forward (sent < delivered < read; `failed`
+//! keeps Meta's error), Meta's 131050 opts the person out, and whoever sent the message as
+//! part of something larger (a flow's recipient) hears of it through its [`DeliveryWatcher`].
+//!
+//! Meta can report on a message before the send's answer (its id) is recorded. Such a report
+//! waits in a bounded queue, tried again after 250 ms, 1 s, 3 s and 10 s, by one task; when
+//! the queue is full the newest report naming nothing is dropped with a log line, never a task
+//! spawned per report.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parley_persistence::{DatabaseConnection, PersistenceError, clock, deliveries, identities};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use crate::whatsapp::error::STOPPED_MARKETING;
+use crate::whatsapp::status::StatusReport;
+
+/// How long after a report that named no message it is tried again, stage by stage.
+const RETRY_AFTER: [Duration; 4] = [
+    Duration::from_millis(250),
+    Duration::from_secs(1),
+    Duration::from_secs(3),
+    Duration::from_secs(10),
+];
+
+/// Reports naming no message that wait to be tried again, at most.
+pub const UNMATCHED_CAPACITY: usize = 4_096;
+
+/// The future a watcher answers.
+pub type Watching<'a> = Pin<Box<dyn Future<Output = Result<(), PersistenceError>> + Send + 'a>>;
+
+/// Hears of every report applied to a message, to move what the message was sent for (a
+/// flow's recipient). Runs inline with the report; must only write and tell, not wait.
+pub trait DeliveryWatcher: Send + Sync {
+    /// The message `report` names has moved.
+    fn delivered<'a>(&'a self, report: &'a StatusReport) -> Watching<'a>;
+}
+
+/// A report that named no message yet.
+struct Unmatched {
+    channel_id: Uuid,
+    report: StatusReport,
+}
+
+/// Applies delivery reports; cheap to clone.
+#[derive(Clone)]
+pub struct Reports {
+    db: DatabaseConnection,
+    watcher: Arc<dyn DeliveryWatcher>,
+    /// Bounded: a flood of reports naming nothing waits here, not in tasks.
+    later: mpsc::Sender<Unmatched>,
+}
+
+impl std::fmt::Debug for Reports {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reports").finish_non_exhaustive()
+    }
+}
+
+impl Reports {
+    /// Starts the task that tries unmatched reports again; it ends when every handle is gone.
+    pub fn start(db: DatabaseConnection, watcher: Arc<dyn DeliveryWatcher>) -> Self {
+        let (later, queue) = mpsc::channel(UNMATCHED_CAPACITY);
+        let reports = Self { db, watcher, later };
+        tokio::spawn(reports.clone().retry_unmatched(queue));
+        reports
+    }
+
+    /// Applies one report of `channel_id`; answers whether it moved a message now. A report
+    /// naming no message of the channel yet is tried again later.
+    ///
+    /// # Errors
+    /// Fails on a database error.
+    pub async fn apply(
+        &self,
+        channel_id: Uuid,
+        report: &StatusReport,
+    ) -> Result<bool, PersistenceError> {
+        if let Some(applied) = self.apply_known(channel_id, report).await? {
+            return Ok(applied);
+        }
+        let unmatched = Unmatched {
+            channel_id,
+            report: report.clone(),
+        };
+        if self.later.try_send(unmatched).is_err() {
+            tracing::warn!(wamid = %report.wamid, "a delivery report naming no message was dropped: too many wait already");
+        }
+        Ok(false)
+    }
+
+    /// Applies a report to the message it names, the person's opt-out, and the watcher;
+    /// `None` when no message of the channel has its id.
+    async fn apply_known(
+        &self,
+        channel_id: Uuid,
+        report: &StatusReport,
+    ) -> Result<Option<bool>, PersistenceError> {
+        let error = report
+            .error
+            .as_ref()
+            .map(crate::whatsapp::MetaError::to_json);
+        let Some(applied) =
+            deliveries::apply_status(&self.db, channel_id, &report.wamid, report.status, error)
+                .await?
+        else {
+            return Ok(None);
+        };
+        if applied && report.error_code() == Some(STOPPED_MARKETING) {
+            self.opt_out(channel_id, &report.wamid).await?;
+        }
+        self.watcher.delivered(report).await?;
+        Ok(Some(applied))
+    }
+
+    /// The person who stopped marketing messages (131050) is opted out.
+    async fn opt_out(&self, channel_id: Uuid, wamid: &str) -> Result<(), PersistenceError> {
+        if let Some(identity_id) = deliveries::recipient_of(&self.db, channel_id, wamid).await? {
+            identities::opt_out(&self.db, identity_id, clock::now()).await?;
+        }
+        Ok(())
+    }
+
+    /// Tries each unmatched report again at its stages' times until it names a message or
+    /// its last stage passed. One queue per stage: a stage's wait is the same for all, so each
+    /// queue is in due order.
+    async fn retry_unmatched(self, mut queue: mpsc::Receiver<Unmatched>) {
+        let mut stages: [VecDeque<(Instant, Unmatched)>; RETRY_AFTER.len()] = Default::default();
+        loop {
+            let next_due = stages
+                .iter()
+                .filter_map(|stage| stage.front().map(|(due, _)| *due))
+                .min();
+            let arrived = match next_due {
+                Some(due) => tokio::select! {
+                    arrived = queue.recv() => arrived.map(Some),
+                    () = tokio::time::sleep_until(due) => Some(None),
+                },
+                None => queue.recv().await.map(Some),
+            };
+            match arrived {
+                None => return,
+                Some(Some(unmatched)) => {
+                    stages[0].push_back((Instant::now() + RETRY_AFTER[0], unmatched));
+                }
+                Some(None) => self.try_due(&mut stages).await,
+            }
+        }
+    }
+
+    async fn try_due(&self, stages: &mut [VecDeque<(Instant, Unmatched)>; RETRY_AFTER.len()]) {
+        let now = Instant::now();
+        for stage in 0..stages.len() {
+            while stages[stage].front().is_some_and(|(due, _)| *due <= now) {
+                let Some((_, unmatched)) = stages[stage].pop_front() else {
+                    break;
+                };
+                let report = &unmatched.report;
+                match self.apply_known(unmatched.channel_id, report).await {
+                    Ok(Some(_)) => {}
+                    Ok(None) if stage + 1 < RETRY_AFTER.len() => {
+                        stages[stage + 1].push_back((now + RETRY_AFTER[stage + 1], unmatched));
+                    }
+                    Ok(None) => {
+                        tracing::debug!(wamid = %report.wamid, "a delivery report named no message of the channel");
+                    }
+                    Err(error) => {
+                        tracing::warn!(wamid = %report.wamid, %error, "a delivery report could not be applied");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use parley_persistence::MessageStatus;
+
+    use super::*;
+
+    #[derive(Default)]
+    struct Heard(Mutex<Vec<String>>);
+
+    impl DeliveryWatcher for Heard {
+        fn delivered<'a>(&'a self, report: &'a StatusReport) -> Watching<'a> {
+            Box::pin(async move {
+                if let Ok(mut heard) = self.0.lock() {
+                    heard.push(report.wamid.clone());
+                }
+                Ok(())
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_report_that_overtakes_its_send_is_applied_once_the_send_is_recorded() {
+        let (deps, _dir, _model) = crate::test_support::deps().await;
+        let (ws, channel_id, identity_id, _) = crate::test_support::world(&deps.db).await;
+        let heard = Arc::new(Heard::default());
+        let reports = Reports::start(deps.db.clone(), heard.clone());
+        let report = StatusReport {
+            wamid: "wamid.late".to_owned(),
+            status: MessageStatus::Delivered,
+            error: None,
+        };
+
+        assert!(!reports.apply(channel_id, &report).await.expect("applied"));
+        crate::test_support::sent_message(&deps.db, ws, channel_id, identity_id, "wamid.late")
+            .await;
+
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while heard.0.lock().expect("heard").is_empty() {
+            assert!(
+                Instant::now() < deadline,
+                "the report was not applied again"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(*heard.0.lock().expect("heard"), vec!["wamid.late"]);
+    }
+}

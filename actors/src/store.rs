@@ -1,0 +1,47 @@
+//! Writes that change what live actors (or the front door) cache, each announcing its own
+//! change once it has committed: the one place such a write exists, so that no caller can
+//! forget to tell the caches (DESIGN §2, "Caches invalidate by construction").
+//!
+//! One module per aggregate: [`identities`] (stages of an identity) for now; plain CRUD that no
+//! one caches stays a `parley_persistence` call.
+
+pub mod identities;
+
+use parley_persistence::{DatabaseConnection, PersistenceError};
+
+use crate::changes::{Announcer, Change};
+
+/// Why a write did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// Something the write names does not exist in the workspace (`"Identity"`, `"Stage"`).
+    #[error("{0} not found")]
+    NotFound(&'static str),
+    /// The database refused or failed.
+    #[error(transparent)]
+    Storage(#[from] PersistenceError),
+}
+
+/// Writes and announces; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Store {
+    db: DatabaseConnection,
+    changes: Announcer,
+}
+
+impl Store {
+    /// A store writing to `db` and announcing to `changes`.
+    pub fn new(db: DatabaseConnection, changes: Announcer) -> Self {
+        Self { db, changes }
+    }
+
+    /// The database it writes to.
+    pub fn db(&self) -> &DatabaseConnection {
+        &self.db
+    }
+
+    /// Announces `change`; the write it follows has committed.
+    fn announce(&self, change: Change) {
+        self.changes.announce(&change);
+    }
+}
