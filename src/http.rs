@@ -8,7 +8,7 @@ mod assistants;
 mod auth;
 mod campaigns;
 pub(crate) use auth::{AuthFailures, KnownKeys};
-pub(crate) use chat::IdentityPaths;
+pub(crate) use lookup::IdentityPaths;
 pub(crate) use webhooks::WebhookChannels;
 mod channels;
 mod chat;
@@ -20,7 +20,7 @@ mod flows;
 mod health;
 mod idempotency;
 mod identities;
-mod identity_journey;
+mod lookup;
 mod mcps;
 mod memory;
 mod metrics;
@@ -42,7 +42,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use parley_actors::{ActorRuntime, Change};
+use parley_actors::ActorRuntime;
 use parley_persistence::DatabaseConnection;
 use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
@@ -70,7 +70,7 @@ pub struct AppState {
     /// Keys that authenticated recently.
     pub(crate) known_keys: auth::KnownKeys,
     /// Identity paths the conversation endpoints resolved recently.
-    pub(crate) identity_paths: chat::IdentityPaths,
+    pub(crate) identity_paths: lookup::IdentityPaths,
     /// Channels that webhooks were addressed to recently.
     pub(crate) webhook_channels: webhooks::WebhookChannels,
     /// The Prometheus recorder's handle (`None` when another recorder was installed first).
@@ -93,7 +93,6 @@ pub fn router(state: AppState) -> Router {
         .merge(channels::router())
         .merge(stages::router())
         .merge(identities::router())
-        .merge(identity_journey::router())
         .merge(memory::router())
         .merge(conversations::router())
         .merge(admin::router())
@@ -139,32 +138,6 @@ fn with_middleware<S: Clone + Send + Sync + 'static>(
                 .layer(axum::Extension(extract::BodyLimit(body_limit)))
                 .layer(DefaultBodyLimit::max(body_limit)),
         )
-}
-
-impl AppState {
-    /// Tells the live actors that something they may cache changed; call it after the write
-    /// is committed.
-    pub(crate) fn changed(&self, change: Change) {
-        if matches!(change, Change::Identity { .. }) {
-            // Any identity write may make a path name another identity (or none).
-            self.identity_paths.clear();
-        }
-        if let Change::Channel { channel_id, .. } | Change::ChannelDeleted { channel_id, .. } =
-            &change
-        {
-            self.webhook_channels.forget(*channel_id);
-        }
-        self.actors.changes().announce(&change);
-    }
-
-    /// Tells the identity's live conversation actor, if any, that its identity, stage or
-    /// memory changed.
-    pub(crate) fn identity_changed(&self, workspace_id: i64, identity_id: uuid::Uuid) {
-        self.changed(Change::Identity {
-            workspace_id,
-            identity_id,
-        });
-    }
 }
 
 async fn unknown_route() -> ApiError {

@@ -45,6 +45,10 @@ impl Application {
             .await
             .context("starting the actor runtime")?;
         let actors = Arc::new(actors);
+        let identity_paths = crate::http::IdentityPaths::default();
+        let webhook_channels = crate::http::WebhookChannels::default();
+        actors.changes().listen(Arc::new(identity_paths.clone()));
+        actors.changes().listen(Arc::new(webhook_channels.clone()));
         actors
             .resume()
             .await
@@ -60,8 +64,8 @@ impl Application {
                     settings.server.auth_failures_per_minute,
                 ),
                 known_keys: crate::http::KnownKeys::default(),
-                identity_paths: crate::http::IdentityPaths::default(),
-                webhook_channels: crate::http::WebhookChannels::default(),
+                identity_paths,
+                webhook_channels,
                 settings: Arc::new(settings),
                 db,
                 actors,

@@ -308,7 +308,7 @@ fn wire(deps: &RuntimeDeps, slots: &Slots) -> (Handles, RootArgs) {
         settings.idle_after,
     );
     let flows = Flows::new(slots.flows.clone(), db.clone());
-    let store = Store::new(db.clone(), changes.clone());
+    let store = Store::new(db.clone(), changes.clone(), deps.conversations.mcp.clone());
     let handles = Handles {
         conversations: conversations.clone(),
         inbound: Inbound::new(slots.inbound.clone()),

@@ -2,14 +2,22 @@
 //! change once it has committed: the one place such a write exists, so that no caller can
 //! forget to tell the caches (DESIGN §2, "Caches invalidate by construction").
 //!
-//! One module per aggregate: [`identities`] (stages of an identity) for now; plain CRUD that no
-//! one caches stays a `parley_persistence` call.
+//! One module per aggregate: [`identities`] (their stages, memory, and the identity writes the
+//! front door runs in a transaction of its own), [`stages`], [`channels`], and [`assistants`]
+//! (workers, assistants, MCP servers). Plain CRUD that no one caches stays a
+//! `parley_persistence` call.
 
+pub mod assistants;
+pub mod channels;
 pub mod identities;
+pub mod stages;
+
+use std::sync::Arc;
 
 use parley_persistence::{DatabaseConnection, PersistenceError};
 
 use crate::changes::{Announcer, Change};
+use crate::mcp::McpHub;
 
 /// Why a write did not happen.
 #[derive(Debug, thiserror::Error)]
@@ -27,12 +35,14 @@ pub enum StoreError {
 pub struct Store {
     db: DatabaseConnection,
     changes: Announcer,
+    /// Its cached tool lists are forgotten when a server changes.
+    mcp: Arc<McpHub>,
 }
 
 impl Store {
     /// A store writing to `db` and announcing to `changes`.
-    pub fn new(db: DatabaseConnection, changes: Announcer) -> Self {
-        Self { db, changes }
+    pub fn new(db: DatabaseConnection, changes: Announcer, mcp: Arc<McpHub>) -> Self {
+        Self { db, changes, mcp }
     }
 
     /// The database it writes to.

@@ -13,10 +13,14 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::entities::{
-    contact_point, conversation, identity, identity_stage, memory_entry, message, stage,
+    contact_point, conversation, identity, identity_stage, memory_entry, message,
 };
+mod journey;
+mod many;
 mod merge;
 
+pub use self::journey::{set_stage, stage_history, stages_by_id};
+pub use self::many::{by_contacts, by_external_ids, existing_ids};
 pub use self::merge::merge;
 use crate::page::fetch_page;
 use crate::shape::Shape;
@@ -137,23 +141,6 @@ pub async fn contacts_of(
             .await?);
     }
     Ok(query(identity_ids).all(db).await?)
-}
-
-/// The stages with the given ids.
-///
-/// # Errors
-/// Fails on a database error.
-pub async fn stages_by_id(
-    db: &impl ConnectionTrait,
-    stage_ids: &[Uuid],
-) -> Result<Vec<stage::Model>> {
-    if stage_ids.is_empty() {
-        return Ok(Vec::new());
-    }
-    Ok(stage::Entity::find()
-        .filter(stage::Column::Id.is_in(stage_ids.iter().copied()))
-        .all(db)
-        .await?)
 }
 
 /// The workspace's identities, oldest first.
@@ -385,50 +372,6 @@ pub async fn delete(db: &impl ConnectionTrait, workspace_id: i64, id: Uuid) -> R
     Ok(true)
 }
 
-/// Puts the identity in `stage` and appends the move to its history. Run it in a transaction.
-///
-/// # Errors
-/// Fails on a database error.
-pub async fn set_stage(
-    db: &impl ConnectionTrait,
-    current: identity::Model,
-    stage: &stage::Model,
-    metadata: Value,
-    now: DateTime<Utc>,
-) -> Result<(identity::Model, identity_stage::Model)> {
-    let entry = identity_stage::ActiveModel {
-        id: Set(Uuid::now_v7()),
-        workspace_id: Set(current.workspace_id),
-        identity_id: Set(current.id),
-        stage_id: Set(Some(stage.id)),
-        stage_name: Set(stage.name.clone()),
-        metadata: Set(metadata),
-        created_at: Set(now),
-    }
-    .insert(db)
-    .await?;
-    let mut active: identity::ActiveModel = current.into();
-    active.stage_id = Set(Some(stage.id));
-    active.updated_at = Set(now);
-    Ok((active.update(db).await?, entry))
-}
-
-/// The identity's stage history, oldest first.
-///
-/// # Errors
-/// Fails on a database error.
-pub async fn stage_history(
-    db: &impl ConnectionTrait,
-    identity_id: Uuid,
-    page: Page,
-) -> Result<Paged<identity_stage::Model>> {
-    let query = identity_stage::Entity::find()
-        .filter(identity_stage::Column::IdentityId.eq(identity_id))
-        .order_by_asc(identity_stage::Column::CreatedAt)
-        .order_by_asc(identity_stage::Column::Id);
-    fetch_page(db, query, page).await
-}
-
 /// Marks the identity as opted out of campaign templates (a stop word, or Meta's 131050).
 ///
 /// # Errors
@@ -441,76 +384,4 @@ pub async fn opt_out(db: &impl ConnectionTrait, id: Uuid, now: DateTime<Utc>) ->
         .exec(db)
         .await?;
     Ok(())
-}
-
-/// Rows looked up per query when resolving many identities at once.
-const LOOKUP_CHUNK: usize = 500;
-
-/// Which of `ids` are identities of the workspace.
-///
-/// # Errors
-/// The database's.
-pub async fn existing_ids(
-    db: &impl ConnectionTrait,
-    workspace_id: i64,
-    ids: &[Uuid],
-) -> Result<Vec<Uuid>> {
-    let mut found = Vec::new();
-    for chunk in ids.chunks(LOOKUP_CHUNK) {
-        let rows = identity::Entity::find()
-            .filter(identity::Column::WorkspaceId.eq(workspace_id))
-            .filter(identity::Column::Id.is_in(chunk.iter().copied()))
-            .all(db)
-            .await?;
-        found.extend(rows.into_iter().map(|i| i.id));
-    }
-    Ok(found)
-}
-
-/// The identities of the workspace with these external ids, as `(external id, identity)`.
-///
-/// # Errors
-/// The database's.
-pub async fn by_external_ids(
-    db: &impl ConnectionTrait,
-    workspace_id: i64,
-    external_ids: &[String],
-) -> Result<Vec<(String, Uuid)>> {
-    let mut found = Vec::new();
-    for chunk in external_ids.chunks(LOOKUP_CHUNK) {
-        let rows = identity::Entity::find()
-            .filter(identity::Column::WorkspaceId.eq(workspace_id))
-            .filter(identity::Column::ExternalId.is_in(chunk.iter().cloned()))
-            .all(db)
-            .await?;
-        found.extend(
-            rows.into_iter()
-                .filter_map(|i| Some((i.external_id?, i.id))),
-        );
-    }
-    Ok(found)
-}
-
-/// The owners of these contact points (`kind`, values already normalised), as
-/// `(value, identity)`.
-///
-/// # Errors
-/// The database's.
-pub async fn by_contacts(
-    db: &impl ConnectionTrait,
-    workspace_id: i64,
-    kind: ContactKind,
-    values: &[String],
-) -> Result<Vec<(String, Uuid)>> {
-    let mut found = Vec::new();
-    for chunk in values.chunks(LOOKUP_CHUNK) {
-        let rows = contact_point::Entity::find()
-            .filter(contact_point::Column::WorkspaceId.eq(workspace_id))
-            .filter(contact_point::Column::Kind.eq(kind))
-            .filter(contact_point::Column::Value.is_in(chunk.iter().cloned()))
-            .all(db)
-            .await?;
-        found.extend(rows.into_iter().map(|c| (c.value, c.identity_id)));
-    }
-    Ok(found)
 }

@@ -37,7 +37,7 @@ pub use connection::{
 pub use error::PersistenceError;
 pub use group_commit::{GroupCommit, WRITE_BATCH, Writes};
 pub use page::{Cursor, CursorPage, Page, Paged};
-pub use sea_orm::{ConnectionTrait, DatabaseConnection, TransactionTrait};
+pub use sea_orm::{ConnectionTrait, DatabaseConnection, DatabaseTransaction, TransactionTrait};
 pub use values::{
     CampaignStatus, ContactKind, ConversationStatus, Direction, EventStatus, FailureReason,
     FlowStatus, Integration, McpTransport, MessageStatus, ParamsStrategy, RecipientStatus, Role,

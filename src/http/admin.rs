@@ -2,15 +2,12 @@
 //! admin key it shows that workspace's actors only; with the operator token
 //! (`server.operator_token`, what `parley admin actors` uses) the whole installation's.
 
-use axum::extract::{FromRequestParts, State};
-use axum::http::header::AUTHORIZATION;
-use axum::http::request::Parts;
+use axum::extract::State;
 use serde::Serialize;
-use subtle::ConstantTimeEq;
 
 use crate::domain::Permission;
 use crate::http::AppState;
-use crate::http::auth::Caller;
+use crate::http::auth::Viewer;
 use crate::http::envelope::Envelope;
 use crate::http::error::{ApiError, Result};
 use utoipa_axum::router::OpenApiRouter;
@@ -42,41 +39,6 @@ pub(crate) struct ActorTree {
     scope: String,
     /// The supervisors under the root.
     supervisors: Vec<SupervisorRecord>,
-}
-
-/// Who is looking.
-pub(crate) enum Viewer {
-    /// The operator, with the configured token.
-    Operator,
-    /// A workspace's key.
-    Workspace(Caller),
-}
-
-impl FromRequestParts<AppState> for Viewer {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(
-        parts: &mut Parts,
-        state: &AppState,
-    ) -> Result<Self, Self::Rejection> {
-        let presented = parts
-            .headers
-            .get(AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.split_once(' '))
-            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-            .map(|(_, token)| token.trim());
-        if let (Some(presented), Some(operator)) =
-            (presented, state.settings.server.operator_token.as_ref())
-            && !operator.expose().is_empty()
-            && bool::from(presented.as_bytes().ct_eq(operator.expose().as_bytes()))
-        {
-            return Ok(Self::Operator);
-        }
-        Caller::from_request_parts(parts, state)
-            .await
-            .map(Self::Workspace)
-    }
 }
 
 #[utoipa::path(

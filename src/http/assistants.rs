@@ -3,7 +3,6 @@
 use axum::extract::State;
 use chrono::{DateTime, Utc};
 use parley_persistence::assistants::{self, AssistantFields};
-use parley_persistence::clock;
 use parley_persistence::entities::assistant;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -15,9 +14,8 @@ use crate::http::auth::Caller;
 use crate::http::envelope::Envelope;
 use crate::http::error::{ApiError, PathSegment, Result};
 use crate::http::extract::{Json, Path};
+use crate::http::lookup::find_worker;
 use crate::http::validation::{Problems, parse_uuid, present};
-use crate::http::workers::find_worker;
-use parley_actors::Change;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -111,17 +109,11 @@ async fn create_assistant(
     .into_fields(&mut problems, None);
     problems.finish()?;
     let fields = fields.ok_or_else(|| ApiError::invalid_field(["name"], "is required"))?;
-    let created = assistants::create(
-        &state.db,
-        caller.workspace_id,
-        worker.id,
-        fields,
-        clock::now(),
-    )
-    .await?;
-    state.changed(Change::Assistants {
-        workspace_id: caller.workspace_id,
-    });
+    let created = state
+        .actors
+        .store()
+        .create_assistant(caller.workspace_id, worker.id, fields)
+        .await?;
     Ok(Envelope::created(
         "Assistant created successfully",
         CreatedAssistant {
@@ -192,10 +184,11 @@ async fn update_assistant(
     .into_fields(&mut problems, Some(&current));
     problems.finish()?;
     let fields = fields.ok_or_else(|| ApiError::invalid(Vec::new()))?;
-    let updated = assistants::update(&state.db, current, fields, clock::now()).await?;
-    state.changed(Change::Assistants {
-        workspace_id: caller.workspace_id,
-    });
+    let updated = state
+        .actors
+        .store()
+        .update_assistant(current, fields)
+        .await?;
     Ok(Envelope::ok(
         "Assistant updated successfully",
         updated.into(),
@@ -217,12 +210,14 @@ async fn delete_assistant(
 ) -> Result<Envelope<Value>> {
     caller.require(Permission::Write)?;
     let id = parse_uuid(&assistant_id, "assistant_id")?;
-    if !assistants::delete(&state.db, caller.workspace_id, id).await? {
+    if !state
+        .actors
+        .store()
+        .delete_assistant(caller.workspace_id, id)
+        .await?
+    {
         return Err(ApiError::NotFound("Assistant"));
     }
-    state.changed(Change::Assistants {
-        workspace_id: caller.workspace_id,
-    });
     Ok(Envelope::ok(
         "Assistant deleted successfully",
         json!({ "id": id }),

@@ -11,6 +11,7 @@ use axum::http::request::Parts;
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use parley_actors::tree::spawn_behind;
 use parley_persistence::{DatabaseConnection, api_keys, clock};
+use subtle::ConstantTimeEq;
 use uuid::Uuid;
 
 use crate::domain::{Permission, Permissions, hash_api_key};
@@ -195,5 +196,40 @@ impl AuthFailures {
                 "Too many failed authentications from this address; slow down".to_owned(),
             ),
         }
+    }
+}
+
+/// Who is looking.
+pub(crate) enum Viewer {
+    /// The operator, with the configured token.
+    Operator,
+    /// A workspace's key.
+    Workspace(Caller),
+}
+
+impl FromRequestParts<AppState> for Viewer {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let presented = parts
+            .headers
+            .get(AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, token)| token.trim());
+        if let (Some(presented), Some(operator)) =
+            (presented, state.settings.server.operator_token.as_ref())
+            && !operator.expose().is_empty()
+            && bool::from(presented.as_bytes().ct_eq(operator.expose().as_bytes()))
+        {
+            return Ok(Self::Operator);
+        }
+        Caller::from_request_parts(parts, state)
+            .await
+            .map(Self::Workspace)
     }
 }

@@ -15,12 +15,13 @@ use uuid::Uuid;
 use crate::domain::Permission;
 use crate::http::AppState;
 use crate::http::auth::Caller;
-use crate::http::channels::find_channel;
 use crate::http::envelope::Envelope;
 use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Json, Path, Query};
+use crate::http::lookup::find_campaign;
+use crate::http::lookup::find_channel;
 use crate::http::pagination::{CursorResponse, cursor_from};
-use crate::http::validation::{Problems, parse_uuid};
+use crate::http::validation::Problems;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -370,18 +371,6 @@ async fn list_campaigns(
         page,
         CampaignRecord::from,
     ))
-}
-
-/// The caller's campaign named by a path parameter (400 malformed, 404 unknown).
-pub(crate) async fn find_campaign(
-    state: &AppState,
-    caller: &Caller,
-    raw: &str,
-) -> Result<campaign::Model> {
-    let id = parse_uuid(raw, "uid")?;
-    campaigns::find(&state.db, caller.workspace_id, id)
-        .await?
-        .ok_or(ApiError::NotFound("Campaign"))
 }
 
 #[utoipa::path(

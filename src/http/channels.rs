@@ -3,11 +3,11 @@
 //! `POST /channels/{id}/worker/{worker_id}`. Talking to Meta comes with the WhatsApp work.
 
 use axum::extract::State;
-use parley_actors::Change;
+use parley_actors::store::channels::Deleted;
 use parley_actors::whatsapp::GraphError;
 use parley_persistence::channels::{self, ChannelChanges, NewChannel, VerifiedNumber};
 use parley_persistence::entities::channel;
-use parley_persistence::{Integration, PersistenceError, clock};
+use parley_persistence::{Integration, clock};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -18,9 +18,9 @@ use crate::http::envelope::Envelope;
 use crate::http::error::Refusal;
 use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Json, Path, Query};
+use crate::http::lookup::{find_channel, find_worker};
 use crate::http::pagination::{ListQuery, PageResponse};
 use crate::http::validation::{Problems, parse_uuid};
-use crate::http::workers::find_worker;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -267,13 +267,12 @@ async fn update_channel(
         verified,
     };
     let was_active = current.active;
-    let updated = channels::update(&state.db, current, changes, clock::now())
+    let updated = state
+        .actors
+        .store()
+        .update_channel(current, changes)
         .await
         .map_err(|e| ApiError::unique(e, NUMBER_TAKEN))?;
-    state.changed(Change::Channel {
-        workspace_id: caller.workspace_id,
-        channel_id: updated.id,
-    });
     // The channels registry restarts the actor with the new data; Meta needs telling only
     // when the channel went live or got new credentials.
     if updated.active && (!was_active || new_token) {
@@ -300,26 +299,22 @@ async fn delete_channel(
 ) -> Result<Envelope<Value>> {
     caller.require(Permission::Write)?;
     let id = parse_uuid(&channel_id, "channel_id")?;
-    let txn = parley_persistence::begin_write(&state.db).await?;
-    if channels::find(&txn, caller.workspace_id, id)
+    match state
+        .actors
+        .store()
+        .delete_channel(caller.workspace_id, id)
         .await?
-        .is_some()
-        && parley_persistence::flows::channel_busy(&txn, id).await?
     {
-        return Err(ApiError::ConflictCode {
-            code: "channel_has_active_flows",
-            message: "A flow on this channel is queued, running or paused; cancel it first"
-                .to_owned(),
-        });
+        Deleted::Yes => {}
+        Deleted::NotFound => return Err(ApiError::NotFound("Channel")),
+        Deleted::Busy => {
+            return Err(ApiError::ConflictCode {
+                code: "channel_has_active_flows",
+                message: "A flow on this channel is queued, running or paused; cancel it first"
+                    .to_owned(),
+            });
+        }
     }
-    if !channels::delete(&txn, caller.workspace_id, id, clock::now()).await? {
-        return Err(ApiError::NotFound("Channel"));
-    }
-    txn.commit().await.map_err(PersistenceError::from)?;
-    state.changed(Change::ChannelDeleted {
-        workspace_id: caller.workspace_id,
-        channel_id: id,
-    });
     Ok(Envelope::ok(
         "Channel deleted successfully",
         json!({ "id": id }),
@@ -346,28 +341,16 @@ async fn sync_worker(
         worker_id: Some(Some(worker.id)),
         ..ChannelChanges::default()
     };
-    let updated = channels::update(&state.db, channel, changes, clock::now()).await?;
-    state.changed(Change::Channel {
-        workspace_id: caller.workspace_id,
-        channel_id: updated.id,
-    });
+    let updated = state
+        .actors
+        .store()
+        .update_channel(channel, changes)
+        .await?;
     tracing::info!(worker_id = %worker.id, "worker synced to channel");
     Ok(Envelope::ok(
         "Worker synced to channel successfully",
         record(&state, updated),
     ))
-}
-
-/// The caller's channel named by a path parameter (400 malformed, 404 unknown).
-pub(crate) async fn find_channel(
-    state: &AppState,
-    caller: &Caller,
-    raw: &str,
-) -> Result<channel::Model> {
-    let id = parse_uuid(raw, "channel_id")?;
-    channels::find(&state.db, caller.workspace_id, id)
-        .await?
-        .ok_or(ApiError::NotFound("Channel"))
 }
 
 /// Starts a live channel's actor and registers Parley's webhook with Meta for a live

@@ -25,9 +25,8 @@ use crate::http::envelope::Envelope;
 use crate::http::error::Refusal;
 use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Json, Path, Query};
-use crate::http::identities;
+use crate::http::lookup::identity_id_of;
 use crate::http::validation::{Problems, object_or_empty, parse_uuid};
-use parley_actors::remembered::Remembered;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 /// Comment lines that keep idle proxies from closing a stream.
@@ -99,7 +98,8 @@ async fn chat(
         .metadata
         .map(|m| object_or_empty(&mut problems, "metadata", Some(m)));
     problems.finish()?;
-    let (identity, channel_id) = resolve(&state, &caller, &identity_id, &channel_id).await?;
+    let channel_id = parse_uuid(&channel_id, "channel_id")?;
+    let identity = identity_id_of(&state, &caller, &identity_id).await?;
     let request = TurnRequest {
         channel_id,
         text,
@@ -153,7 +153,8 @@ async fn stream(
     let text = message_text(&mut problems, query.message.map(Value::String).as_ref());
     problems.finish()?;
     let channel_id = query.channel_id.unwrap_or_default();
-    let (identity, channel_id) = resolve(&state, &caller, &identity_id, &channel_id).await?;
+    let channel_id = parse_uuid(&channel_id, "channel_id")?;
+    let identity = identity_id_of(&state, &caller, &identity_id).await?;
     let conversations = state.actors.conversations().clone();
 
     // The turn runs in the identity's actor whatever happens to this connection; the stream
@@ -239,60 +240,4 @@ fn message_text(problems: &mut Problems, value: Option<&Value>) -> String {
         None => problems.add(["message"], "is required"),
     }
     String::new()
-}
-
-/// The identity a conversation call addresses (resolved like any identity path: 404 when
-/// unknown) and the channel's id (400 when malformed). Whether the channel exists and has an
-/// assistant is the conversation actor's answer.
-#[tracing::instrument(name = "resolve_identity", level = "debug", skip_all)]
-async fn resolve(
-    state: &AppState,
-    caller: &Caller,
-    identity_id: &str,
-    channel_id: &str,
-) -> Result<(Uuid, Uuid)> {
-    let channel_id = parse_uuid(channel_id, "channel_id")?;
-    let path = format!("{}/{identity_id}", caller.workspace_id);
-    let workspace_id = caller.workspace_id;
-    // What the read needs is copied only when it is made (a miss, or a refresh).
-    let read = || {
-        let (db, raw) = (state.db.clone(), identity_id.to_owned());
-        async move {
-            let found = identities::resolve(&db, workspace_id, &raw).await?;
-            Ok::<_, ApiError>(found.map(|identity| identity.id))
-        }
-    };
-    let identity_id = state
-        .identity_paths
-        .0
-        .recall(&path, read)
-        .await?
-        .ok_or(ApiError::NotFound("Identity"))?;
-    Ok((identity_id, channel_id))
-}
-
-/// How long a resolved identity path is answered from memory.
-const IDENTITY_PATH_TTL: Duration = Duration::from_secs(10);
-
-/// The identity each path (id, external id, phone, e-mail) of a workspace named when the
-/// conversation endpoints last resolved it, so that a chat does not look its identity up on
-/// every message. Only paths that named an identity are remembered; any identity write through
-/// this server forgets them all ([`AppState::changed`]), so a path that comes to name another
-/// identity is read again at once; one changed through another server sharing the database is
-/// read again within [`IDENTITY_PATH_TTL`]. A remembered identity deleted since is refused by
-/// its conversation actor (404).
-#[derive(Clone, Debug)]
-pub(crate) struct IdentityPaths(Remembered<String, Uuid>);
-
-impl Default for IdentityPaths {
-    fn default() -> Self {
-        Self(Remembered::new(IDENTITY_PATH_TTL))
-    }
-}
-
-impl IdentityPaths {
-    /// Forgets every path.
-    pub(crate) fn clear(&self) {
-        self.0.clear();
-    }
 }

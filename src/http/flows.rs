@@ -3,29 +3,25 @@
 //! its FlowActor; this layer checks requests, stores flows and their recipients, moves statuses
 //! as DESIGN's table allows, and tells the actors.
 
-use std::collections::{HashMap, HashSet};
-
 use axum::extract::State;
 use chrono::{DateTime, Utc};
 use parley_actors::flow::{FlowConfig, FlowRequest};
-use parley_persistence::ContactKind;
 use parley_persistence::entities::{flow, flow_recipient};
-use parley_persistence::flows::{self, FlowFilter, NewRecipient};
-use parley_persistence::identities;
+use parley_persistence::flows::{self, FlowFilter};
 use parley_persistence::{ConnectionTrait, CursorPage, FlowStatus, RecipientStatus, clock};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use crate::domain::{Email, Permission, Phone};
+use crate::domain::Permission;
 use crate::http::AppState;
 use crate::http::auth::Caller;
-use crate::http::campaigns::find_campaign;
-use crate::http::channels::find_channel;
 use crate::http::envelope::Envelope;
-use crate::http::error::{ApiError, FieldError, PathSegment, Result};
+use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Json, Path, Query};
-use crate::http::identities::resolve;
+use crate::http::lookup::find_campaign;
+use crate::http::lookup::find_channel;
+use crate::http::lookup::{resolve_contacts, resolve_identity};
 use crate::http::pagination::{CursorResponse, cursor_from};
 use crate::http::validation::{Problems, parse_uuid};
 use utoipa_axum::router::OpenApiRouter;
@@ -37,8 +33,6 @@ const MAX_CONTACTS: usize = 100_000;
 const MAX_DESCRIPTION: usize = 2_000;
 /// Latest failures a flow's metadata shows.
 const SHOWN_FAILURES: u64 = 100;
-/// Unknown contacts named in a refusal's details.
-const SHOWN_UNKNOWN: usize = 100;
 
 pub(crate) fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -211,104 +205,6 @@ async fn create_flow(
     ))
 }
 
-/// Resolves contacts like identity paths (UUID id, external id, phone, e-mail), a few queries
-/// for any number; duplicates collapse. Unknown ones are a 400 listing them.
-pub(crate) async fn resolve_contacts(
-    db: &impl ConnectionTrait,
-    workspace_id: i64,
-    contacts: Vec<String>,
-) -> Result<Vec<NewRecipient>> {
-    let mut found: HashMap<String, Uuid> = HashMap::new();
-    let unresolved = |found: &HashMap<String, Uuid>| -> Vec<String> {
-        let mut seen = HashSet::new();
-        contacts
-            .iter()
-            .filter(|c| !found.contains_key(*c) && seen.insert(c.as_str()))
-            .cloned()
-            .collect()
-    };
-    let as_ids: Vec<(String, Uuid)> = unresolved(&found)
-        .into_iter()
-        .filter_map(|c| Uuid::parse_str(&c).ok().map(|id| (c, id)))
-        .collect();
-    let ids: Vec<Uuid> = as_ids.iter().map(|(_, id)| *id).collect();
-    let existing: HashSet<Uuid> = identities::existing_ids(db, workspace_id, &ids)
-        .await?
-        .into_iter()
-        .collect();
-    for (raw, id) in as_ids {
-        if existing.contains(&id) {
-            found.insert(raw, id);
-        }
-    }
-    for (external, id) in identities::by_external_ids(db, workspace_id, &unresolved(&found)).await?
-    {
-        found.insert(external, id);
-    }
-    for (kind, normalise) in [
-        (
-            ContactKind::Phone,
-            (|raw: &str| Phone::try_from(raw).ok().map(|p| p.as_str().to_owned()))
-                as fn(&str) -> Option<String>,
-        ),
-        (ContactKind::Email, |raw: &str| {
-            Email::try_from(raw).ok().map(|e| e.as_str().to_owned())
-        }),
-    ] {
-        let mut by_value: HashMap<String, Vec<String>> = HashMap::new();
-        for raw in unresolved(&found) {
-            if let Some(value) = normalise(&raw) {
-                by_value.entry(value).or_default().push(raw);
-            }
-        }
-        let values: Vec<String> = by_value.keys().cloned().collect();
-        for (value, id) in identities::by_contacts(db, workspace_id, kind, &values).await? {
-            for raw in by_value.remove(&value).unwrap_or_default() {
-                found.insert(raw, id);
-            }
-        }
-    }
-    let unknown = unresolved(&found);
-    if !unknown.is_empty() {
-        let details = unknown
-            .iter()
-            .take(SHOWN_UNKNOWN)
-            .map(|raw| {
-                let index = contacts.iter().position(|c| c == raw).unwrap_or_default();
-                FieldError::new(
-                    [PathSegment::from("contactUids"), PathSegment::from(index)],
-                    format!("names no identity: {raw}"),
-                )
-            })
-            .collect();
-        return Err(ApiError::BadRequest {
-            code: "unknown_contacts",
-            message: format!(
-                "{} contact(s) name no identity of this workspace: {}",
-                unknown.len(),
-                unknown
-                    .iter()
-                    .take(10)
-                    .cloned()
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            details,
-        });
-    }
-    let mut seen = HashSet::new();
-    Ok(contacts
-        .into_iter()
-        .filter_map(|raw| {
-            let identity_id = *found.get(&raw)?;
-            seen.insert(identity_id).then_some(NewRecipient {
-                identity_id,
-                contact: raw,
-            })
-        })
-        .collect())
-}
-
 /// Tells the flow actors that a flow's status changed.
 fn tell(state: &AppState, flow_id: Uuid) {
     state.actors.flows().changed(flow_id);
@@ -358,7 +254,7 @@ async fn list_flows(
     problems.finish()?;
     let (cursor, limit) = cursor_from(query.cursor.as_deref(), query.limit)?;
     let identity_id = match query.contact_uid.as_deref() {
-        Some(raw) => match resolve(&state.db, caller.workspace_id, raw).await? {
+        Some(raw) => match resolve_identity(&state.db, caller.workspace_id, raw).await? {
             Some(found) => Some(found.id),
             // Nobody by that contact: no flow reaches them.
             None => Some(Uuid::nil()),

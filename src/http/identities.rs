@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use parley_persistence::ContactKind;
 use parley_persistence::entities::{contact_point, identity};
 use parley_persistence::identities::{self, IdentityChanges, NewIdentity};
-use parley_persistence::{ConnectionTrait, PersistenceError, clock};
+use parley_persistence::{ConnectionTrait, clock};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -21,6 +21,7 @@ use crate::http::auth::Caller;
 use crate::http::envelope::Envelope;
 use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Json, Path, Query};
+use crate::http::lookup::{find_identity, resolve_identity};
 use crate::http::pagination::{ListQuery, PageResponse};
 use crate::http::validation::{Problems, object_or_empty, optional_text, present};
 use utoipa_axum::router::OpenApiRouter;
@@ -29,8 +30,11 @@ use utoipa_axum::routes;
 /// Longest name and external id.
 const MAX_TEXT: usize = 200;
 
+mod journey;
+
 pub(crate) fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
+        .merge(journey::router())
         .routes(routes!(list_identities))
         .routes(routes!(get_identity, put_identity, delete_identity))
 }
@@ -121,50 +125,6 @@ pub(crate) async fn record(
         .await?
         .pop()
         .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("identity record went missing")))
-}
-
-/// Resolves a path id as UUID, external id, phone, then e-mail.
-pub(crate) async fn resolve(
-    db: &impl ConnectionTrait,
-    workspace_id: i64,
-    raw: &str,
-) -> Result<Option<identity::Model>> {
-    if let Ok(id) = Uuid::parse_str(raw)
-        && let Some(found) = identities::find(db, workspace_id, id).await?
-    {
-        return Ok(Some(found));
-    }
-    if let Some(found) = identities::find_by_external_id(db, workspace_id, raw).await? {
-        return Ok(Some(found));
-    }
-    if let Ok(phone) = Phone::try_from(raw)
-        && let Some(found) =
-            identities::find_by_contact(db, workspace_id, ContactKind::Phone, phone.as_str())
-                .await?
-    {
-        return Ok(Some(found));
-    }
-    if let Ok(email) = Email::try_from(raw) {
-        return Ok(identities::find_by_contact(
-            db,
-            workspace_id,
-            ContactKind::Email,
-            email.as_str(),
-        )
-        .await?);
-    }
-    Ok(None)
-}
-
-/// The identity a path id names, or 404.
-pub(crate) async fn find_identity(
-    db: &impl ConnectionTrait,
-    workspace_id: i64,
-    raw: &str,
-) -> Result<identity::Model> {
-    resolve(db, workspace_id, raw)
-        .await?
-        .ok_or(ApiError::NotFound("Identity"))
 }
 
 #[utoipa::path(
@@ -352,8 +312,11 @@ async fn put_identity(
             .map_err(|e| ApiError::unique(e, "That e-mail belongs to another identity"))?;
     }
     let answer = record(&txn, updated).await?;
-    txn.commit().await.map_err(PersistenceError::from)?;
-    state.identity_changed(ws, target_id);
+    state
+        .actors
+        .store()
+        .commit_identities(txn, ws, &[target_id])
+        .await?;
     Ok(if created {
         Envelope::created("Identity created successfully", answer)
     } else {
@@ -374,7 +337,7 @@ async fn target_of_put(
     owners: &Owners,
     now: chrono::DateTime<Utc>,
 ) -> Result<(identity::Model, bool)> {
-    if let Some(found) = resolve(txn, ws, path).await? {
+    if let Some(found) = resolve_identity(txn, ws, path).await? {
         return Ok((found, false));
     }
     let external = update
@@ -429,8 +392,11 @@ async fn delete_identity(
     let txn = parley_persistence::begin_write(&state.db).await?;
     let found = find_identity(&txn, caller.workspace_id, &identity_id).await?;
     identities::delete(&txn, caller.workspace_id, found.id).await?;
-    txn.commit().await.map_err(PersistenceError::from)?;
-    state.identity_changed(caller.workspace_id, found.id);
+    state
+        .actors
+        .store()
+        .commit_identities(txn, caller.workspace_id, &[found.id])
+        .await?;
     Ok(Envelope::ok(
         "Identity deleted successfully",
         json!({ "id": found.id }),

@@ -5,7 +5,6 @@
 
 use axum::extract::State;
 use chrono::{DateTime, Utc};
-use parley_actors::Change;
 use parley_actors::conversation::BUILTIN_TOOLS;
 use parley_actors::mcp::naming::expose;
 use parley_actors::mcp::{CallContext, McpError, McpTool};
@@ -290,11 +289,11 @@ async fn update_mcp(
     caller.require(Permission::Write)?;
     let current = find_mcp(&state, &caller, &mcp_id).await?;
     let fields = fields(&state, body, Some(&current))?;
-    let updated = mcp_servers::update(&state.db, current, fields, clock::now()).await?;
-    state.actors.mcp().forget(updated.id);
-    state.changed(Change::Assistants {
-        workspace_id: caller.workspace_id,
-    });
+    let updated = state
+        .actors
+        .store()
+        .update_mcp_server(current, fields)
+        .await?;
     Ok(Envelope::ok(
         "MCP server updated successfully",
         updated.into(),
@@ -316,17 +315,14 @@ async fn delete_mcp(
 ) -> Result<Envelope<Value>> {
     caller.require(Permission::Write)?;
     let id = parse_uuid(&mcp_id, "mcp_id")?;
-    let txn = parley_persistence::begin_write(&state.db).await?;
-    if !mcp_servers::delete(&txn, caller.workspace_id, id).await? {
+    if !state
+        .actors
+        .store()
+        .delete_mcp_server(caller.workspace_id, id)
+        .await?
+    {
         return Err(ApiError::NotFound("MCP server"));
     }
-    txn.commit()
-        .await
-        .map_err(parley_persistence::PersistenceError::from)?;
-    state.actors.mcp().forget(id);
-    state.changed(Change::Assistants {
-        workspace_id: caller.workspace_id,
-    });
     Ok(Envelope::ok(
         "MCP server deleted and detached from every assistant",
         json!({ "id": id }),
@@ -389,17 +385,11 @@ async fn attach_mcp(
         .list_tools(&server, &context)
         .await
         .map_err(|e| unreachable(&server, &e))?;
-    mcp_servers::attach(
-        &state.db,
-        caller.workspace_id,
-        assistant,
-        server.id,
-        clock::now(),
-    )
-    .await?;
-    state.changed(Change::Assistants {
-        workspace_id: caller.workspace_id,
-    });
+    state
+        .actors
+        .store()
+        .attach_mcp_server(caller.workspace_id, assistant, server.id)
+        .await?;
     Ok(Envelope::ok(
         "MCP server attached",
         json!({"assistant_id": assistant, "mcp_id": server.id, "tools": tools}),
@@ -422,10 +412,11 @@ async fn detach_mcp(
     caller.require(Permission::Write)?;
     let assistant = find_assistant_id(&state, &caller, &assistant_id).await?;
     let server = find_mcp(&state, &caller, &mcp_id).await?;
-    mcp_servers::detach(&state.db, assistant, server.id).await?;
-    state.changed(Change::Assistants {
-        workspace_id: caller.workspace_id,
-    });
+    state
+        .actors
+        .store()
+        .detach_mcp_server(caller.workspace_id, assistant, server.id)
+        .await?;
     Ok(Envelope::ok(
         "MCP server detached",
         json!({"assistant_id": assistant, "mcp_id": server.id}),

@@ -4,7 +4,7 @@
 use axum::extract::State;
 use chrono::{DateTime, Utc};
 use parley_persistence::entities::memory_entry;
-use parley_persistence::{clock, memory};
+use parley_persistence::memory;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -14,7 +14,7 @@ use crate::http::auth::Caller;
 use crate::http::envelope::Envelope;
 use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Json, Path};
-use crate::http::identities::find_identity;
+use crate::http::lookup::find_identity;
 use crate::http::validation::{Problems, object_or_empty};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -123,17 +123,17 @@ async fn put_memory(
     }
 
     let found = find_identity(&state.db, caller.workspace_id, &identity_id).await?;
-    let (entry, created) = memory::upsert(
-        &state.db,
-        caller.workspace_id,
-        found.id,
-        key.as_str(),
-        body.value,
-        metadata,
-        clock::now(),
-    )
-    .await?;
-    state.identity_changed(caller.workspace_id, found.id);
+    let (entry, created) = state
+        .actors
+        .store()
+        .remember(
+            caller.workspace_id,
+            found.id,
+            key.as_str(),
+            body.value,
+            metadata,
+        )
+        .await?;
     Ok(if created {
         Envelope::created("Memory entry created successfully", entry.into())
     } else {
@@ -158,10 +158,14 @@ async fn delete_memory(
     let key = MemoryKey::try_from(key.as_str())
         .map_err(|e| ApiError::invalid_field(["key"], e.to_string()))?;
     let found = find_identity(&state.db, caller.workspace_id, &identity_id).await?;
-    if !memory::delete(&state.db, found.id, key.as_str()).await? {
+    if !state
+        .actors
+        .store()
+        .forget(caller.workspace_id, found.id, key.as_str())
+        .await?
+    {
         return Err(ApiError::NotFound("Memory entry"));
     }
-    state.identity_changed(caller.workspace_id, found.id);
     Ok(Envelope::ok(
         "Memory entry deleted successfully",
         json!({ "key": key.as_str() }),

@@ -8,7 +8,7 @@ use axum::response::{IntoResponse, Response};
 
 use crate::domain::Permission;
 use crate::http::AppState;
-use crate::http::admin::Viewer;
+use crate::http::auth::Viewer;
 use crate::http::error::{ApiError, Result};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;

@@ -20,8 +20,8 @@ use crate::http::auth::Caller;
 use crate::http::envelope::Envelope;
 use crate::http::error::{ApiError, FieldError, Result};
 use crate::http::extract::{Json, Path, Query};
-use crate::http::flows::resolve_contacts;
-use crate::http::identities::resolve;
+use crate::http::lookup::resolve_contacts;
+use crate::http::lookup::resolve_identity;
 use crate::http::pagination::{ListQuery, PageResponse};
 use crate::http::validation::{Problems, parse_uuid};
 use utoipa_axum::router::OpenApiRouter;
@@ -253,7 +253,7 @@ async fn resolved(state: &AppState, ws: i64, payload: TaskPayload) -> Result<Tas
         )])
     };
     let identity = |raw: String| async move {
-        resolve(db, ws, &raw)
+        resolve_identity(db, ws, &raw)
             .await?
             .map(|found| found.id.to_string())
             .ok_or_else(|| missing("identity_id", "identity"))

@@ -15,13 +15,13 @@ use uuid::Uuid;
 use crate::domain::{Permission, Phone};
 use crate::http::AppState;
 use crate::http::auth::Caller;
-use crate::http::channels::find_channel;
 use crate::http::envelope::{Envelope, with_snake_case_aliases};
 use crate::http::error::Refusal;
 use crate::http::error::{ApiError, PathSegment, Result};
 use crate::http::extract::{Json, Path};
-use crate::http::templates::is_template_language;
+use crate::http::lookup::find_channel;
 use crate::http::validation::Problems;
+use crate::http::validation::is_template_language;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 

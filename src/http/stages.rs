@@ -3,9 +3,9 @@
 
 use axum::extract::State;
 use chrono::{DateTime, Utc};
+use parley_persistence::PersistenceError;
 use parley_persistence::entities::stage;
 use parley_persistence::stages::{self, StageChanges};
-use parley_persistence::{PersistenceError, clock};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -18,7 +18,6 @@ use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Json, Path, Query};
 use crate::http::pagination::{ListQuery, PageResponse};
 use crate::http::validation::{Problems, object_or_empty, optional_text, parse_uuid, present};
-use parley_actors::Change;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -79,19 +78,12 @@ async fn create_stage(
     let metadata = object_or_empty(&mut problems, "metadata", body.metadata);
     problems.finish()?;
     let name = name.ok_or_else(|| ApiError::invalid_field(["name"], "is required"))?;
-    let created = stages::create(
-        &state.db,
-        caller.workspace_id,
-        name.as_str(),
-        description,
-        metadata,
-        clock::now(),
-    )
-    .await
-    .map_err(|e| stage_name_taken(e, &name))?;
-    state.changed(Change::Stages {
-        workspace_id: caller.workspace_id,
-    });
+    let created = state
+        .actors
+        .store()
+        .create_stage(caller.workspace_id, name.as_str(), description, metadata)
+        .await
+        .map_err(|e| stage_name_taken(e, &name))?;
     Ok(Envelope::created(
         "Stage created successfully",
         created.into(),
@@ -181,15 +173,15 @@ async fn update_stage(
         description,
         metadata,
     };
-    let updated = stages::update(&state.db, current, changes, clock::now())
+    let updated = state
+        .actors
+        .store()
+        .update_stage(current, changes)
         .await
         .map_err(|e| match &name {
             Some(name) => stage_name_taken(e, name),
             None => e.into(),
         })?;
-    state.changed(Change::Stages {
-        workspace_id: caller.workspace_id,
-    });
     Ok(Envelope::ok("Stage updated successfully", updated.into()))
 }
 
@@ -208,14 +200,14 @@ async fn delete_stage(
 ) -> Result<Envelope<Value>> {
     caller.require(Permission::Write)?;
     let id = parse_uuid(&stage_id, "stage_id")?;
-    let txn = parley_persistence::begin_write(&state.db).await?;
-    if !stages::delete(&txn, caller.workspace_id, id).await? {
+    if !state
+        .actors
+        .store()
+        .delete_stage(caller.workspace_id, id)
+        .await?
+    {
         return Err(ApiError::NotFound("Stage"));
     }
-    txn.commit().await.map_err(PersistenceError::from)?;
-    state.changed(Change::Stages {
-        workspace_id: caller.workspace_id,
-    });
     Ok(Envelope::ok(
         "Stage deleted successfully",
         json!({ "id": id }),

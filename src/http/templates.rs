@@ -10,12 +10,13 @@ use serde_json::{Value, json};
 use crate::domain::Permission;
 use crate::http::AppState;
 use crate::http::auth::Caller;
-use crate::http::channels::find_channel;
 use crate::http::envelope::Envelope;
 use crate::http::error::Refusal;
 use crate::http::error::{ApiError, PathSegment, Result};
 use crate::http::extract::{Json, Path};
+use crate::http::lookup::find_channel;
 use crate::http::validation::Problems;
+use crate::http::validation::is_template_language;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -185,16 +186,6 @@ fn check_components(problems: &mut Problems, components: &[Value]) {
             problems.add(at("text"), "must be the body's text");
         }
     }
-}
-
-/// Whether `code` is a template language code such as `en_US`.
-pub(crate) fn is_template_language(code: &str) -> bool {
-    let (language, region) = code
-        .split_once('_')
-        .map_or((code, None), |(l, r)| (l, Some(r)));
-    (2..=3).contains(&language.len())
-        && language.bytes().all(|b| b.is_ascii_lowercase())
-        && region.is_none_or(|r| r.len() == 2 && r.bytes().all(|b| b.is_ascii_uppercase()))
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@ use crate::http::envelope::Envelope;
 use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Path, Query, RawBody, parse_typed};
 use crate::metrics;
+use parley_actors::changes::{Change, Listener};
 use parley_actors::remembered::Remembered;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -159,8 +160,8 @@ const WEBHOOK_CHANNEL_TTL: Duration = Duration::from_secs(10);
 /// phone number id, so that a webhook does not read its channel again: one statement less on
 /// every delivery, messages and statuses alike (each message sent comes back as up to three
 /// statuses). Only channels found are remembered, so a channel created meanwhile is found at
-/// once; a channel changed or deleted through this server is forgotten at once
-/// ([`AppState::changed`]), one changed through another server sharing the database is seen
+/// once; a channel changed or deleted through this server is forgotten at once (it listens to
+/// the actors' announcer), one changed through another server sharing the database is seen
 /// within the time to live.
 #[derive(Clone, Debug)]
 pub(crate) struct WebhookChannels(Remembered<String, Arc<channel::Model>>);
@@ -168,6 +169,18 @@ pub(crate) struct WebhookChannels(Remembered<String, Arc<channel::Model>>);
 impl Default for WebhookChannels {
     fn default() -> Self {
         Self(Remembered::new(WEBHOOK_CHANNEL_TTL))
+    }
+}
+
+impl Listener for WebhookChannels {
+    /// A channel that changed or was deleted is forgotten.
+    fn changed(&self, change: &Change) {
+        if let Change::Channel { channel_id, .. } | Change::ChannelDeleted { channel_id, .. } =
+            change
+        {
+            let channel_id = *channel_id;
+            self.0.forget(|_, channel| channel.id == channel_id);
+        }
     }
 }
 
@@ -203,11 +216,6 @@ impl WebhookChannels {
             }
         };
         self.0.recall(&format!("number/{number}"), read).await
-    }
-
-    /// Forgets a channel that changed or was deleted.
-    pub(crate) fn forget(&self, channel_id: Uuid) {
-        self.0.forget(|_, channel| channel.id == channel_id);
     }
 }
 

@@ -2,9 +2,9 @@
 
 use axum::extract::State;
 use chrono::{DateTime, Utc};
+use parley_persistence::clock;
 use parley_persistence::entities::worker;
 use parley_persistence::workers::{self, NewWorker};
-use parley_persistence::{PersistenceError, clock};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use uuid::Uuid;
@@ -15,9 +15,9 @@ use crate::http::auth::Caller;
 use crate::http::envelope::Envelope;
 use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Json, Path, Query};
+use crate::http::lookup::find_worker;
 use crate::http::pagination::{ListQuery, PageResponse};
 use crate::http::validation::{Problems, optional_text, parse_uuid};
-use parley_actors::Change;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -167,28 +167,16 @@ async fn delete_worker(
 ) -> Result<Envelope<serde_json::Value>> {
     caller.require(Permission::Write)?;
     let id = parse_uuid(&worker_id, "worker_id")?;
-    let txn = parley_persistence::begin_write(&state.db).await?;
-    if !workers::delete(&txn, caller.workspace_id, id).await? {
+    if !state
+        .actors
+        .store()
+        .delete_worker(caller.workspace_id, id)
+        .await?
+    {
         return Err(ApiError::NotFound("Worker"));
     }
-    txn.commit().await.map_err(PersistenceError::from)?;
-    state.changed(Change::Assistants {
-        workspace_id: caller.workspace_id,
-    });
     Ok(Envelope::ok(
         "Worker deleted successfully",
         json!({ "id": id }),
     ))
-}
-
-/// The caller's worker named by a path parameter (400 malformed, 404 unknown).
-pub(crate) async fn find_worker(
-    state: &AppState,
-    caller: &Caller,
-    raw: &str,
-) -> Result<worker::Model> {
-    let id = parse_uuid(raw, "worker_id")?;
-    workers::find(&state.db, caller.workspace_id, id)
-        .await?
-        .ok_or(ApiError::NotFound("Worker"))
 }

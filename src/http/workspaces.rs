@@ -16,6 +16,7 @@ use crate::http::auth::Caller;
 use crate::http::envelope::Envelope;
 use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Json, Path, Query};
+use crate::http::lookup::accessible_workspace;
 use crate::http::pagination::{PageResponse, page_from};
 use crate::http::validation::{Problems, present};
 use utoipa_axum::router::OpenApiRouter;
@@ -199,36 +200,6 @@ async fn update_workspace(
         "Workspace updated successfully",
         updated.into(),
     ))
-}
-
-/// Parses a workspace id given in a path or body.
-pub(crate) fn parse_workspace_id(raw: &str) -> Result<i64> {
-    raw.trim()
-        .parse::<i64>()
-        .ok()
-        .filter(|id| *id > 0)
-        .ok_or_else(|| ApiError::invalid_field(["workspace_id"], "must be a positive integer"))
-}
-
-/// The workspace `raw` names when the caller may use it: 404 when it is not in the caller's
-/// business or does not exist, 403 when it is but the caller's user is not a member.
-pub(crate) async fn accessible_workspace(
-    state: &AppState,
-    caller: &Caller,
-    raw: &str,
-) -> Result<workspace::Model> {
-    let id = parse_workspace_id(raw)?;
-    if let Some(found) =
-        workspaces::find_for_member(&state.db, caller.business_id, caller.user_id, id).await?
-    {
-        return Ok(found);
-    }
-    match workspaces::find_by_id(&state.db, id).await? {
-        Some(other) if other.business_id == caller.business_id => Err(ApiError::Forbidden(
-            "This API key's user is not a member of that workspace".to_owned(),
-        )),
-        _ => Err(ApiError::NotFound("Workspace")),
-    }
 }
 
 /// A description kept as written, bounded in length.

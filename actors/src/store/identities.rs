@@ -1,8 +1,13 @@
-//! An identity's journey: the one way to move it to a stage (`POST /identity/{id}/stage` and
-//! `set_stage` tasks), which its conversation actor hears of before its next turn.
+//! Identities: their conversation actor caches the identity, its stage and its memory, and the
+//! front door remembers which identity each path names, so every write here tells them. The
+//! one way to move an identity to a stage (`POST /identity/{id}/stage` and `set_stage` tasks),
+//! to remember or forget a memory entry through the API, and to commit the identity writes
+//! the front door runs in a transaction of its own (`PUT`, delete, merge).
 
-use parley_persistence::entities::{identity, identity_stage, stage};
-use parley_persistence::{PersistenceError, clock, identities, stages};
+use parley_persistence::entities::{identity, identity_stage, memory_entry, stage};
+use parley_persistence::{
+    DatabaseTransaction, PersistenceError, clock, identities, memory, stages,
+};
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -72,5 +77,77 @@ impl Store {
             stage,
             entry,
         })
+    }
+}
+
+impl Store {
+    /// Commits `txn`, which wrote the identities `identity_ids` of the workspace (a `PUT`, a
+    /// delete, a merge), and announces each.
+    ///
+    /// # Errors
+    /// A database error; nothing is announced then.
+    pub async fn commit_identities(
+        &self,
+        txn: DatabaseTransaction,
+        workspace_id: i64,
+        identity_ids: &[Uuid],
+    ) -> Result<(), PersistenceError> {
+        txn.commit().await?;
+        for identity_id in identity_ids {
+            self.announce(Change::Identity {
+                workspace_id,
+                identity_id: *identity_id,
+            });
+        }
+        Ok(())
+    }
+
+    /// Writes one memory entry of an identity; answers it and whether it is new.
+    ///
+    /// # Errors
+    /// A database error.
+    pub async fn remember(
+        &self,
+        workspace_id: i64,
+        identity_id: Uuid,
+        key: &str,
+        value: Value,
+        metadata: Value,
+    ) -> Result<(memory_entry::Model, bool), PersistenceError> {
+        let written = memory::upsert(
+            &self.db,
+            workspace_id,
+            identity_id,
+            key,
+            value,
+            metadata,
+            clock::now(),
+        )
+        .await?;
+        self.announce(Change::Identity {
+            workspace_id,
+            identity_id,
+        });
+        Ok(written)
+    }
+
+    /// Forgets one memory entry of an identity; `false` when it had none under `key`.
+    ///
+    /// # Errors
+    /// A database error.
+    pub async fn forget(
+        &self,
+        workspace_id: i64,
+        identity_id: Uuid,
+        key: &str,
+    ) -> Result<bool, PersistenceError> {
+        let forgotten = memory::delete(&self.db, identity_id, key).await?;
+        if forgotten {
+            self.announce(Change::Identity {
+                workspace_id,
+                identity_id,
+            });
+        }
+        Ok(forgotten)
     }
 }

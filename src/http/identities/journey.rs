@@ -4,20 +4,22 @@
 use axum::extract::State;
 use chrono::{DateTime, Utc};
 use parley_persistence::entities::identity_stage;
-use parley_persistence::{PersistenceError, clock, identities, stages};
+use parley_persistence::{clock, identities};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
 
+use super::{IdentityRecord, record};
 use crate::domain::Permission;
 use crate::http::AppState;
 use crate::http::auth::Caller;
 use crate::http::envelope::Envelope;
 use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Json, Path, Query};
-use crate::http::identities::{IdentityRecord, find_identity, record};
+use crate::http::lookup::find_identity;
 use crate::http::pagination::{ListQuery, PageResponse};
 use crate::http::validation::{Problems, object_or_empty};
+use parley_actors::store::identities::StageRef;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -58,19 +60,14 @@ async fn set_identity_stage(
     }
     problems.finish()?;
     let ws = caller.workspace_id;
-    let txn = parley_persistence::begin_write(&state.db).await?;
-    let found = find_identity(&txn, ws, &identity_id).await?;
-    let stage = match Uuid::parse_str(body.stage_id.trim()) {
-        Ok(id) => stages::find(&txn, ws, id).await?,
-        Err(_) => stages::find_by_name(&txn, ws, body.stage_id.trim()).await?,
-    }
-    .ok_or(ApiError::NotFound("Stage"))?;
-    let found_id = found.id;
-    let (updated, _) = identities::set_stage(&txn, found, &stage, metadata, clock::now()).await?;
-    let answer = record(&txn, updated).await?;
-    txn.commit().await.map_err(PersistenceError::from)?;
-    state.identity_changed(ws, found_id);
-    tracing::info!(identity_id = %found_id, stage = %stage.name, "identity stage set");
+    let found = find_identity(&state.db, ws, &identity_id).await?;
+    let stage = StageRef::parse(&body.stage_id);
+    let set = state
+        .actors
+        .store()
+        .set_stage(ws, found.id, &stage, metadata)
+        .await?;
+    let answer = record(&state.db, set.identity).await?;
     Ok(Envelope::ok("Identity stage updated successfully", answer))
 }
 
@@ -165,9 +162,10 @@ async fn merge_identity(
     let target_id = target.id;
     let merged = identities::merge(&txn, target, source, clock::now()).await?;
     let answer = record(&txn, merged).await?;
-    txn.commit().await.map_err(PersistenceError::from)?;
-    state.identity_changed(ws, source_id);
-    state.identity_changed(ws, target_id);
+    let store = state.actors.store();
+    store
+        .commit_identities(txn, ws, &[source_id, target_id])
+        .await?;
     tracing::info!(%source_id, "identity merged");
     Ok(Envelope::ok("Identities merged successfully", answer))
 }
