@@ -4,12 +4,12 @@
 
 use axum::extract::State;
 use chrono::{DateTime, Utc};
-use parley_actors::flow::params::{self, Expression};
-use parley_persistence::campaigns::{self, CampaignFields, CampaignFilter};
+use parley_actors::flow::params::{self};
+use parley_persistence::campaigns::{self, CampaignFilter};
 use parley_persistence::entities::{campaign, channel};
 use parley_persistence::{CampaignStatus, ParamsStrategy, clock};
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use uuid::Uuid;
 
 use crate::domain::Permission;
@@ -25,8 +25,9 @@ use crate::http::validation::Problems;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-/// Longest campaign name.
-const MAX_NAME: usize = 200;
+mod wanted;
+
+use self::wanted::{CampaignBody, Wanted};
 
 pub(crate) fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -69,146 +70,6 @@ impl From<campaign::Model> for CampaignRecord {
             updated_at: c.updated_at,
         }
     }
-}
-
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-struct CampaignBody {
-    channel_uid: Option<String>,
-    name: Option<String>,
-    #[serde(default, deserialize_with = "crate::http::validation::present")]
-    description: Option<Option<Value>>,
-    status: Option<String>,
-    template_name: Option<String>,
-    template_language: Option<String>,
-    template_params_strategy: Option<String>,
-    template_parameters: Option<Map<String, Value>>,
-}
-
-/// The fields a body asks for, laid over `current` for a PATCH, checked but for the template.
-struct Wanted {
-    fields: CampaignFields,
-    /// Whether the language was given (or kept), rather than left for the template to say.
-    language_given: bool,
-    expressions: Vec<String>,
-}
-
-fn wanted(body: &CampaignBody, current: Option<&campaign::Model>) -> Result<Wanted> {
-    let mut problems = Problems::default();
-    let name = body
-        .name
-        .as_deref()
-        .map(str::trim)
-        .map(str::to_owned)
-        .or_else(|| current.map(|c| c.name.clone()));
-    match &name {
-        None => problems.add(["name"], "is required"),
-        Some(n) if n.is_empty() || n.chars().count() > MAX_NAME => {
-            problems.add(["name"], format!("must be 1 to {MAX_NAME} characters"));
-        }
-        Some(_) => {}
-    }
-    let description = match &body.description {
-        Some(Some(value)) if !value.is_object() => {
-            problems.add(["description"], "must be an object");
-            None
-        }
-        Some(value) => value.clone(),
-        None => current.and_then(|c| c.description.clone()),
-    };
-    let status = match body.status.as_deref() {
-        Some(raw) => CampaignStatus::parse(raw).or_else(|| {
-            problems.add(
-                ["status"],
-                "must be ACTIVE, PENDING, DEPRECATED, INACTIVE or BLOCKED",
-            );
-            None
-        }),
-        None => current.map(|c| c.status).or_else(|| {
-            problems.add(["status"], "is required");
-            None
-        }),
-    };
-    let template_name = body
-        .template_name
-        .as_deref()
-        .map(str::trim)
-        .map(str::to_owned)
-        .or_else(|| current.map(|c| c.template_name.clone()));
-    match &template_name {
-        None => problems.add(["templateName"], "is required"),
-        Some(n) if n.is_empty() => problems.add(["templateName"], "must not be empty"),
-        Some(_) => {}
-    }
-    let strategy = match body.template_params_strategy.as_deref() {
-        Some(raw) => ParamsStrategy::parse(raw).or_else(|| {
-            problems.add(
-                ["templateParamsStrategy"],
-                "must be USE_DEFAULT or USE_CONTACT_ASSOCIATION",
-            );
-            None
-        }),
-        None => current.map(|c| c.params_strategy).or_else(|| {
-            problems.add(["templateParamsStrategy"], "is required");
-            None
-        }),
-    };
-    let parameters = match &body.template_parameters {
-        Some(raw) => Value::Object(raw.clone()),
-        None => current.map_or_else(|| json!({}), |c| c.template_parameters.clone()),
-    };
-    let mut expressions = Vec::new();
-    if let Some(raw) = parameters.as_object() {
-        for (parameter, expression) in raw {
-            match expression.as_str().map(Expression::parse) {
-                Some(Ok(_)) => expressions.push(parameter.clone()),
-                Some(Err(problem)) => {
-                    problems.add(["templateParameters", parameter.as_str()], problem)
-                }
-                None => problems.add(
-                    ["templateParameters", parameter.as_str()],
-                    "must be a string",
-                ),
-            }
-        }
-    }
-    let language = body
-        .template_language
-        .as_deref()
-        .map(str::trim)
-        .map(str::to_owned)
-        .filter(|l| !l.is_empty());
-    let template_changed = body.template_name.is_some() || body.template_language.is_some();
-    let (template_language, language_given) = match (language, current) {
-        (Some(language), _) => (language, true),
-        (None, Some(c))
-            if !template_changed || body.template_name.as_deref() == Some(&c.template_name) =>
-        {
-            (c.template_language.clone(), true)
-        }
-        _ => (String::new(), false),
-    };
-    problems.finish()?;
-    let (Some(name), Some(status), Some(template_name), Some(params_strategy)) =
-        (name, status, template_name, strategy)
-    else {
-        return Err(ApiError::Internal(anyhow::anyhow!(
-            "checked fields went missing"
-        )));
-    };
-    Ok(Wanted {
-        fields: CampaignFields {
-            name,
-            description,
-            status,
-            template_name,
-            template_language,
-            params_strategy,
-            template_parameters: parameters,
-        },
-        language_given,
-        expressions,
-    })
 }
 
 /// Checks the template at Meta (or the sandbox channel's own) for the channel: it exists (in the language, or in exactly one
@@ -293,7 +154,7 @@ async fn create_campaign(
     let Some(raw_channel) = body.channel_uid.as_deref() else {
         return Err(ApiError::invalid_field(["channelUid"], "is required"));
     };
-    let mut wanted = wanted(&body, None)?;
+    let mut wanted = Wanted::try_from((&body, None))?;
     let channel = find_channel(&state, &caller, raw_channel).await?;
     check_template(&state, &channel, &mut wanted).await?;
     let created = campaigns::create(
@@ -416,7 +277,7 @@ async fn update_campaign(
     {
         return Err(ApiError::invalid_field(["channelUid"], "cannot be changed"));
     }
-    let mut wanted = wanted(&body, Some(&current))?;
+    let mut wanted = Wanted::try_from((&body, Some(&current)))?;
     let template_changed = body.template_name.is_some()
         || body.template_language.is_some()
         || body.template_parameters.is_some();

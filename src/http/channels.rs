@@ -5,9 +5,8 @@
 use axum::extract::State;
 use parley_actors::store::channels::Deleted;
 use parley_actors::whatsapp::GraphError;
-use parley_persistence::channels::{self, ChannelChanges, NewChannel, VerifiedNumber};
+use parley_persistence::channels::{self, ChannelChanges, VerifiedNumber};
 use parley_persistence::entities::channel;
-use parley_persistence::{Integration, clock};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -24,10 +23,13 @@ use crate::http::validation::{Problems, parse_uuid};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+mod create;
 mod fields;
 mod record;
 
-use self::fields::{credential, new_verify_token, platform_id, settings_object};
+use self::create::{__path_create_channel, create_channel};
+
+use self::fields::{credential, platform_id, settings_object};
 pub(crate) use self::record::ChannelRecord;
 use self::record::record;
 
@@ -37,113 +39,6 @@ pub(crate) fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(create_channel))
         .routes(routes!(get_channel, update_channel, delete_channel))
         .routes(routes!(sync_worker))
-}
-
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-struct CreateChannelBody {
-    name: Option<String>,
-    access_token: Option<String>,
-    phone_number_id: Option<String>,
-    business_id: Option<String>,
-    integration: Option<String>,
-    settings: Option<Value>,
-}
-
-#[utoipa::path(
-    post,
-    path = "/channels/waba",
-    tag = "channels",
-    request_body = CreateChannelBody,
-    responses((status = 201, body = Envelope<ChannelRecord>), (status = 502, body = Refusal)),
-)]
-#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
-async fn create_channel(
-    caller: Caller,
-    State(state): State<AppState>,
-    Json(body): Json<CreateChannelBody>,
-) -> Result<Envelope<ChannelRecord>> {
-    caller.require(Permission::Write)?;
-    let mut problems = Problems::default();
-    let name = match &body.name {
-        Some(name) => problems.parse(["name"], LongName::try_from(name.as_str())),
-        None => {
-            problems.add(["name"], "is required");
-            None
-        }
-    };
-    let integration = match body.integration.as_deref() {
-        None => Some(Integration::CloudApi),
-        Some(name) => {
-            let parsed = Integration::parse(name);
-            if parsed.is_none() {
-                problems.add(
-                    ["integration"],
-                    "must be one of cloud_api, mm_lite, sandbox",
-                );
-            }
-            parsed
-        }
-    };
-    let sandbox = integration == Some(Integration::Sandbox);
-    let settings = settings_object(&mut problems, body.settings);
-    let access_token = credential(&mut problems, "accessToken", body.access_token, 4096);
-    let phone_number_id = platform_id(&mut problems, "phoneNumberId", body.phone_number_id);
-    let business_id = platform_id(&mut problems, "businessId", body.business_id);
-
-    // Sandbox channels need no Meta credentials; the first form (token and number) makes a live
-    // channel; the second (name and business account) an inactive one awaiting credentials.
-    let live = sandbox || access_token.is_some() || phone_number_id.is_some();
-    if !sandbox {
-        if live {
-            for (field, given) in [
-                ("accessToken", access_token.is_some()),
-                ("phoneNumberId", phone_number_id.is_some()),
-                ("businessId", business_id.is_some()),
-            ] {
-                if !given {
-                    problems.add([field], "is required for a live channel");
-                }
-            }
-        } else if business_id.is_none() {
-            problems.add(["businessId"], "is required");
-        }
-    }
-    problems.finish()?;
-    let (Some(name), Some(integration)) = (name, integration) else {
-        return Err(ApiError::invalid_field(["name"], "is required"));
-    };
-    let verified = match (&access_token, &phone_number_id) {
-        (Some(token), Some(number)) if integration.is_live() => {
-            Some(verify_number(&state, token, number).await?)
-        }
-        _ => None,
-    };
-
-    let created = channels::create(
-        &state.db,
-        caller.workspace_id,
-        NewChannel {
-            name: name.into_inner(),
-            integration,
-            active: live,
-            settings,
-            phone_number_id,
-            business_account_id: business_id,
-            access_token_encrypted: access_token.map(|t| state.secrets.seal(&t)),
-            verify_token: new_verify_token(),
-            verified,
-        },
-        clock::now(),
-    )
-    .await
-    .map_err(|e| ApiError::unique(e, NUMBER_TAKEN))?;
-    tracing::info!(channel_id = %created.id, integration = created.integration.as_str(), "channel created");
-    register_webhook(&state, &created).await;
-    Ok(Envelope::created(
-        "Channel created successfully",
-        record(&state, created),
-    ))
 }
 
 #[utoipa::path(
@@ -356,7 +251,7 @@ async fn sync_worker(
 /// Starts a live channel's actor and registers Parley's webhook with Meta for a live
 /// `cloud_api`/`mm_lite` channel when a public URL is configured. A refusal is logged, not fatal: the channel exists and the operator can
 /// register the URL shown in its record by hand.
-async fn register_webhook(state: &AppState, channel: &channel::Model) {
+pub(super) async fn register_webhook(state: &AppState, channel: &channel::Model) {
     let channels = state.actors.channels();
     if channel.active {
         channels.start(channel.id).await;
@@ -373,11 +268,15 @@ async fn register_webhook(state: &AppState, channel: &channel::Model) {
 }
 
 /// A number held by another channel: the answer says no more than that it is not available.
-const NUMBER_TAKEN: &str = "That phoneNumberId is not available";
+pub(super) const NUMBER_TAKEN: &str = "That phoneNumberId is not available";
 
 /// Meta's word that `token` holds `number`: its display number and verified name; a 400 naming
 /// `accessToken` when Meta refuses, a 502 when Meta cannot be asked.
-async fn verify_number(state: &AppState, token: &str, number: &str) -> Result<VerifiedNumber> {
+pub(super) async fn verify_number(
+    state: &AppState,
+    token: &str,
+    number: &str,
+) -> Result<VerifiedNumber> {
     state
         .actors
         .verify_number(token, number)

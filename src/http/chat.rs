@@ -15,6 +15,7 @@ use parley_actors::{ToolCallRecord, TurnError, TurnEvent, TurnOrigin, TurnOutcom
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
+use tokio::task::JoinError;
 use tokio_stream::Stream;
 use uuid::Uuid;
 
@@ -197,26 +198,32 @@ async fn stream(
             let token = event(&json!({"type": "token", "content": token}));
             return Some((Ok(token), Some((None, heard, turn))));
         }
-        let last = match turn.await {
-            Ok(Ok(outcome)) => json!({
-                "type": "complete",
-                "content": outcome.reply,
-                "conversation_id": outcome.conversation_id,
-                "message_id": outcome.message_id,
-                "fallback": outcome.fallback,
-            }),
-            Ok(Err(error)) => {
-                let error = ApiError::from(error);
-                json!({"type": "error", "content": error.public_message(), "code": error.code()})
-            }
-            Err(error) => {
-                tracing::error!(%error, "the turn task failed");
-                json!({"type": "error", "content": "The turn failed", "code": "internal_error"})
-            }
-        };
-        Some((Ok(event(&last)), None))
+        Some((Ok(event(&ending(turn.await))), None))
     });
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive")))
+}
+
+/// The last event of a stream: the stored reply, or why there is none.
+fn ending(
+    turn: std::result::Result<std::result::Result<TurnOutcome, TurnError>, JoinError>,
+) -> Value {
+    match turn {
+        Ok(Ok(outcome)) => json!({
+            "type": "complete",
+            "content": outcome.reply,
+            "conversation_id": outcome.conversation_id,
+            "message_id": outcome.message_id,
+            "fallback": outcome.fallback,
+        }),
+        Ok(Err(error)) => {
+            let error = ApiError::from(error);
+            json!({"type": "error", "content": error.public_message(), "code": error.code()})
+        }
+        Err(error) => {
+            tracing::error!(%error, "the turn task failed");
+            json!({"type": "error", "content": "The turn failed", "code": "internal_error"})
+        }
+    }
 }
 
 fn event(data: &Value) -> Event {

@@ -1,15 +1,12 @@
 //! The one error type of the HTTP layer and its body, `{"message", "error", "details"}`.
+//! How each domain error of the actors becomes one is in `domain`.
+
+mod domain;
 
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use parley_actors::channel::SendError;
-use parley_actors::flow::CreateFlowError;
-use parley_actors::llm::LlmError;
-use parley_actors::outbound::OutboundError;
-use parley_actors::store::StoreError;
-use parley_actors::whatsapp::{GraphError, MetaError};
-use parley_actors::{RuntimeError, TurnError};
+use parley_actors::whatsapp::MetaError;
 use parley_persistence::PersistenceError;
 use serde::Serialize;
 
@@ -322,138 +319,6 @@ impl From<PersistenceError> for ApiError {
             // A concurrent delete won the race: what this request refers to is gone.
             PersistenceError::Vanished(_) => Self::NotFound("A resource this request refers to"),
             PersistenceError::Database(db) => Self::Internal(anyhow::Error::new(db)),
-        }
-    }
-}
-
-impl From<RuntimeError> for ApiError {
-    /// An actor (re)starting or not answering: the service is not ready for this now.
-    fn from(error: RuntimeError) -> Self {
-        Self::not_ready(error.to_string())
-    }
-}
-
-impl From<GraphError> for ApiError {
-    /// Meta's refusal is a 502 carrying Meta's code; no answer in time a 504.
-    fn from(error: GraphError) -> Self {
-        match error {
-            GraphError::Api(refusal) => Self::MetaRefused(refusal),
-            GraphError::Timeout(_) => Self::UpstreamTimeout(error.to_string()),
-            other => Self::UpstreamFailed(other.to_string()),
-        }
-    }
-}
-
-impl From<SendError> for ApiError {
-    /// A send that did not go out, as the API answers it.
-    fn from(error: SendError) -> Self {
-        match error {
-            SendError::Refused(refusal) => Self::MetaRefused(refusal),
-            SendError::CredentialsInvalid(_) | SendError::WindowClosed => {
-                let refusal = error.to_json();
-                Self::MetaRefused(MetaError {
-                    code: refusal["code"].as_i64(),
-                    message: error.to_string(),
-                    title: None,
-                    details: None,
-                    http_status: None,
-                })
-            }
-            SendError::Inactive => Self::Conflict(error.to_string()),
-            SendError::UnknownChannel => Self::NotFound("Channel"),
-            SendError::Unavailable(message) => Self::UpstreamFailed(message),
-            SendError::AlreadyTaken | SendError::Storage(_) => {
-                Self::Internal(anyhow::anyhow!(error))
-            }
-        }
-    }
-}
-
-impl From<OutboundError> for ApiError {
-    /// A message that did not go out, as the API answers it.
-    fn from(error: OutboundError) -> Self {
-        match error {
-            OutboundError::TemplateNotFound => Self::NotFound("Template"),
-            OutboundError::TemplateShape => Self::invalid_field(
-                ["templateType"],
-                "must be carousel exactly when the template has a CAROUSEL component",
-            ),
-            OutboundError::Templates(error) => error.into(),
-            OutboundError::NotSent { error, .. } => error.into(),
-            OutboundError::Unavailable(error) => error.into(),
-            OutboundError::NoPhone | OutboundError::Storage(_) => {
-                Self::Internal(anyhow::anyhow!(error))
-            }
-        }
-    }
-}
-
-impl From<CreateFlowError> for ApiError {
-    /// A flow that was not created.
-    fn from(error: CreateFlowError) -> Self {
-        match error {
-            CreateFlowError::CampaignNotFound => Self::NotFound("Campaign"),
-            CreateFlowError::ChannelNotFound => Self::NotFound("Channel"),
-            CreateFlowError::ChannelMismatch => {
-                Self::invalid_field(["channelUid"], "must be the campaign's channel")
-            }
-            CreateFlowError::CampaignNotUsable(status) => Self::ConflictCode {
-                code: "campaign_not_usable",
-                message: format!(
-                    "The campaign is {status}; only ACTIVE and DEPRECATED campaigns start flows"
-                ),
-            },
-            CreateFlowError::ChannelInactive => Self::ConflictCode {
-                code: "channel_inactive",
-                message: "The channel is not active; give it credentials first".to_owned(),
-            },
-            CreateFlowError::Storage(_) => Self::Internal(anyhow::anyhow!(error)),
-        }
-    }
-}
-
-impl From<StoreError> for ApiError {
-    /// A write that did not happen: what it names is not there, or the database said no.
-    fn from(error: StoreError) -> Self {
-        match error {
-            StoreError::NotFound(what) => Self::NotFound(what),
-            StoreError::Storage(error) => error.into(),
-        }
-    }
-}
-
-impl From<TurnError> for ApiError {
-    /// A turn that produced no reply. The model's own words stay in the log: they may name
-    /// internal addresses.
-    fn from(error: TurnError) -> Self {
-        match error {
-            TurnError::IdentityNotFound => Self::NotFound("Identity"),
-            TurnError::ChannelNotFound => Self::NotFound("Channel"),
-            TurnError::NoAssistant => Self::Conflict(error.to_string()),
-            TurnError::Llm(LlmError::NotConfigured) => Self::Unavailable {
-                code: "llm_not_configured",
-                message: LlmError::NotConfigured.to_string(),
-            },
-            TurnError::Llm(e @ LlmError::Timeout(_)) => {
-                tracing::warn!(error = %e, "the language model timed out");
-                Self::UpstreamTimeout(
-                    "The language model did not answer in time; the message is kept".to_owned(),
-                )
-            }
-            TurnError::Llm(e) => {
-                tracing::warn!(error = %e, "the language model failed");
-                Self::UpstreamFailed(
-                    "The language model failed to answer; the message is kept".to_owned(),
-                )
-            }
-            TurnError::Timeout => Self::UpstreamTimeout(
-                "The turn did not finish in time; it goes on and its reply will be stored"
-                    .to_owned(),
-            ),
-            TurnError::Unavailable(error) => error.into(),
-            TurnError::Template(_) | TurnError::Storage(_) => {
-                Self::Internal(anyhow::anyhow!(error))
-            }
         }
     }
 }

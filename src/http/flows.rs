@@ -5,10 +5,10 @@
 
 use axum::extract::State;
 use chrono::{DateTime, Utc};
-use parley_actors::flow::{FlowConfig, FlowRequest};
-use parley_persistence::entities::{flow, flow_recipient};
+use parley_actors::flow::FlowConfig;
+use parley_persistence::entities::flow;
 use parley_persistence::flows::{self, FlowFilter};
-use parley_persistence::{ConnectionTrait, CursorPage, FlowStatus, RecipientStatus, clock};
+use parley_persistence::{ConnectionTrait, CursorPage, FlowStatus, clock};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -19,20 +19,20 @@ use crate::http::auth::Caller;
 use crate::http::envelope::Envelope;
 use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Json, Path, Query};
-use crate::http::lookup::find_campaign;
-use crate::http::lookup::find_channel;
-use crate::http::lookup::{resolve_contacts, resolve_identity};
+use crate::http::lookup::resolve_identity;
 use crate::http::pagination::{CursorResponse, cursor_from};
 use crate::http::validation::{Problems, parse_uuid};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-/// Most recipients a flow may have.
-const MAX_CONTACTS: usize = 100_000;
-/// Longest description.
-const MAX_DESCRIPTION: usize = 2_000;
 /// Latest failures a flow's metadata shows.
 const SHOWN_FAILURES: u64 = 100;
+
+mod create;
+mod recipients;
+
+use self::create::{__path_create_flow, MAX_DESCRIPTION, create_flow};
+use self::recipients::{__path_list_recipients, list_recipients};
 
 pub(crate) fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -44,7 +44,7 @@ pub(crate) fn router() -> OpenApiRouter<AppState> {
 /// A flow as the API shows it, with its live statistics and metadata.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
-struct FlowRecord {
+pub(super) struct FlowRecord {
     uid: Uuid,
     workspace_id: i64,
     campaign_uid: Uuid,
@@ -59,7 +59,7 @@ struct FlowRecord {
 }
 
 /// The record of `found`, its statistics and metadata read from its recipients.
-async fn record(db: &impl ConnectionTrait, found: flow::Model) -> Result<FlowRecord> {
+pub(super) async fn record(db: &impl ConnectionTrait, found: flow::Model) -> Result<FlowRecord> {
     let stats = flows::statistics(db, found.id).await?;
     let error_counts: serde_json::Map<String, Value> = flows::error_counts(db, found.id)
         .await?
@@ -99,114 +99,8 @@ async fn record(db: &impl ConnectionTrait, found: flow::Model) -> Result<FlowRec
     })
 }
 
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-struct CreateFlowBody {
-    channel_uid: Option<String>,
-    campaign_uid: Option<String>,
-    contact_uids: Option<Vec<String>>,
-    description: Option<String>,
-    configuration: Option<Value>,
-    status: Option<String>,
-}
-
-#[utoipa::path(
-    post,
-    path = "/flows",
-    tag = "flows",
-    request_body = CreateFlowBody,
-    responses((status = 201, body = Envelope<FlowRecord>)),
-)]
-#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
-async fn create_flow(
-    caller: Caller,
-    State(state): State<AppState>,
-    Json(body): Json<CreateFlowBody>,
-) -> Result<Envelope<FlowRecord>> {
-    caller.require(Permission::Write)?;
-    let mut problems = Problems::default();
-    if body.channel_uid.is_none() {
-        problems.add(["channelUid"], "is required");
-    }
-    if body.campaign_uid.is_none() {
-        problems.add(["campaignUid"], "is required");
-    }
-    match &body.contact_uids {
-        None => problems.add(["contactUids"], "is required"),
-        Some(contacts) if contacts.is_empty() => {
-            problems.add(["contactUids"], "must name at least one contact");
-        }
-        Some(contacts) if contacts.len() > MAX_CONTACTS => {
-            problems.add(
-                ["contactUids"],
-                format!("may name at most {MAX_CONTACTS} contacts"),
-            );
-        }
-        Some(_) => {}
-    }
-    if body
-        .description
-        .as_ref()
-        .is_some_and(|d| d.chars().count() > MAX_DESCRIPTION)
-    {
-        problems.add(
-            ["description"],
-            format!("must be at most {MAX_DESCRIPTION} characters"),
-        );
-    }
-    let status = match body.status.as_deref() {
-        None | Some("queued") => FlowStatus::Queued,
-        Some("draft") => FlowStatus::Draft,
-        Some(_) => {
-            problems.add(["status"], "must be queued or draft");
-            FlowStatus::Queued
-        }
-    };
-    let config = match FlowConfig::parse(body.configuration.as_ref()) {
-        Ok(config) => Some(config),
-        Err(found) => {
-            for (field, problem) in found {
-                if field == "configuration" {
-                    problems.add(["configuration"], problem);
-                } else {
-                    problems.add(["configuration", field], problem);
-                }
-            }
-            None
-        }
-    };
-    problems.finish()?;
-    let (Some(raw_channel), Some(raw_campaign), Some(contacts), Some(config)) = (
-        body.channel_uid.as_deref(),
-        body.campaign_uid.as_deref(),
-        body.contact_uids,
-        config,
-    ) else {
-        return Err(ApiError::Internal(anyhow::anyhow!(
-            "checked fields went missing"
-        )));
-    };
-    let channel = find_channel(&state, &caller, raw_channel).await?;
-    let campaign = find_campaign(&state, &caller, raw_campaign).await?;
-    let recipients = resolve_contacts(&state.db, caller.workspace_id, contacts).await?;
-    let request = FlowRequest {
-        workspace_id: caller.workspace_id,
-        campaign_id: campaign.id,
-        channel_id: channel.id,
-        recipients,
-        description: body.description,
-        status,
-        configuration: config,
-    };
-    let created = state.actors.flows().create(request).await?;
-    Ok(Envelope::created(
-        "Flow created successfully",
-        record(&state.db, created).await?,
-    ))
-}
-
 /// Tells the flow actors that a flow's status changed.
-fn tell(state: &AppState, flow_id: Uuid) {
+pub(super) fn tell(state: &AppState, flow_id: Uuid) {
     state.actors.flows().changed(flow_id);
 }
 
@@ -285,7 +179,7 @@ async fn list_flows(
     ))
 }
 
-async fn find_flow(state: &AppState, caller: &Caller, raw: &str) -> Result<flow::Model> {
+pub(super) async fn find_flow(state: &AppState, caller: &Caller, raw: &str) -> Result<flow::Model> {
     let id = parse_uuid(raw, "uid")?;
     flows::find(&state.db, caller.workspace_id, id)
         .await?
@@ -416,68 +310,5 @@ async fn delete_flow(
     Ok(Envelope::ok(
         "Flow deleted successfully",
         json!({"uid": found.id}),
-    ))
-}
-
-/// One recipient as the API shows it.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-struct RecipientRecord {
-    contact_uid: String,
-    identity_id: Uuid,
-    status: RecipientStatus,
-    attempts: i32,
-    platform_message_id: Option<String>,
-    error: Option<Value>,
-    updated_at: DateTime<Utc>,
-}
-
-impl From<flow_recipient::Model> for RecipientRecord {
-    fn from(r: flow_recipient::Model) -> Self {
-        let error = match (r.error_code, r.error) {
-            (None, None) => None,
-            (code, message) => Some(json!({"code": code, "message": message})),
-        };
-        Self {
-            contact_uid: r.contact,
-            identity_id: r.identity_id,
-            status: r.status,
-            attempts: r.attempts,
-            platform_message_id: r.platform_message_id,
-            error,
-            updated_at: r.updated_at,
-        }
-    }
-}
-
-#[derive(Debug, Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-struct RecipientQuery {
-    cursor: Option<String>,
-    limit: Option<u64>,
-}
-
-#[utoipa::path(
-    get,
-    path = "/flows/{uid}/recipients",
-    tag = "flows",
-    params(("uid" = String, Path, format = Uuid, description = "Flow id"), RecipientQuery),
-    responses((status = 200, body = CursorResponse<RecipientRecord>)),
-)]
-#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
-async fn list_recipients(
-    caller: Caller,
-    State(state): State<AppState>,
-    Path(uid): Path<String>,
-    Query(query): Query<RecipientQuery>,
-) -> Result<CursorResponse<RecipientRecord>> {
-    caller.require(Permission::Read)?;
-    let found = find_flow(&state, &caller, &uid).await?;
-    let (cursor, limit) = cursor_from(query.cursor.as_deref(), query.limit)?;
-    let page = flows::recipients(&state.db, found.id, cursor, limit).await?;
-    Ok(CursorResponse::new(
-        "Flow recipients retrieved successfully",
-        page,
-        RecipientRecord::from,
     ))
 }

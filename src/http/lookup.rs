@@ -206,31 +206,7 @@ pub(crate) async fn resolve_contacts(
     }
     let unknown = unresolved(&found);
     if !unknown.is_empty() {
-        let details = unknown
-            .iter()
-            .take(SHOWN_UNKNOWN)
-            .map(|raw| {
-                let index = contacts.iter().position(|c| c == raw).unwrap_or_default();
-                FieldError::new(
-                    [PathSegment::from("contactUids"), PathSegment::from(index)],
-                    format!("names no identity: {raw}"),
-                )
-            })
-            .collect();
-        return Err(ApiError::BadRequest {
-            code: "unknown_contacts",
-            message: format!(
-                "{} contact(s) name no identity of this workspace: {}",
-                unknown.len(),
-                unknown
-                    .iter()
-                    .take(10)
-                    .cloned()
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            details,
-        });
+        return Err(unknown_contacts(&contacts, &unknown));
     }
     let mut seen = HashSet::new();
     Ok(contacts
@@ -243,6 +219,36 @@ pub(crate) async fn resolve_contacts(
             })
         })
         .collect())
+}
+
+/// The 400 for contacts that name no identity: the first of them in the details, with their
+/// place in `contactUids`.
+fn unknown_contacts(contacts: &[String], unknown: &[String]) -> ApiError {
+    let details = unknown
+        .iter()
+        .take(SHOWN_UNKNOWN)
+        .map(|raw| {
+            let index = contacts.iter().position(|c| c == raw).unwrap_or_default();
+            FieldError::new(
+                [PathSegment::from("contactUids"), PathSegment::from(index)],
+                format!("names no identity: {raw}"),
+            )
+        })
+        .collect();
+    ApiError::BadRequest {
+        code: "unknown_contacts",
+        message: format!(
+            "{} contact(s) name no identity of this workspace: {}",
+            unknown.len(),
+            unknown
+                .iter()
+                .take(10)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        details,
+    }
 }
 
 /// The id of the identity a conversation call's path names, from memory when the path

@@ -5,12 +5,10 @@
 
 use axum::extract::State;
 use chrono::{DateTime, Utc};
-use parley_actors::conversation::BUILTIN_TOOLS;
-use parley_actors::mcp::naming::expose;
 use parley_actors::mcp::{CallContext, McpError, McpTool};
 use parley_persistence::entities::mcp_server;
 use parley_persistence::mcp_servers::{self, McpServerFields};
-use parley_persistence::{McpTransport, assistants, clock};
+use parley_persistence::{McpTransport, clock};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -34,6 +32,13 @@ const MAX_NAME: usize = 100;
 const MAX_URL: usize = 2048;
 /// What every header value is answered as.
 const MASK: &str = "****";
+
+mod assistants;
+
+use self::assistants::{
+    __path_attach_mcp, __path_detach_mcp, __path_list_assistant_tools, attach_mcp, detach_mcp,
+    list_assistant_tools,
+};
 
 pub(crate) fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -357,144 +362,19 @@ async fn list_server_tools(
     Ok(Envelope::ok("Tools retrieved successfully", tools))
 }
 
-#[utoipa::path(
-    put,
-    path = "/assistant/{assistant_id}/mcp/{mcp_id}",
-    tag = "mcp",
-    params(("assistant_id" = String, Path, format = Uuid, description = "Assistant id"), ("mcp_id" = String, Path, format = Uuid, description = "MCP server id")),
-    responses((status = 200, body = Envelope<Value>), (status = 502, body = Refusal)),
-)]
-#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
-async fn attach_mcp(
-    caller: Caller,
-    State(state): State<AppState>,
-    Path((assistant_id, mcp_id)): Path<(String, String)>,
-) -> Result<Envelope<Value>> {
-    caller.require(Permission::Write)?;
-    let assistant = find_assistant_id(&state, &caller, &assistant_id).await?;
-    let server = find_mcp(&state, &caller, &mcp_id).await?;
-    let context = CallContext {
-        workspace_id: caller.workspace_id,
-        assistant_id: Some(assistant),
-        ..CallContext::default()
-    };
-    // Only a server that answers is attached; listing also refreshes the turns' cache.
-    let tools = state
-        .actors
-        .mcp()
-        .list_tools(&server, &context)
-        .await
-        .map_err(|e| unreachable(&server, &e))?;
-    state
-        .actors
-        .store()
-        .attach_mcp_server(caller.workspace_id, assistant, server.id)
-        .await?;
-    Ok(Envelope::ok(
-        "MCP server attached",
-        json!({"assistant_id": assistant, "mcp_id": server.id, "tools": tools}),
-    ))
-}
-
-#[utoipa::path(
-    delete,
-    path = "/assistant/{assistant_id}/mcp/{mcp_id}",
-    tag = "mcp",
-    params(("assistant_id" = String, Path, format = Uuid, description = "Assistant id"), ("mcp_id" = String, Path, format = Uuid, description = "MCP server id")),
-    responses((status = 200, body = Envelope<Value>), (status = 502, body = Refusal)),
-)]
-#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
-async fn detach_mcp(
-    caller: Caller,
-    State(state): State<AppState>,
-    Path((assistant_id, mcp_id)): Path<(String, String)>,
-) -> Result<Envelope<Value>> {
-    caller.require(Permission::Write)?;
-    let assistant = find_assistant_id(&state, &caller, &assistant_id).await?;
-    let server = find_mcp(&state, &caller, &mcp_id).await?;
-    state
-        .actors
-        .store()
-        .detach_mcp_server(caller.workspace_id, assistant, server.id)
-        .await?;
-    Ok(Envelope::ok(
-        "MCP server detached",
-        json!({"assistant_id": assistant, "mcp_id": server.id}),
-    ))
-}
-
-/// One tool of an attached server, as `GET /assistant/{a}/mcp/tools` answers it.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-struct AssistantToolRecord {
-    mcp_id: Uuid,
-    server: String,
-    name: String,
-    exposed_name: String,
-    description: String,
-    input_schema: Value,
-}
-
-#[utoipa::path(
-    get,
-    path = "/assistant/{assistant_id}/mcp/tools",
-    tag = "mcp",
-    params(("assistant_id" = String, Path, format = Uuid, description = "Assistant id")),
-    responses((status = 200, body = Envelope<Vec<AssistantToolRecord>>), (status = 502, body = Refusal)),
-)]
-#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
-async fn list_assistant_tools(
-    caller: Caller,
-    State(state): State<AppState>,
-    Path(assistant_id): Path<String>,
-) -> Result<Envelope<Vec<AssistantToolRecord>>> {
-    caller.require(Permission::Read)?;
-    let assistant = find_assistant_id(&state, &caller, &assistant_id).await?;
-    let context = CallContext {
-        workspace_id: caller.workspace_id,
-        assistant_id: Some(assistant),
-        ..CallContext::default()
-    };
-    let hub = state.actors.mcp();
-    let mut listed = Vec::new();
-    for server in mcp_servers::attached_to(&state.db, assistant).await? {
-        let tools = hub
-            .list_tools(&server, &context)
-            .await
-            .map_err(|e| unreachable(&server, &e))?;
-        listed.push((server.id, server.name.clone(), tools));
-    }
-    // The names the model sees, next to the built-in tools' names.
-    let records = expose(&listed, &BUILTIN_TOOLS)
-        .into_iter()
-        .map(|t| AssistantToolRecord {
-            mcp_id: t.mcp_id,
-            server: t.server,
-            name: t.tool.name,
-            exposed_name: t.exposed_name,
-            description: t.tool.description,
-            input_schema: t.tool.input_schema,
-        })
-        .collect();
-    Ok(Envelope::ok("Tools retrieved successfully", records))
-}
-
-async fn find_mcp(state: &AppState, caller: &Caller, raw: &str) -> Result<mcp_server::Model> {
+pub(super) async fn find_mcp(
+    state: &AppState,
+    caller: &Caller,
+    raw: &str,
+) -> Result<mcp_server::Model> {
     let id = parse_uuid(raw, "mcp_id")?;
     mcp_servers::find(&state.db, caller.workspace_id, id)
         .await?
         .ok_or(ApiError::NotFound("MCP server"))
 }
 
-async fn find_assistant_id(state: &AppState, caller: &Caller, raw: &str) -> Result<Uuid> {
-    let id = parse_uuid(raw, "assistant_id")?;
-    assistants::find(&state.db, caller.workspace_id, id)
-        .await?
-        .map(|a| a.id)
-        .ok_or(ApiError::NotFound("Assistant"))
-}
-
 /// 502 `mcp_unreachable`, naming the server and the cause.
-fn unreachable(server: &mcp_server::Model, error: &McpError) -> ApiError {
+pub(super) fn unreachable(server: &mcp_server::Model, error: &McpError) -> ApiError {
     ApiError::BadGateway {
         code: "mcp_unreachable",
         message: format!("The MCP server '{}' did not answer: {error}", server.name),

@@ -33,6 +33,15 @@ impl Problems {
         self.0.push(FieldError::new(path, message));
     }
 
+    /// The recorded problems as one checked field: none, or all of them.
+    pub(crate) fn into_checked(self) -> Checked<()> {
+        if self.0.is_empty() {
+            Ok(())
+        } else {
+            Err(self.0)
+        }
+    }
+
     /// 400 naming every recorded problem, if any.
     pub(crate) fn finish(self) -> Result<(), ApiError> {
         if self.0.is_empty() {
@@ -96,3 +105,39 @@ pub(crate) fn is_template_language(code: &str) -> bool {
         && language.bytes().all(|b| b.is_ascii_lowercase())
         && region.is_none_or(|r| r.len() == 2 && r.bytes().all(|b| b.is_ascii_uppercase()))
 }
+
+/// A field's value as a request gives it, checked once: the value, or every problem found
+/// with it.
+pub(crate) type Checked<T> = std::result::Result<T, Vec<FieldError>>;
+
+/// A field that failed its check with one problem at `path`.
+pub(crate) fn problem<T>(
+    path: impl IntoIterator<Item = impl Into<PathSegment>>,
+    message: impl Into<String>,
+) -> Checked<T> {
+    Err(vec![FieldError::new(path, message)])
+}
+
+/// A field the request must give.
+pub(crate) fn required<T>(path: &str, value: Option<T>) -> Checked<T> {
+    value.map_or_else(|| problem([path], "is required"), Ok)
+}
+
+/// Binds each checked field (a [`Checked`] variable) to its value, or returns one 400 naming
+/// the problems of every field that failed: all the checks run before the answer, and no value
+/// is looked at again.
+macro_rules! checked {
+    ($($field:ident),+ $(,)?) => {
+        let ($($field),+) = match ($($field),+) {
+            ($(Ok($field)),+) => ($($field),+),
+            ($($field),+) => {
+                let mut details = Vec::new();
+                $(if let Err(mut found) = $field {
+                    details.append(&mut found);
+                })+
+                return Err($crate::http::error::ApiError::invalid(details));
+            }
+        };
+    };
+}
+pub(crate) use checked;

@@ -1,0 +1,178 @@
+//! Where a turn's messages go: the conversation they belong to (the one the identity's actor
+//! holds, the thread's open one, or a new one), or, for a re-dispatched WhatsApp message an
+//! earlier attempt answered, that answer; and the person's messages stored there.
+
+use parley_persistence::conversations::{self, NewMessage};
+use parley_persistence::entities::{conversation, message};
+use parley_persistence::{GroupCommit, clock, deliveries};
+use uuid::Uuid;
+
+use super::super::context::Context;
+use super::super::route::Routed;
+use super::super::{ConversationDeps, TurnError, TurnOutcome, TurnRequest};
+use crate::llm::Usage;
+use crate::thread::{self, Thread};
+
+/// Where the person's side of a turn goes, found before anything of it is stored.
+pub(super) struct Found {
+    pub(super) conversation: conversation::Model,
+    /// Whether this turn started the conversation: it has no messages yet.
+    pub(super) started: bool,
+    /// The batch's message an earlier attempt stored already (a re-dispatched event).
+    pub(super) resumed: Option<message::Model>,
+}
+
+/// Where a turn's messages go, or that they were answered already.
+pub(super) enum Place {
+    /// The conversation to store the person's messages in and answer.
+    Found(Found),
+    /// A re-dispatched message an earlier attempt answered: its stored reply.
+    Answered(TurnOutcome),
+}
+
+/// The conversation the person's messages go to. A re-dispatched WhatsApp message resumes
+/// where the last attempt stopped: answered already, it gives the stored reply back instead of
+/// asking the model again.
+#[tracing::instrument(name = "find_thread", level = "debug", skip_all)]
+pub(super) async fn find_thread(
+    deps: &ConversationDeps,
+    context: &mut Context,
+    routed: &Routed,
+    batch: &[TurnRequest],
+) -> Result<Place, TurnError> {
+    let db = &deps.db;
+    let mut resumed: Option<message::Model> = None;
+    for wamid in batch.iter().filter_map(TurnRequest::wamid_to_resume) {
+        if let Some(stored) = deliveries::find_by_platform_id(db, routed.channel.id, wamid).await? {
+            if let Some(reply) = deliveries::reply_to(db, stored.id).await? {
+                return Ok(Place::Answered(TurnOutcome {
+                    conversation_id: reply.conversation_id,
+                    message_id: reply.id,
+                    reply: reply.content,
+                    tool_calls: Vec::new(),
+                    usage: Usage::default(),
+                    fallback: reply.error.is_some(),
+                    parcel: None,
+                }));
+            }
+            // Stored by an earlier attempt: the kept history may not have it.
+            context.missed(stored.created_at);
+            resumed = Some(stored);
+        }
+    }
+    let current = match &resumed {
+        Some(stored) => {
+            let ws = context.identity.workspace_id;
+            let conversation = conversations::find(db, ws, stored.conversation_id)
+                .await?
+                .ok_or_else(|| {
+                    TurnError::Storage("the resumed message lost its conversation".to_owned())
+                })?;
+            thread::Current {
+                conversation,
+                started: false,
+            }
+        }
+        None => current(deps, context, routed).await?,
+    };
+    Ok(Place::Found(Found {
+        conversation: current.conversation,
+        started: current.started,
+        resumed,
+    }))
+}
+
+/// The channel's current conversation: the one the context holds while it is active, else the
+/// thread's open one, else a new one (committed by the writer with the other writes).
+async fn current(
+    deps: &ConversationDeps,
+    context: &Context,
+    routed: &Routed,
+) -> Result<thread::Current, TurnError> {
+    let idle_after = deps.settings.idle_after;
+    let now = clock::now();
+    let held = context.conversations.get(&routed.channel.id);
+    if let Some(active) = held.filter(|c| !thread::is_idle(c, idle_after, now)) {
+        return Ok(thread::Current {
+            conversation: active.clone(),
+            started: false,
+        });
+    }
+    let here = Thread {
+        workspace_id: context.identity.workspace_id,
+        identity_id: context.identity.id,
+        channel_id: routed.channel.id,
+    };
+    let assistant = Some(routed.assistant.id);
+    // Read on the pool, unless the context knows there is none to find (a new sender's first
+    // message).
+    let found = if context.conversations_known && held.is_none() {
+        thread::Found::Start { close: None }
+    } else {
+        thread::find(&deps.db, here, idle_after, now).await?
+    };
+    Ok(match found {
+        thread::Found::Open(conversation) => thread::Current {
+            conversation,
+            started: false,
+        },
+        thread::Found::Start { close } => {
+            deps.writer
+                .write_atomic(move |db| Box::pin(thread::start(db, here, close, assistant, now)))
+                .await?
+        }
+    })
+}
+
+/// Stores the batch's messages from the person that no earlier attempt stored; answers the id
+/// of every message of the batch (stored now or before) and the rows stored now.
+#[tracing::instrument(name = "store_inbound", level = "debug", skip_all)]
+pub(super) async fn store_inbound(
+    writer: &GroupCommit,
+    found: &Found,
+    batch: &[TurnRequest],
+) -> Result<(Vec<Uuid>, Vec<message::Model>), TurnError> {
+    let mut ids = Vec::with_capacity(batch.len());
+    let mut stored_now = Vec::with_capacity(batch.len());
+    for request in batch.iter().filter(|r| r.follow_up().is_none()) {
+        let wamid = request.wamid();
+        if let Some(stored) = found
+            .resumed
+            .as_ref()
+            .filter(|m| m.platform_message_id.as_deref() == wamid && wamid.is_some())
+        {
+            ids.push(stored.id);
+            continue;
+        }
+        let mut message = NewMessage::from_person(request.text.clone());
+        message.platform_message_id = wamid.map(str::to_owned);
+        message.metadata = request.metadata.clone();
+        let stored =
+            conversations::store_message(writer, &found.conversation, message, clock::now())
+                .await?;
+        ids.push(stored.id);
+        stored_now.push(stored);
+    }
+    Ok((ids, stored_now))
+}
+
+/// Keeps what [`store_inbound`] stored: in the history, and as the channel's current
+/// conversation (its `last_message_at` is the newest message's time); answers the ids.
+pub(super) fn remember_stored(
+    context: &mut Context,
+    routed: &Routed,
+    found: &Found,
+    (ids, stored_now): (Vec<Uuid>, Vec<message::Model>),
+) -> Vec<Uuid> {
+    for stored in &stored_now {
+        context.wrote(stored);
+    }
+    if found.resumed.is_none() {
+        let mut current = found.conversation.clone();
+        if let Some(newest) = stored_now.last() {
+            current.last_message_at = newest.created_at;
+        }
+        context.conversations.insert(routed.channel.id, current);
+    }
+    ids
+}

@@ -1,0 +1,77 @@
+//! One round of tool calls the model asked for: the request stored, each call run (an MCP
+//! server's or a built-in tool), each result stored and handed back to the model.
+
+use parley_persistence::clock;
+use parley_persistence::conversations::{self, NewMessage};
+use parley_persistence::entities::{conversation, stage};
+use serde_json::Value;
+
+use super::super::context::Context;
+use super::super::tools;
+use super::super::{ConversationDeps, ToolCallRecord, TurnError};
+use super::toolbox::Toolbox;
+use crate::llm::{ChatMessage, Completion};
+
+/// One round of tool calls the model asked for.
+pub(super) struct ToolRound<'a> {
+    pub(super) deps: &'a ConversationDeps,
+    pub(super) context: &'a mut Context,
+    pub(super) stages: &'a [stage::Model],
+    pub(super) conversation: &'a conversation::Model,
+    pub(super) toolbox: &'a Toolbox,
+}
+
+impl ToolRound<'_> {
+    /// Stores the model's request, runs each call, stores and hands back each result.
+    pub(super) async fn run(
+        self,
+        completion: &Completion,
+        messages: &mut Vec<ChatMessage>,
+    ) -> Result<Vec<ToolCallRecord>, TurnError> {
+        let db = &self.deps.db;
+        let calls_json = serde_json::to_value(&completion.tool_calls).unwrap_or(Value::Null);
+        let mut request = NewMessage::to_person(
+            completion.content.clone(),
+            parley_persistence::MessageStatus::Sent,
+        );
+        request.usage = serde_json::to_value(completion.usage).ok();
+        request.tool_calls = Some(calls_json);
+        let stored =
+            conversations::append_message(db, self.conversation, request, clock::now()).await?;
+        self.context.wrote(&stored);
+        let content = (!completion.content.is_empty()).then(|| completion.content.clone());
+        messages.push(ChatMessage::tool_request(
+            content,
+            completion.tool_calls.clone(),
+        ));
+        let mut records = Vec::with_capacity(completion.tool_calls.len());
+        for call in &completion.tool_calls {
+            let (source, result) = match self.toolbox.run_mcp(&self.deps.mcp, call).await {
+                Some(result) => ("mcp", result),
+                None => (
+                    "builtin",
+                    tools::execute(db, self.context, self.stages, self.conversation.id, call)
+                        .await?,
+                ),
+            };
+            let refused = result.get("error").is_some()
+                || result["ok"] == Value::Bool(false)
+                || result["isError"] == Value::Bool(true);
+            crate::measure::tool_call(source, !refused);
+            let text = result.to_string();
+            let result_message = NewMessage::tool_result(call.id.clone(), text.clone());
+            let stored =
+                conversations::append_message(db, self.conversation, result_message, clock::now())
+                    .await?;
+            self.context.wrote(&stored);
+            messages.push(ChatMessage::tool_result(&call.id, text));
+            records.push(ToolCallRecord {
+                name: call.function.name.clone(),
+                arguments: serde_json::from_str(&call.function.arguments)
+                    .unwrap_or_else(|_| Value::String(call.function.arguments.clone())),
+                result,
+            });
+        }
+        Ok(records)
+    }
+}

@@ -1,0 +1,192 @@
+//! A campaign's body checked once: for a create alone, for a PATCH laid over the campaign it
+//! changes. The template itself is checked against Meta by the handler.
+
+use parley_actors::flow::params::Expression;
+use parley_persistence::campaigns::CampaignFields;
+use parley_persistence::entities::campaign;
+use parley_persistence::{CampaignStatus, ParamsStrategy};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use crate::http::error::{ApiError, FieldError};
+use crate::http::validation::{Checked, checked, problem};
+
+/// Longest campaign name.
+const MAX_NAME: usize = 200;
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct CampaignBody {
+    pub(super) channel_uid: Option<String>,
+    pub(super) name: Option<String>,
+    #[serde(default, deserialize_with = "crate::http::validation::present")]
+    pub(super) description: Option<Option<Value>>,
+    pub(super) status: Option<String>,
+    pub(super) template_name: Option<String>,
+    pub(super) template_language: Option<String>,
+    pub(super) template_params_strategy: Option<String>,
+    pub(super) template_parameters: Option<Map<String, Value>>,
+}
+
+/// The fields a body asks for, laid over `current` for a PATCH, checked but for the template.
+pub(super) struct Wanted {
+    pub(super) fields: CampaignFields,
+    /// Whether the language was given (or kept), rather than left for the template to say.
+    pub(super) language_given: bool,
+    /// The parameters the campaign fills, each with an expression that parses.
+    pub(super) expressions: Vec<String>,
+}
+
+impl TryFrom<(&CampaignBody, Option<&campaign::Model>)> for Wanted {
+    type Error = ApiError;
+
+    fn try_from(
+        (body, current): (&CampaignBody, Option<&campaign::Model>),
+    ) -> Result<Self, ApiError> {
+        let name = name(body, current);
+        let description = description(body, current);
+        let status = status(body, current);
+        let template_name = template_name(body, current);
+        let params_strategy = strategy(body, current);
+        let parameters = parameters(body, current);
+        checked!(
+            name,
+            description,
+            status,
+            template_name,
+            params_strategy,
+            parameters
+        );
+        let (template_language, language_given) = language(body, current);
+        let (template_parameters, expressions) = parameters;
+        Ok(Self {
+            fields: CampaignFields {
+                name,
+                description,
+                status,
+                template_name,
+                template_language,
+                params_strategy,
+                template_parameters,
+            },
+            language_given,
+            expressions,
+        })
+    }
+}
+
+/// A text field given trimmed, else the current value.
+fn text_or(given: Option<&str>, current: Option<String>) -> Option<String> {
+    given.map(str::trim).map(str::to_owned).or(current)
+}
+
+fn name(body: &CampaignBody, current: Option<&campaign::Model>) -> Checked<String> {
+    match text_or(body.name.as_deref(), current.map(|c| c.name.clone())) {
+        None => problem(["name"], "is required"),
+        Some(n) if n.is_empty() || n.chars().count() > MAX_NAME => {
+            problem(["name"], format!("must be 1 to {MAX_NAME} characters"))
+        }
+        Some(n) => Ok(n),
+    }
+}
+
+fn description(body: &CampaignBody, current: Option<&campaign::Model>) -> Checked<Option<Value>> {
+    match &body.description {
+        Some(Some(value)) if !value.is_object() => problem(["description"], "must be an object"),
+        Some(value) => Ok(value.clone()),
+        None => Ok(current.and_then(|c| c.description.clone())),
+    }
+}
+
+fn status(body: &CampaignBody, current: Option<&campaign::Model>) -> Checked<CampaignStatus> {
+    match body.status.as_deref() {
+        Some(raw) => CampaignStatus::parse(raw).map_or_else(
+            || {
+                problem(
+                    ["status"],
+                    "must be ACTIVE, PENDING, DEPRECATED, INACTIVE or BLOCKED",
+                )
+            },
+            Ok,
+        ),
+        None => current
+            .map(|c| c.status)
+            .map_or_else(|| problem(["status"], "is required"), Ok),
+    }
+}
+
+fn template_name(body: &CampaignBody, current: Option<&campaign::Model>) -> Checked<String> {
+    let given = text_or(
+        body.template_name.as_deref(),
+        current.map(|c| c.template_name.clone()),
+    );
+    match given {
+        None => problem(["templateName"], "is required"),
+        Some(n) if n.is_empty() => problem(["templateName"], "must not be empty"),
+        Some(n) => Ok(n),
+    }
+}
+
+fn strategy(body: &CampaignBody, current: Option<&campaign::Model>) -> Checked<ParamsStrategy> {
+    match body.template_params_strategy.as_deref() {
+        Some(raw) => ParamsStrategy::parse(raw).map_or_else(
+            || {
+                problem(
+                    ["templateParamsStrategy"],
+                    "must be USE_DEFAULT or USE_CONTACT_ASSOCIATION",
+                )
+            },
+            Ok,
+        ),
+        None => current
+            .map(|c| c.params_strategy)
+            .map_or_else(|| problem(["templateParamsStrategy"], "is required"), Ok),
+    }
+}
+
+/// The parameters, and the names of those whose expression parses (all of them, or a 400).
+fn parameters(
+    body: &CampaignBody,
+    current: Option<&campaign::Model>,
+) -> Checked<(Value, Vec<String>)> {
+    let parameters = match &body.template_parameters {
+        Some(raw) => Value::Object(raw.clone()),
+        None => current.map_or_else(|| json!({}), |c| c.template_parameters.clone()),
+    };
+    let mut expressions = Vec::new();
+    let mut problems = Vec::new();
+    for (parameter, expression) in parameters.as_object().into_iter().flatten() {
+        let path = ["templateParameters", parameter.as_str()];
+        match expression.as_str().map(Expression::parse) {
+            Some(Ok(_)) => expressions.push(parameter.clone()),
+            Some(Err(found)) => problems.push(FieldError::new(path, found)),
+            None => problems.push(FieldError::new(path, "must be a string")),
+        }
+    }
+    if problems.is_empty() {
+        Ok((parameters, expressions))
+    } else {
+        Err(problems)
+    }
+}
+
+/// The template's language and whether it was given (or kept): a PATCH that names another
+/// template without a language leaves it for the template to say.
+fn language(body: &CampaignBody, current: Option<&campaign::Model>) -> (String, bool) {
+    let language = body
+        .template_language
+        .as_deref()
+        .map(str::trim)
+        .map(str::to_owned)
+        .filter(|l| !l.is_empty());
+    let template_changed = body.template_name.is_some() || body.template_language.is_some();
+    match (language, current) {
+        (Some(language), _) => (language, true),
+        (None, Some(c))
+            if !template_changed || body.template_name.as_deref() == Some(&c.template_name) =>
+        {
+            (c.template_language.clone(), true)
+        }
+        _ => (String::new(), false),
+    }
+}

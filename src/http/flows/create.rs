@@ -1,0 +1,154 @@
+//! `POST /flows`: the body checked once into a [`NewFlowCommand`], its channel, campaign and
+//! contacts found in the caller's workspace, and the flow created through the flows handle.
+
+use axum::extract::State;
+use parley_actors::flow::{FlowConfig, FlowRequest};
+use parley_persistence::FlowStatus;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::{FlowRecord, record};
+use crate::domain::Permission;
+use crate::http::AppState;
+use crate::http::auth::Caller;
+use crate::http::envelope::Envelope;
+use crate::http::error::{ApiError, FieldError, Result};
+use crate::http::extract::Json;
+use crate::http::lookup::{find_campaign, find_channel, resolve_contacts};
+use crate::http::validation::{Checked, checked, problem, required};
+
+/// Most recipients a flow may have.
+const MAX_CONTACTS: usize = 100_000;
+/// Longest description.
+pub(super) const MAX_DESCRIPTION: usize = 2_000;
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct CreateFlowBody {
+    channel_uid: Option<String>,
+    campaign_uid: Option<String>,
+    contact_uids: Option<Vec<String>>,
+    description: Option<String>,
+    configuration: Option<Value>,
+    status: Option<String>,
+}
+
+#[utoipa::path(
+    post,
+    path = "/flows",
+    tag = "flows",
+    request_body = CreateFlowBody,
+    responses((status = 201, body = Envelope<FlowRecord>)),
+)]
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+pub(super) async fn create_flow(
+    caller: Caller,
+    State(state): State<AppState>,
+    Json(body): Json<CreateFlowBody>,
+) -> Result<Envelope<FlowRecord>> {
+    caller.require(Permission::Write)?;
+    let command = NewFlowCommand::try_from(body)?;
+    let channel = find_channel(&state, &caller, &command.channel_uid).await?;
+    let campaign = find_campaign(&state, &caller, &command.campaign_uid).await?;
+    let recipients = resolve_contacts(&state.db, caller.workspace_id, command.contacts).await?;
+    let request = FlowRequest {
+        workspace_id: caller.workspace_id,
+        campaign_id: campaign.id,
+        channel_id: channel.id,
+        recipients,
+        description: command.description,
+        status: command.status,
+        configuration: command.configuration,
+    };
+    let created = state.actors.flows().create(request).await?;
+    Ok(Envelope::created(
+        "Flow created successfully",
+        record(&state.db, created).await?,
+    ))
+}
+
+/// A flow to create as the body asks for it, each field checked once.
+struct NewFlowCommand {
+    channel_uid: String,
+    campaign_uid: String,
+    contacts: Vec<String>,
+    description: Option<String>,
+    status: FlowStatus,
+    configuration: FlowConfig,
+}
+
+impl TryFrom<CreateFlowBody> for NewFlowCommand {
+    type Error = ApiError;
+
+    fn try_from(body: CreateFlowBody) -> Result<Self> {
+        let channel_uid = required("channelUid", body.channel_uid);
+        let campaign_uid = required("campaignUid", body.campaign_uid);
+        let contacts = contacts(body.contact_uids);
+        let description = description(body.description);
+        let status = status(body.status.as_deref());
+        let configuration = configuration(body.configuration.as_ref());
+        checked!(
+            channel_uid,
+            campaign_uid,
+            contacts,
+            description,
+            status,
+            configuration
+        );
+        Ok(Self {
+            channel_uid,
+            campaign_uid,
+            contacts,
+            description,
+            status,
+            configuration,
+        })
+    }
+}
+
+fn contacts(raw: Option<Vec<String>>) -> Checked<Vec<String>> {
+    match raw {
+        None => problem(["contactUids"], "is required"),
+        Some(contacts) if contacts.is_empty() => {
+            problem(["contactUids"], "must name at least one contact")
+        }
+        Some(contacts) if contacts.len() > MAX_CONTACTS => problem(
+            ["contactUids"],
+            format!("may name at most {MAX_CONTACTS} contacts"),
+        ),
+        Some(contacts) => Ok(contacts),
+    }
+}
+
+fn description(raw: Option<String>) -> Checked<Option<String>> {
+    match raw {
+        Some(d) if d.chars().count() > MAX_DESCRIPTION => problem(
+            ["description"],
+            format!("must be at most {MAX_DESCRIPTION} characters"),
+        ),
+        other => Ok(other),
+    }
+}
+
+fn status(raw: Option<&str>) -> Checked<FlowStatus> {
+    match raw {
+        None | Some("queued") => Ok(FlowStatus::Queued),
+        Some("draft") => Ok(FlowStatus::Draft),
+        Some(_) => problem(["status"], "must be queued or draft"),
+    }
+}
+
+fn configuration(raw: Option<&Value>) -> Checked<FlowConfig> {
+    FlowConfig::parse(raw).map_err(|found| {
+        found
+            .into_iter()
+            .map(|(field, problem)| {
+                if field == "configuration" {
+                    FieldError::new(["configuration"], problem)
+                } else {
+                    FieldError::new(["configuration", field], problem)
+                }
+            })
+            .collect()
+    })
+}

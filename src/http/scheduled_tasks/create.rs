@@ -1,0 +1,351 @@
+//! `POST /scheduled-tasks`: the body checked once into a [`NewTaskCommand`] (name, type and
+//! its typed payload, timezone, recurrence, first run), then what the payload refers to found
+//! in the caller's workspace and stored resolved (an identity path becomes its id).
+
+use axum::extract::State;
+use chrono::{DateTime, Utc};
+use parley_actors::flow::FlowConfig;
+use parley_actors::scheduler::{Recurrence, RecurrenceError, TaskPayload, recurrence};
+use parley_persistence::scheduled_tasks::{self, NewTask};
+use parley_persistence::{TaskType, campaigns, channels, clock, stages};
+use serde::Deserialize;
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::{TaskRecord, tell};
+use crate::domain::Permission;
+use crate::http::AppState;
+use crate::http::auth::Caller;
+use crate::http::envelope::Envelope;
+use crate::http::error::{ApiError, FieldError, Result};
+use crate::http::extract::Json;
+use crate::http::lookup::{resolve_contacts, resolve_identity};
+use crate::http::validation::{Checked, checked, problem};
+
+/// Longest task name.
+const MAX_NAME: usize = 200;
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+pub(super) struct CreateTaskBody {
+    name: Option<String>,
+    task_type: Option<String>,
+    payload: Option<Value>,
+    scheduled_at: Option<String>,
+    recurrence: Option<String>,
+    timezone: Option<String>,
+}
+
+/// A task to create as the body asks for it, each field checked once.
+struct NewTaskCommand {
+    name: String,
+    task_type: TaskType,
+    payload: TaskPayload,
+    timezone: String,
+    /// The cron expression as given, with its parsed form.
+    recurrence: Option<(String, Recurrence)>,
+    scheduled_at: DateTime<Utc>,
+}
+
+impl TryFrom<CreateTaskBody> for NewTaskCommand {
+    type Error = ApiError;
+
+    fn try_from(body: CreateTaskBody) -> Result<Self> {
+        let name = name(body.name.as_deref());
+        let task_type = task_type(body.task_type.as_deref());
+        let timezone = timezone(body.timezone);
+        let payload = match &task_type {
+            Ok(task_type) => payload(*task_type, body.payload.as_ref()),
+            // A payload is read against its type; without a type, only its presence counts.
+            Err(_) => body
+                .payload
+                .as_ref()
+                .map_or_else(|| problem(["payload"], "is required"), |_| Err(Vec::new())),
+        };
+        let recurrence = match &timezone {
+            Ok(timezone) => recurrence(body.recurrence.as_deref(), timezone),
+            Err(_) => Ok(None),
+        };
+        let scheduled_at = match &recurrence {
+            Ok(recurring) => scheduled_at(body.scheduled_at.as_deref(), recurring.as_ref()),
+            Err(_) => Err(Vec::new()),
+        };
+        checked!(name, task_type, timezone, payload, recurrence, scheduled_at);
+        Ok(Self {
+            name,
+            task_type,
+            payload,
+            timezone,
+            recurrence,
+            scheduled_at,
+        })
+    }
+}
+
+fn name(raw: Option<&str>) -> Checked<String> {
+    let name = raw.map(str::trim).unwrap_or_default().to_owned();
+    if name.is_empty() || name.chars().count() > MAX_NAME {
+        return problem(["name"], format!("is required, 1 to {MAX_NAME} characters"));
+    }
+    Ok(name)
+}
+
+fn task_type(raw: Option<&str>) -> Checked<TaskType> {
+    match raw {
+        None => problem(["task_type"], "is required"),
+        Some(raw) => TaskType::parse(raw).map_or_else(
+            || {
+                problem(
+                    ["task_type"],
+                    "must be send_message, send_template, start_flow, set_stage or assistant_followup",
+                )
+            },
+            Ok,
+        ),
+    }
+}
+
+fn payload(task_type: TaskType, raw: Option<&Value>) -> Checked<TaskPayload> {
+    let Some(raw) = raw else {
+        return problem(["payload"], "is required");
+    };
+    TaskPayload::parse(task_type, raw).map_err(|found| {
+        found
+            .into_iter()
+            .map(|(field, problem)| {
+                if field.is_empty() {
+                    FieldError::new(["payload"], problem)
+                } else {
+                    FieldError::new(["payload", field.as_str()], problem)
+                }
+            })
+            .collect()
+    })
+}
+
+fn timezone(raw: Option<String>) -> Checked<String> {
+    let timezone = raw.unwrap_or_else(|| "UTC".to_owned());
+    if recurrence::timezone(&timezone).is_err() {
+        return problem(
+            ["timezone"],
+            "must be an IANA timezone such as Europe/Lisbon",
+        );
+    }
+    Ok(timezone)
+}
+
+fn recurrence(raw: Option<&str>, timezone: &str) -> Checked<Option<(String, Recurrence)>> {
+    let Some(expression) = raw.map(str::trim).filter(|r| !r.is_empty()) else {
+        return Ok(None);
+    };
+    match Recurrence::parse(expression, timezone) {
+        Ok(parsed) => Ok(Some((expression.to_owned(), parsed))),
+        Err(RecurrenceError::Timezone) => problem(
+            ["timezone"],
+            "must be an IANA timezone such as Europe/Lisbon",
+        ),
+        Err(error) => problem(["recurrence"], error.to_string()),
+    }
+}
+
+/// The first run: the given time, or the recurrence's next occurrence.
+fn scheduled_at(
+    raw: Option<&str>,
+    recurring: Option<&(String, Recurrence)>,
+) -> Checked<DateTime<Utc>> {
+    match (raw, recurring) {
+        (Some(raw), _) => DateTime::parse_from_rfc3339(raw)
+            .map(|t| t.with_timezone(&Utc))
+            .map_or_else(
+                |_| {
+                    problem(
+                        ["scheduled_at"],
+                        "must be an RFC 3339 time such as 2026-12-01T09:00:00Z",
+                    )
+                },
+                Ok,
+            ),
+        // A recurring task without a first time starts at its next occurrence.
+        (None, Some((_, parsed))) => parsed.next_after(clock::now()).map_or_else(
+            || problem(["recurrence"], "never fires: no time matches it"),
+            Ok,
+        ),
+        (None, None) => problem(["scheduled_at"], "is required (or give a recurrence)"),
+    }
+}
+
+#[utoipa::path(
+    post,
+    path = "/scheduled-tasks",
+    tag = "scheduled-tasks",
+    request_body = CreateTaskBody,
+    responses((status = 201, body = Envelope<TaskRecord>)),
+)]
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+pub(super) async fn create_task(
+    caller: Caller,
+    State(state): State<AppState>,
+    Json(body): Json<CreateTaskBody>,
+) -> Result<Envelope<TaskRecord>> {
+    caller.require(Permission::Write)?;
+    let command = NewTaskCommand::try_from(body)?;
+    let payload = Resolver {
+        state: &state,
+        ws: caller.workspace_id,
+    }
+    .resolve(command.payload)
+    .await?;
+    let new = NewTask {
+        name: command.name,
+        task_type: command.task_type,
+        payload: payload.to_json(),
+        scheduled_at: command.scheduled_at,
+        recurrence: command.recurrence.map(|(expression, _)| expression),
+        timezone: command.timezone,
+    };
+    let created =
+        scheduled_tasks::create(&state.db, caller.workspace_id, new, clock::now()).await?;
+    tracing::info!(task_id = %created.id, task_type = created.task_type.as_str(), "scheduled task created");
+    tell(&state, created.id);
+    Ok(Envelope::created(
+        "Scheduled task created successfully",
+        created.into(),
+    ))
+}
+
+/// Finds what a payload refers to in the workspace (a 400 naming the payload's field when it
+/// is not there) and answers the payload with its references resolved (identity paths and
+/// contacts become identity ids).
+struct Resolver<'a> {
+    state: &'a AppState,
+    ws: i64,
+}
+
+impl Resolver<'_> {
+    async fn resolve(&self, payload: TaskPayload) -> Result<TaskPayload> {
+        Ok(match payload {
+            TaskPayload::SendMessage {
+                identity,
+                channel_id,
+                message,
+            } => TaskPayload::SendMessage {
+                identity: self.identity(&identity).await?,
+                channel_id: self.channel(channel_id, "channel_id").await?,
+                message,
+            },
+            TaskPayload::SendTemplate {
+                identity,
+                channel_id,
+                template_name,
+                language,
+                parameters,
+            } => TaskPayload::SendTemplate {
+                identity: self.identity(&identity).await?,
+                channel_id: self.channel(channel_id, "channel_id").await?,
+                template_name,
+                language,
+                parameters,
+            },
+            TaskPayload::StartFlow {
+                campaign_id,
+                channel_id,
+                contacts,
+                configuration,
+            } => {
+                self.start_flow(campaign_id, channel_id, contacts, configuration)
+                    .await?
+            }
+            TaskPayload::SetStage {
+                identity,
+                stage_id,
+                metadata,
+            } => {
+                if stages::find(&self.state.db, self.ws, stage_id)
+                    .await?
+                    .is_none()
+                {
+                    return Err(missing("stage_id", "stage"));
+                }
+                TaskPayload::SetStage {
+                    identity: self.identity(&identity).await?,
+                    stage_id,
+                    metadata,
+                }
+            }
+            TaskPayload::AssistantFollowup {
+                identity,
+                channel_id,
+                instructions,
+            } => TaskPayload::AssistantFollowup {
+                identity: self.identity(&identity).await?,
+                channel_id: self.channel(channel_id, "channel_id").await?,
+                instructions,
+            },
+        })
+    }
+
+    async fn identity(&self, raw: &str) -> Result<String> {
+        resolve_identity(&self.state.db, self.ws, raw)
+            .await?
+            .map(|found| found.id.to_string())
+            .ok_or_else(|| missing("identity_id", "identity"))
+    }
+
+    async fn channel(&self, id: Uuid, field: &'static str) -> Result<Uuid> {
+        channels::find(&self.state.db, self.ws, id)
+            .await?
+            .map(|_| id)
+            .ok_or_else(|| missing(field, "channel"))
+    }
+
+    async fn start_flow(
+        &self,
+        campaign_id: Uuid,
+        channel_id: Uuid,
+        contacts: Vec<String>,
+        configuration: Option<Value>,
+    ) -> Result<TaskPayload> {
+        let db = &self.state.db;
+        if campaigns::find(db, self.ws, campaign_id).await?.is_none() {
+            return Err(missing("campaign_uid", "campaign"));
+        }
+        let channel_id = self.channel(channel_id, "channel_uid").await?;
+        if let Err(problems) = FlowConfig::parse(configuration.as_ref()) {
+            let details = problems
+                .into_iter()
+                .map(|(field, problem)| {
+                    FieldError::new(["payload", "configuration", field], problem)
+                })
+                .collect();
+            return Err(ApiError::invalid(details));
+        }
+        let recipients =
+            resolve_contacts(db, self.ws, contacts)
+                .await
+                .map_err(|error| match error {
+                    ApiError::BadRequest { message, .. } => {
+                        ApiError::invalid(vec![FieldError::new(
+                            ["payload", "contact_uids"],
+                            message,
+                        )])
+                    }
+                    other => other,
+                })?;
+        Ok(TaskPayload::StartFlow {
+            campaign_id,
+            channel_id,
+            contacts: recipients
+                .into_iter()
+                .map(|r| r.identity_id.to_string())
+                .collect(),
+            configuration,
+        })
+    }
+}
+
+/// A payload field naming nothing of the workspace.
+fn missing(field: &str, what: &str) -> ApiError {
+    ApiError::invalid(vec![FieldError::new(
+        ["payload", field],
+        format!("names no {what} of this workspace"),
+    )])
+}
