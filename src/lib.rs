@@ -8,7 +8,7 @@
 pub mod cli;
 pub mod config;
 pub mod demo;
-pub mod domain;
+pub use parley_actors::domain;
 pub mod http;
 mod metrics;
 pub mod serve;

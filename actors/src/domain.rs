@@ -1,17 +1,33 @@
-//! Values both the API and the actors read, parsed once into types that cannot hold invalid
-//! data: phone numbers, memory keys, assistant settings; and the primitives around them
-//! (secrets at rest, instruction templates).
+//! Parley's one domain module: values parsed once into types that cannot hold invalid data
+//! (phone numbers, e-mails, memory keys, names, language tags, timezones, permissions, API
+//! key secrets, assistant instructions and settings), and the primitives around them (secrets
+//! at rest, instruction templates). The API parses request values into these; the actors read
+//! them.
 
+mod api_key;
 pub mod assistant_settings;
+mod email;
+mod instructions;
+mod language;
 pub mod memory_key;
+mod name;
+mod permission;
 pub mod phone;
 pub mod secrets;
 pub mod templating;
+mod timezone;
 
+pub use api_key::{ApiKeySecret, hash_api_key};
 pub use assistant_settings::{AssistantSettings, InvalidSetting};
+pub use email::{Email, InvalidEmail};
+pub use instructions::{Instructions, InvalidInstructions};
+pub use language::{InvalidLanguageTag, LanguageTag};
 pub use memory_key::{InvalidMemoryKey, MemoryKey};
+pub use name::{BoundedName, LongName, Name, NameError};
+pub use permission::{Permission, Permissions, UnknownPermission};
 pub use phone::{InvalidPhone, Phone};
 pub use secrets::SecretBox;
+pub use timezone::{InvalidTimezone, Timezone};
 
 /// Longest text WhatsApp takes in one message, in characters; chat messages, sandbox text and
 /// fallback messages share it.

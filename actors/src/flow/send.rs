@@ -277,9 +277,8 @@ mod tests {
     #[tokio::test]
     async fn a_report_between_the_messages_id_and_the_recipients_reaches_the_recipient() {
         use parley_persistence::campaigns::{self, CampaignFields};
-        use parley_persistence::conversations::NewMessage;
         use parley_persistence::flows::{NewFlow, NewRecipient};
-        use parley_persistence::{CampaignStatus, MessageStatus, deliveries};
+        use parley_persistence::{CampaignStatus, MessageStatus};
 
         let (deps, _dir, _model) = crate::test_support::runtime_deps().await;
         let sender = sender(&deps);
@@ -318,17 +317,8 @@ mod tests {
             .expect("due")
             .remove(0);
         assert!(flows::claim(db, recipient.id, now).await.expect("claim"));
-        let conversation = conversations::start(db, ws, identity_id, channel_id, None, now)
-            .await
-            .expect("conversation")
-            .conversation();
-        let message = NewMessage::to_person("Hi".into(), MessageStatus::Pending);
-        let message = conversations::append_message(db, &conversation, message, now)
-            .await
-            .expect("message");
-        deliveries::record_send(db, message.id, MessageStatus::Sent, Some("wamid.1"), None)
-            .await
-            .expect("send recorded");
+        let message_id =
+            crate::test_support::sent_message(db, ws, channel_id, identity_id, "wamid.1").await;
 
         let read = StatusReport {
             wamid: "wamid.1".into(),
@@ -347,7 +337,7 @@ mod tests {
         assert_eq!(status().await, RecipientStatus::Sending);
 
         let accepted = SendOutcome::Accepted {
-            message_id: message.id,
+            message_id,
             platform_message_id: "wamid.1".into(),
             status: RecipientStatus::Sent,
         };

@@ -9,7 +9,6 @@
 //! spawned per report.
 
 use std::collections::VecDeque;
-use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -69,7 +68,11 @@ impl Reports {
     pub fn start(db: DatabaseConnection, watcher: Arc<dyn DeliveryWatcher>) -> Self {
         let (later, queue) = mpsc::channel(UNMATCHED_CAPACITY);
         let reports = Self { db, watcher, later };
-        tokio::spawn(reports.clone().retry_unmatched(queue));
+        let again = reports.clone();
+        tokio::spawn(retry_in_stages(queue, move |unmatched| {
+            let reports = again.clone();
+            async move { reports.try_again(unmatched).await }
+        }));
         reports
     }
 
@@ -120,6 +123,22 @@ impl Reports {
         Ok(Some(applied))
     }
 
+    /// Applies an unmatched report once more; answers it back while it still names nothing.
+    async fn try_again(&self, unmatched: Unmatched) -> Option<Unmatched> {
+        let report = &unmatched.report;
+        match self.apply_known(unmatched.channel_id, report).await {
+            Ok(Some(_)) => None,
+            Ok(None) => {
+                tracing::debug!(wamid = %report.wamid, "a delivery report still names no message of the channel");
+                Some(unmatched)
+            }
+            Err(error) => {
+                tracing::warn!(wamid = %report.wamid, %error, "a delivery report could not be applied");
+                None
+            }
+        }
+    }
+
     /// The person who stopped marketing messages (131050) is opted out.
     async fn opt_out(&self, channel_id: Uuid, wamid: &str) -> Result<(), PersistenceError> {
         if let Some(identity_id) = deliveries::recipient_of(&self.db, channel_id, wamid).await? {
@@ -127,52 +146,44 @@ impl Reports {
         }
         Ok(())
     }
+}
 
-    /// Tries each unmatched report again at its stages' times until it names a message or
-    /// its last stage passed. One queue per stage: a stage's wait is the same for all, so each
-    /// queue is in due order.
-    async fn retry_unmatched(self, mut queue: mpsc::Receiver<Unmatched>) {
-        let mut stages: [VecDeque<(Instant, Unmatched)>; RETRY_AFTER.len()] = Default::default();
-        loop {
-            let next_due = stages
-                .iter()
-                .filter_map(|stage| stage.front().map(|(due, _)| *due))
-                .min();
-            let arrived = match next_due {
-                Some(due) => tokio::select! {
-                    arrived = queue.recv() => arrived.map(Some),
-                    () = tokio::time::sleep_until(due) => Some(None),
-                },
-                None => queue.recv().await.map(Some),
-            };
-            match arrived {
-                None => return,
-                Some(Some(unmatched)) => {
-                    stages[0].push_back((Instant::now() + RETRY_AFTER[0], unmatched));
-                }
-                Some(None) => self.try_due(&mut stages).await,
-            }
-        }
-    }
-
-    async fn try_due(&self, stages: &mut [VecDeque<(Instant, Unmatched)>; RETRY_AFTER.len()]) {
-        let now = Instant::now();
-        for stage in 0..stages.len() {
-            while stages[stage].front().is_some_and(|(due, _)| *due <= now) {
-                let Some((_, unmatched)) = stages[stage].pop_front() else {
-                    break;
-                };
-                let report = &unmatched.report;
-                match self.apply_known(unmatched.channel_id, report).await {
-                    Ok(Some(_)) => {}
-                    Ok(None) if stage + 1 < RETRY_AFTER.len() => {
-                        stages[stage + 1].push_back((now + RETRY_AFTER[stage + 1], unmatched));
-                    }
-                    Ok(None) => {
-                        tracing::debug!(wamid = %report.wamid, "a delivery report named no message of the channel");
-                    }
-                    Err(error) => {
-                        tracing::warn!(wamid = %report.wamid, %error, "a delivery report could not be applied");
+/// Tries each item `queue` hands over again after 250 ms, 1 s, 3 s and 10 s, until `attempt`
+/// is done with it (answers `None`) or its last stage passed. One queue per stage: a stage's
+/// wait is the same for all, so each queue is in due order, and one task serves them all.
+async fn retry_in_stages<T, F, Fut>(mut queue: mpsc::Receiver<T>, attempt: F)
+where
+    F: Fn(T) -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let mut stages: [VecDeque<(Instant, T)>; RETRY_AFTER.len()] = Default::default();
+    loop {
+        let next_due = stages
+            .iter()
+            .filter_map(|stage| stage.front().map(|(due, _)| *due))
+            .min();
+        let arrived = match next_due {
+            Some(due) => tokio::select! {
+                arrived = queue.recv() => arrived.map(Some),
+                () = tokio::time::sleep_until(due) => Some(None),
+            },
+            None => queue.recv().await.map(Some),
+        };
+        match arrived {
+            None => return,
+            Some(Some(item)) => stages[0].push_back((Instant::now() + RETRY_AFTER[0], item)),
+            Some(None) => {
+                let now = Instant::now();
+                for stage in 0..stages.len() {
+                    while stages[stage].front().is_some_and(|(due, _)| *due <= now) {
+                        let Some((_, item)) = stages[stage].pop_front() else {
+                            break;
+                        };
+                        if let Some(item) = attempt(item).await
+                            && let Some(wait) = RETRY_AFTER.get(stage + 1)
+                        {
+                            stages[stage + 1].push_back((now + *wait, item));
+                        }
                     }
                 }
             }
@@ -200,6 +211,51 @@ mod tests {
                 Ok(())
             })
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_unmatched_item_is_tried_at_each_stage_then_dropped() {
+        let (later, queue) = mpsc::channel(4);
+        let tried = Arc::new(Mutex::new(Vec::new()));
+        let start = Instant::now();
+        let log = tried.clone();
+        let retries = tokio::spawn(retry_in_stages(queue, move |item: u32| {
+            let log = log.clone();
+            async move {
+                log.lock().expect("log").push(start.elapsed());
+                Some(item)
+            }
+        }));
+        later.send(7).await.expect("queued");
+
+        tokio::time::sleep(Duration::from_secs(60)).await;
+
+        let expected: Vec<Duration> = [250, 1_250, 4_250, 14_250]
+            .into_iter()
+            .map(Duration::from_millis)
+            .collect();
+        assert_eq!(*tried.lock().expect("log"), expected);
+        drop(later);
+        retries
+            .await
+            .expect("the retries end when the queue closes");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_item_done_at_its_first_retry_is_not_tried_again() {
+        let (later, queue) = mpsc::channel(4);
+        let tried = Arc::new(Mutex::new(0));
+        let count = tried.clone();
+        tokio::spawn(retry_in_stages(queue, move |_: u32| {
+            let count = count.clone();
+            async move {
+                *count.lock().expect("count") += 1;
+                None
+            }
+        }));
+        later.send(1).await.expect("queued");
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert_eq!(*tried.lock().expect("count"), 1);
     }
 
     #[tokio::test]

@@ -43,40 +43,27 @@ pub(super) async fn create_channel(
     Json(body): Json<CreateChannelBody>,
 ) -> Result<Envelope<ChannelRecord>> {
     caller.require(Permission::Write)?;
-    let NewChannelCommand {
-        name,
-        integration,
-        live,
-        settings,
-        access_token,
-        phone_number_id,
-        business_id,
-    } = NewChannelCommand::try_from(body)?;
-    let verified = match (&access_token, &phone_number_id) {
-        (Some(token), Some(number)) if integration.is_live() => {
+    let command = NewChannelCommand::try_from(body)?;
+    let verified = match (&command.access_token, &command.phone_number_id) {
+        (Some(token), Some(number)) if command.integration.is_live() => {
             Some(verify_number(&state, token, number).await?)
         }
         _ => None,
     };
-
-    let created = channels::create(
-        &state.db,
-        caller.workspace_id,
-        NewChannel {
-            name: name.into_inner(),
-            integration,
-            active: live,
-            settings,
-            phone_number_id,
-            business_account_id: business_id,
-            access_token_encrypted: access_token.map(|t| state.secrets.seal(&t)),
-            verify_token: new_verify_token(),
-            verified,
-        },
-        clock::now(),
-    )
-    .await
-    .map_err(|e| ApiError::unique(e, NUMBER_TAKEN))?;
+    let new = NewChannel {
+        name: command.name.into_inner(),
+        integration: command.integration,
+        active: command.live,
+        settings: command.settings,
+        phone_number_id: command.phone_number_id,
+        business_account_id: command.business_id,
+        access_token_encrypted: command.access_token.map(|t| state.secrets.seal(&t)),
+        verify_token: new_verify_token(),
+        verified,
+    };
+    let created = channels::create(&state.db, caller.workspace_id, new, clock::now())
+        .await
+        .map_err(|e| ApiError::unique(e, NUMBER_TAKEN))?;
     tracing::info!(channel_id = %created.id, integration = created.integration.as_str(), "channel created");
     register_webhook(&state, &created).await;
     Ok(Envelope::created(
