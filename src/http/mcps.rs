@@ -7,7 +7,7 @@ use axum::extract::State;
 use chrono::{DateTime, Utc};
 use parley_actors::mcp::{CallContext, McpError, McpTool};
 use parley_persistence::entities::mcp_server;
-use parley_persistence::mcp_servers::{self, McpServerFields};
+use parley_persistence::mcp_servers;
 use parley_persistence::{McpTransport, clock};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -21,19 +21,17 @@ use crate::http::error::Refusal;
 use crate::http::error::{ApiError, FieldError, Result};
 use crate::http::extract::{Json, Path, Query};
 use crate::http::pagination::{ListQuery, PageResponse};
-use crate::http::validation::{Problems, parse_uuid};
+use crate::http::validation::parse_uuid;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-/// Most headers a server may have.
-const MAX_HEADERS: usize = 20;
-/// Longest name and URL.
-const MAX_NAME: usize = 100;
-const MAX_URL: usize = 2048;
-/// What every header value is answered as.
+/// What every header value (and every value of the URL's query) is answered as.
 const MASK: &str = "****";
 
 mod assistants;
+mod fields;
+
+use self::fields::fields;
 
 use self::assistants::{
     __path_attach_mcp, __path_detach_mcp, __path_list_assistant_tools, attach_mcp, detach_mcp,
@@ -74,7 +72,7 @@ impl From<mcp_server::Model> for McpRecord {
             id: m.id,
             name: m.name,
             transport: m.transport,
-            url: m.url,
+            url: fields::masked_url(&m.url),
             headers,
             created_at: m.created_at,
             updated_at: m.updated_at,
@@ -91,118 +89,17 @@ struct CreatedMcp {
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
-struct HeaderBody {
-    key: String,
-    value: String,
+pub(super) struct HeaderBody {
+    pub(super) key: String,
+    pub(super) value: String,
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
-struct McpBody {
-    name: Option<String>,
-    transport: Option<String>,
-    url: Option<String>,
-    headers: Option<Vec<HeaderBody>>,
-}
-
-/// Checks a body laid over `current` (for a PATCH) and seals the header values.
-fn fields(
-    state: &AppState,
-    body: McpBody,
-    current: Option<&mcp_server::Model>,
-) -> Result<McpServerFields> {
-    let mut problems = Problems::default();
-    let name = body
-        .name
-        .map(|n| n.trim().to_owned())
-        .or_else(|| current.map(|c| c.name.clone()));
-    match &name {
-        None => problems.add(["name"], "is required"),
-        Some(n) if n.is_empty() || n.chars().count() > MAX_NAME => {
-            problems.add(["name"], format!("must be 1 to {MAX_NAME} characters"));
-        }
-        Some(_) => {}
-    }
-    let transport = match body.transport.as_deref() {
-        Some(raw) => {
-            let parsed = McpTransport::parse(raw);
-            if parsed.is_none() {
-                problems.add(["transport"], "must be http or streamable-http");
-            }
-            parsed
-        }
-        None => current.map(|c| c.transport).or_else(|| {
-            problems.add(["transport"], "is required");
-            None
-        }),
-    };
-    let url = body.url.or_else(|| current.map(|c| c.url.clone()));
-    match &url {
-        None => problems.add(["url"], "is required"),
-        Some(u) if !is_http_url(u) => {
-            problems.add(["url"], "must be an http or https URL");
-        }
-        Some(_) => {}
-    }
-    let headers = body
-        .headers
-        .map(|given| sealed_headers(state, &mut problems, given));
-    problems.finish()?;
-    let headers = headers
-        .or_else(|| current.map(|c| c.headers.clone()))
-        .unwrap_or_else(|| json!([]));
-    match (name, transport, url) {
-        (Some(name), Some(transport), Some(url)) => Ok(McpServerFields {
-            name,
-            transport,
-            url,
-            headers,
-        }),
-        _ => Err(ApiError::invalid(Vec::new())),
-    }
-}
-
-fn is_http_url(raw: &str) -> bool {
-    let lower = raw.to_ascii_lowercase();
-    let rest = lower
-        .strip_prefix("https://")
-        .or_else(|| lower.strip_prefix("http://"));
-    raw.len() <= MAX_URL
-        && rest.is_some_and(|r| !r.is_empty() && !r.starts_with('/'))
-        && reqwest::Url::parse(raw).is_ok()
-}
-
-fn sealed_headers(state: &AppState, problems: &mut Problems, given: Vec<HeaderBody>) -> Value {
-    if given.len() > MAX_HEADERS {
-        problems.add(
-            ["headers"],
-            format!("must have at most {MAX_HEADERS} items"),
-        );
-    }
-    let mut sealed = Vec::with_capacity(given.len());
-    for (index, header) in given.iter().enumerate() {
-        if reqwest::header::HeaderName::try_from(header.key.as_str()).is_err() {
-            problems.add(
-                [
-                    crate::http::error::PathSegment::from("headers"),
-                    index.into(),
-                    "key".into(),
-                ],
-                "must be a valid HTTP header name",
-            );
-        }
-        if reqwest::header::HeaderValue::try_from(header.value.as_str()).is_err() {
-            problems.add(
-                [
-                    crate::http::error::PathSegment::from("headers"),
-                    index.into(),
-                    "value".into(),
-                ],
-                "must be a valid HTTP header value",
-            );
-        }
-        sealed.push(json!({"key": header.key, "value": state.actors.mcp().seal(&header.value)}));
-    }
-    Value::Array(sealed)
+pub(super) struct McpBody {
+    pub(super) name: Option<String>,
+    pub(super) transport: Option<String>,
+    pub(super) url: Option<String>,
+    pub(super) headers: Option<Vec<HeaderBody>>,
 }
 
 #[utoipa::path(

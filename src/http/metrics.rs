@@ -1,12 +1,12 @@
 //! `GET /metrics`: the Prometheus text exposition of every family (see `crate::metrics`).
-//! It needs a workspace admin key or the operator token, unless `server.metrics_public` opens
-//! it for a private scrape network.
+//! It shows the whole installation (every tenant's traffic), so it needs the operator token,
+//! unless `server.metrics_public` opens it for a private scrape network; a workspace's key, even
+//! an admin's, is refused (SECURITY.md: operator views are the operator's).
 
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
 
-use crate::domain::Permission;
 use crate::http::AppState;
 use crate::http::auth::Viewer;
 use crate::http::error::{ApiError, Result};
@@ -22,8 +22,7 @@ pub(crate) fn router() -> OpenApiRouter<AppState> {
 
 /// Prometheus metrics: HTTP requests, webhook events, turns, model and tool calls, Graph
 /// sends, limiter waits, live actors, actor failures, flow recipients, task runs and database
-/// pool connections. Needs a workspace admin key or the operator token, unless
-/// `PARLEY_METRICS_PUBLIC=true`.
+/// pool connections. Needs the operator token, unless `PARLEY_METRICS_PUBLIC=true`.
 #[utoipa::path(
     get,
     path = "/metrics",
@@ -34,8 +33,10 @@ pub(crate) fn router() -> OpenApiRouter<AppState> {
 async fn get_metrics(State(state): State<AppState>, request: Request) -> Result<Response> {
     if !state.settings.server.metrics_public {
         let (mut parts, _) = request.into_parts();
-        if let Viewer::Workspace(caller) = Viewer::from_request_parts(&mut parts, &state).await? {
-            caller.require(Permission::Admin)?;
+        if let Viewer::Workspace(_) = Viewer::from_request_parts(&mut parts, &state).await? {
+            return Err(ApiError::Forbidden(
+                "Metrics cover the whole installation: they need the operator token".to_owned(),
+            ));
         }
     }
     let Some(handle) = state.metrics.as_ref() else {

@@ -172,6 +172,73 @@ async fn raw_headers(app: &TestApp, id: &str) -> String {
 }
 
 #[tokio::test]
+async fn a_tenant_cannot_set_headers_parley_or_the_client_sets() {
+    let app = spawn_app().await;
+    for (index, name) in [
+        "X-Parley-Workspace-Id",
+        "x-parley-identity-id",
+        "Content-Length",
+        "Host",
+        "Transfer-Encoding",
+        "Connection",
+        "Mcp-Session-Id",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let headers: Vec<Value> =
+            std::iter::repeat_n(json!({"key": "X-Api-Key", "value": "k"}), index)
+                .chain([json!({"key": name, "value": "999"})])
+                .collect();
+        let body = json!({"name": "shared", "transport": "http",
+                          "url": "http://127.0.0.1:9/mcp", "headers": headers});
+        let response = app.send_json(Method::POST, "/workspace/mcps", &body).await;
+        let error = expect_error(response, 400, "validation_failed").await;
+        assert_eq!(
+            error["details"][0]["path"],
+            json!(["headers", index, "key"]),
+            "{name}"
+        );
+    }
+    let listed = expect_status(app.get("/workspace/mcps").await, 200).await;
+    assert_eq!(listed["pagination"]["total"], 0, "nothing was registered");
+}
+
+#[tokio::test]
+async fn credentials_in_a_url_are_refused_and_query_values_are_masked() {
+    let app = spawn_app().await;
+    let with_userinfo = json!({"name": "a", "transport": "http",
+                               "url": "http://user:pass@127.0.0.1:9/mcp"});
+    let response = app
+        .send_json(Method::POST, "/workspace/mcps", &with_userinfo)
+        .await;
+    let error = expect_error(response, 400, "validation_failed").await;
+    assert_eq!(error["details"][0]["path"], json!(["url"]));
+    assert!(!error.to_string().contains("pass@"), "{error}");
+
+    let fake = FakeMcp::start(McpFlavour::Http).await;
+    let url = format!("{}?api_key={SECRET}&team=7", fake.url());
+    let body = json!({"name": "keyed", "transport": "http", "url": url});
+    let created = expect_status(
+        app.send_json(Method::POST, "/workspace/mcps", &body).await,
+        201,
+    )
+    .await;
+    let shown = created["data"]["url"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(!shown.contains(SECRET), "{shown}");
+    assert!(shown.ends_with("?api_key=****&team=****"), "{shown}");
+    let id = created["data"]["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let read = expect_status(app.get(&format!("/workspace/mcps/{id}")).await, 200).await;
+    assert!(!read.to_string().contains(SECRET), "{read}");
+}
+
+#[tokio::test]
 async fn invalid_registrations_are_refused_naming_the_field() {
     let app = spawn_app().await;
     let headers: Vec<Value> = (0..21)

@@ -8,7 +8,7 @@ use parley_testkit::graph::text_message;
 use reqwest::Method;
 use serde_json::json;
 
-use crate::helpers::{TestApp, expect_error, spawn_app, spawn_app_with};
+use crate::helpers::{TestApp, expect_error, spawn_app_with};
 
 const NUMBER: &str = "106540352242922";
 const PERSON: &str = "+351912345678";
@@ -20,8 +20,11 @@ async fn scrape(app: &TestApp, key: Option<&str>) -> reqwest::Response {
         .expect("request")
 }
 
+/// The operator's token in these tests.
+const OPERATOR: &str = "op-token-1";
+
 async fn scraped(app: &TestApp) -> String {
-    let response = scrape(app, Some(&app.owner.api_key)).await;
+    let response = scrape(app, Some(OPERATOR)).await;
     assert_eq!(response.status(), 200);
     let kind = response.headers()["content-type"]
         .to_str()
@@ -37,9 +40,13 @@ fn samples<'a>(body: &'a str, name: &str) -> Vec<&'a str> {
         .collect()
 }
 
+async fn with_operator() -> TestApp {
+    spawn_app_with(|s| s.server.operator_token = Some(OPERATOR.into())).await
+}
+
 #[tokio::test]
-async fn metrics_need_an_admin_key_or_the_operator_token() {
-    let app = spawn_app_with(|s| s.server.operator_token = Some("op-token-1".into())).await;
+async fn metrics_need_the_operator_token_and_refuse_every_workspace_key() {
+    let app = with_operator().await;
     let reader = app.key_with(&["read", "write"]).await;
 
     expect_error(scrape(&app, None).await, 401, "unauthenticated").await;
@@ -50,8 +57,14 @@ async fn metrics_need_an_admin_key_or_the_operator_token() {
     )
     .await;
     expect_error(scrape(&app, Some(&reader)).await, 403, "forbidden").await;
-    assert_eq!(scrape(&app, Some("op-token-1")).await.status(), 200);
-    assert_eq!(scrape(&app, Some(&app.owner.api_key)).await.status(), 200);
+    // A workspace admin sees one tenant; the metrics show them all.
+    expect_error(
+        scrape(&app, Some(&app.owner.api_key)).await,
+        403,
+        "forbidden",
+    )
+    .await;
+    assert_eq!(scrape(&app, Some(OPERATOR)).await.status(), 200);
 }
 
 #[tokio::test]
@@ -66,7 +79,7 @@ async fn metrics_can_be_opened_to_a_private_scrape_network() {
 
 #[tokio::test]
 async fn metrics_expose_http_turn_model_webhook_send_actor_and_pool_families() {
-    let app = spawn_app().await;
+    let app = with_operator().await;
     // A chat turn, and a streamed one for the time to first token.
     let (_, sandbox) = app.chat_channel("Echo.", json!({})).await;
     app.put_identity(PERSON, json!({"name": "Maria"})).await;
