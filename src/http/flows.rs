@@ -247,9 +247,8 @@ async fn update_flow(
     }
     problems.finish()?;
     let mut found = find_flow(&state, &caller, &uid).await?;
-    if let Some(to) = to
-        && to != found.status
-    {
+    // A move to the state the flow is in is not one of DESIGN's moves: 409 like any other.
+    if let Some(to) = to {
         let from = found.status;
         let moved = from.may_move_to(to)
             && flows::transition(&state.db, found.id, &[from], to, clock::now()).await?;

@@ -576,6 +576,18 @@ async fn statuses_move_only_as_the_table_allows_and_active_flows_hold_their_camp
     .await;
     assert_eq!(paused["data"]["status"], "paused");
     assert_eq!(paused["data"]["description"], "held");
+    // Pausing a paused flow is not a move DESIGN lists.
+    expect_error(
+        app.send_json(
+            Method::PATCH,
+            &format!("/flows/{slow_uid}"),
+            &json!({"status": "paused"}),
+        )
+        .await,
+        409,
+        "invalid_transition",
+    )
+    .await;
     // Within one pacing step nothing more goes out.
     let before = wait_flow(&app, &slow_uid, |_| true).await["statistics"]["delivered"]
         .as_u64()
@@ -623,17 +635,26 @@ async fn statuses_move_only_as_the_table_allows_and_active_flows_hold_their_camp
     )
     .await;
     assert_eq!(cancelled["data"]["status"], "cancelled");
-    expect_error(
-        app.send_json(
-            Method::PATCH,
-            &format!("/flows/{slow_uid}"),
-            &json!({"status": "running"}),
+    // Neither another move nor a move to the same state is one of DESIGN's moves.
+    for to in ["running", "cancelled"] {
+        let refused = expect_error(
+            app.send_json(
+                Method::PATCH,
+                &format!("/flows/{slow_uid}"),
+                &json!({"status": to}),
+            )
+            .await,
+            409,
+            "invalid_transition",
         )
-        .await,
-        409,
-        "invalid_transition",
-    )
-    .await;
+        .await;
+        assert!(
+            refused["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("from cancelled to")),
+            "{refused}"
+        );
+    }
     let settled = wait_flow(&app, &slow_uid, |f| {
         f["statistics"]["pending"].as_u64().is_some()
     })

@@ -180,6 +180,18 @@ async fn tasks_that_cannot_run_are_refused_at_creation() {
         refused(cron).await["details"][0]["path"],
         json!(["recurrence"])
     );
+    // A cron that never fires, with no first time given, has no first run: a 400, not a 500.
+    for never in ["0 0 30 2 *", "0 0 31 4 *"] {
+        let mut cron = base("send_message", valid.clone());
+        cron["recurrence"] = json!(never);
+        cron.as_object_mut().map(|b| b.remove("scheduled_at"));
+        let error = refused(cron).await;
+        assert_eq!(
+            error["details"][0]["path"],
+            json!(["recurrence"]),
+            "{error}"
+        );
+    }
     let mut zone = base("send_message", valid.clone());
     zone["recurrence"] = json!("0 9 * * *");
     zone["timezone"] = json!("Mars/Olympus");

@@ -170,6 +170,35 @@ async fn bad_sends_are_refused_before_meta_and_meta_refusals_are_502() {
 }
 
 #[tokio::test]
+async fn metas_5xx_answers_that_carry_a_code_are_retried_and_4xx_refusals_are_not() {
+    let app = spawn_app().await;
+    let channel = app.live_channel(NUMBER).await;
+    app.graph.add_template("waba-1", order_update());
+    let path = format!("/channels/{channel}/waba/send");
+    let body = json!({"identity": {"phone": "5511987654321"}, "templateId": "order_update",
+                      "templateType": "text", "templateLanguage": "en_US"});
+
+    // Meta's own trouble answers 500 with a code (131000, 1): worth another try.
+    app.graph.fail_next_sends([131_000, 1]);
+    let sent = expect_status(app.send_json(Method::POST, &path, &body).await, 200).await;
+    assert!(sent["data"]["platformMessageId"].is_string(), "{sent}");
+    assert_eq!(app.graph.rejected().len(), 2);
+    assert_eq!(app.graph.sent().len(), 1);
+
+    // A refusal for this message is final at once.
+    app.graph.fail_next_sends([100]);
+    let refused = expect_error(
+        app.send_json(Method::POST, &path, &body).await,
+        502,
+        "upstream_failed",
+    )
+    .await;
+    assert_eq!(refused["details"][0]["code"], 100);
+    assert_eq!(app.graph.rejected().len(), 3);
+    assert_eq!(app.graph.sent().len(), 1);
+}
+
+#[tokio::test]
 async fn marketing_lite_channels_send_templates_to_marketing_messages() {
     let app = spawn_app().await;
     let channel = app
