@@ -7,8 +7,9 @@ use sea_orm::{
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::Result;
 use crate::entities::assistant;
+use crate::page::fetch_page;
+use crate::{Page, Paged, Result};
 
 /// The fields of an assistant; validated by the caller.
 #[derive(Clone, Debug)]
@@ -85,6 +86,24 @@ pub async fn list_for_worker(
         .order_by_asc(assistant::Column::Id)
         .all(db)
         .await?)
+}
+
+/// One page of a worker's assistants, oldest first (the first is the one a conversation falls
+/// back to).
+///
+/// # Errors
+/// Fails on a database error.
+pub async fn page_for_worker(
+    db: &impl ConnectionTrait,
+    workspace_id: i64,
+    worker_id: Uuid,
+    page: Page,
+) -> Result<Paged<assistant::Model>> {
+    let query = assistant::Entity::find()
+        .filter(assistant::Column::WorkspaceId.eq(workspace_id))
+        .filter(assistant::Column::WorkerId.eq(worker_id))
+        .order_by_asc(assistant::Column::Id);
+    fetch_page(db, query, page).await
 }
 
 /// Replaces the fields of `current`.

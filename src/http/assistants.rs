@@ -13,8 +13,9 @@ use crate::http::AppState;
 use crate::http::auth::Caller;
 use crate::http::envelope::Envelope;
 use crate::http::error::{ApiError, PathSegment, Result};
-use crate::http::extract::{Json, Path};
+use crate::http::extract::{Json, Path, Query};
 use crate::http::lookup::find_worker;
+use crate::http::pagination::{ListQuery, PageResponse};
 use crate::http::validation::{Problems, parse_uuid, present};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -26,7 +27,7 @@ const MAX_MODEL_CHARS: usize = 200;
 
 pub(crate) fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
-        .routes(routes!(create_assistant))
+        .routes(routes!(list_assistants, create_assistant))
         .routes(routes!(get_assistant, update_assistant, delete_assistant))
 }
 
@@ -78,6 +79,33 @@ struct CreateAssistantBody {
     provider: Option<String>,
     model: Option<String>,
     settings: Option<Value>,
+}
+
+#[utoipa::path(
+    get,
+    path = "/workers/{worker_id}/assistants",
+    tag = "assistants",
+    params(("worker_id" = String, Path, format = Uuid, description = "Worker id"), ListQuery),
+    responses((status = 200, body = PageResponse<AssistantRecord>)),
+)]
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id, worker_id = %worker_id))]
+async fn list_assistants(
+    caller: Caller,
+    State(state): State<AppState>,
+    Path(worker_id): Path<String>,
+    Query(query): Query<ListQuery>,
+) -> Result<PageResponse<AssistantRecord>> {
+    caller.require(Permission::Read)?;
+    let page = query.page()?;
+    let worker = find_worker(&state, &caller, &worker_id).await?;
+    let paged =
+        assistants::page_for_worker(&state.db, caller.workspace_id, worker.id, page).await?;
+    Ok(PageResponse::new(
+        "Assistants retrieved successfully",
+        page,
+        paged,
+        AssistantRecord::from,
+    ))
 }
 
 #[utoipa::path(

@@ -228,3 +228,41 @@ async fn an_assistant_for_an_unknown_worker_is_a_404() {
 
     expect_error(response, 404, "not_found").await;
 }
+
+#[tokio::test]
+async fn a_workers_assistants_are_listed_oldest_first_in_pages() {
+    let app = spawn_app().await;
+    let worker = app.worker("Support").await;
+    let other = app.worker("Sales").await;
+    let ana = app.assistant(&worker, "Ana").await;
+    let rui = app.assistant(&worker, "Rui").await;
+    app.assistant(&other, "Eva").await;
+
+    let listed = expect_status(app.get(&format!("/workers/{worker}/assistants")).await, 200).await;
+    let ids: Vec<_> = listed["data"]
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|a| a["id"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(ids, [ana.clone(), rui]);
+    assert_eq!(listed["pagination"]["total"], 2);
+    assert_eq!(listed["data"][0]["worker_id"], worker.as_str());
+
+    let first = expect_status(
+        app.get(&format!("/workers/{worker}/assistants?limit=1"))
+            .await,
+        200,
+    )
+    .await;
+    assert_eq!(first["data"][0]["id"], ana.as_str());
+    assert_eq!(first["pagination"]["total_pages"], 2);
+
+    expect_error(
+        app.get("/workers/01a200f8-0000-7000-8000-000000000000/assistants")
+            .await,
+        404,
+        "not_found",
+    )
+    .await;
+}
