@@ -2,7 +2,7 @@
 //! variables, then command-line flags; each layer overrides the one before.
 //!
 //! Settings are grouped in sections (`[server]`, `[database]`, `[log]`, `[llm]`,
-//! `[whatsapp]`, `[actors]`); the environment keeps flat names (`PARLEY_LLM_BASE_URL` is
+//! `[whatsapp]`, `[actors]`, `[mcp]`, `[egress]`); the environment keeps flat names (`PARLEY_LLM_BASE_URL` is
 //! `llm.base_url`, `PARLEY_BIND` is `server.bind`), mapped in [`env_key`].
 
 mod deps;
@@ -17,8 +17,8 @@ use figment::value::Uncased;
 use serde::{Deserialize, Serialize};
 
 pub use self::sections::{
-    ActorSettings, DatabaseSettings, LlmSettings, LogSettings, McpConfig, Secret, ServerSettings,
-    WhatsAppSettings,
+    ActorSettings, DatabaseSettings, EgressConfig, LlmSettings, LogSettings, McpConfig, Secret,
+    ServerSettings, WhatsAppSettings,
 };
 
 /// Log output format.
@@ -55,6 +55,8 @@ pub struct Settings {
     pub actors: ActorSettings,
     /// MCP servers.
     pub mcp: McpConfig,
+    /// Where tenant URLs may lead.
+    pub egress: EgressConfig,
 }
 
 impl Default for Settings {
@@ -69,6 +71,7 @@ impl Default for Settings {
             whatsapp: WhatsAppSettings::default(),
             actors: ActorSettings::default(),
             mcp: McpConfig::default(),
+            egress: EgressConfig::default(),
         }
     }
 }
@@ -121,7 +124,7 @@ fn env_key(flat: &str) -> String {
         "log_format" => return "log.format".to_owned(),
         _ => {}
     }
-    for section in ["llm", "whatsapp", "mcp"] {
+    for section in ["llm", "whatsapp", "mcp", "egress"] {
         if let Some(key) = flat.strip_prefix(section).and_then(|k| k.strip_prefix('_')) {
             return format!("{section}.{key}");
         }

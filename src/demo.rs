@@ -62,6 +62,16 @@ pub async fn serve(
     let clock = DemoClock::start()
         .await
         .context("starting the demo's built-in MCP server")?;
+    // The demo's own MCP server listens on loopback; tenant URLs may reach it, nothing else there.
+    let clock_url = reqwest::Url::parse(&clock.url()).context("the demo clock's URL")?;
+    if let (Some(host), Some(port)) = (clock_url.host_str(), clock_url.port_or_known_default()) {
+        let entry = format!("{host}:{port}");
+        settings.egress.allow = [settings.egress.allow.as_str(), entry.as_str()]
+            .into_iter()
+            .filter(|e| !e.is_empty())
+            .collect::<Vec<_>>()
+            .join(",");
+    }
     let db = open_database(&settings).await?;
     let demo = prepare(&db, &clock.url())
         .await

@@ -28,6 +28,10 @@ impl Application {
     /// # Errors
     /// Fails when the database cannot be opened or migrated, or the address cannot be bound.
     pub async fn build(settings: Settings) -> anyhow::Result<Self> {
+        settings
+            .egress
+            .policy()
+            .context("reading PARLEY_EGRESS_ALLOW (egress.allow)")?;
         let db = open_database(&settings).await?;
         log_bootstrap_hint(&db).await?;
         let configured_key = settings.secret_key.as_ref().map(|k| k.expose());
@@ -148,8 +152,9 @@ pub async fn open_database(settings: &Settings) -> anyhow::Result<DatabaseConnec
     Ok(db)
 }
 
-/// Without an app secret every webhook is refused: say so loudly, and louder when live
-/// channels are waiting for Meta's webhooks.
+/// Without an app secret every webhook from Meta is refused: an error when live channels are
+/// waiting for Meta's webhooks, a line of information otherwise (the offline demo, sandbox
+/// channels), with what to set for a real number.
 async fn warn_about_webhook_secret(
     settings: &Settings,
     db: &DatabaseConnection,
@@ -164,18 +169,23 @@ async fn warn_about_webhook_secret(
         );
         return Ok(());
     }
-    tracing::error!(
-        "no WhatsApp app secret is configured (PARLEY_WHATSAPP_APP_SECRET): every webhook is refused"
-    );
     let live = parley_persistence::channels::all_active(db)
         .await?
         .into_iter()
         .filter(|c| c.integration.is_live())
         .count();
     if live > 0 {
-        tracing::warn!(
+        tracing::error!(
             live_channels = live,
-            "live channels exist, and Meta's webhooks for them are refused until an app secret is set"
+            "no WhatsApp app secret is configured (PARLEY_WHATSAPP_APP_SECRET): Meta's webhooks \
+             for the live channels are refused until one is set"
+        );
+    } else {
+        // Nothing is lost yet (sandbox channels need no secret, as in the demo); a real number
+        // will need one.
+        tracing::info!(
+            "no WhatsApp app secret is configured: webhooks from Meta are refused; set \
+             PARLEY_WHATSAPP_APP_SECRET before connecting a real number (sandbox channels need none)"
         );
     }
     Ok(())

@@ -6,7 +6,8 @@
 //!    [`changes`] (what caches hold and how they hear of changes), [`measure`], and
 //!    [`remembered`] (values read once and remembered a while).
 //! 2. Protocols, no actors: [`whatsapp`] (the Graph client, Meta's typed errors, the wire
-//!    form of a message, templates, inbound payloads), [`llm`], [`mcp`].
+//!    form of a message, templates, inbound payloads), [`llm`], [`mcp`], and [`egress`] (where
+//!    URLs tenants give may lead).
 //! 3. Facts every sender shares: [`people`] (the identity behind a phone), [`thread`] (the
 //!    conversation a message belongs to), [`store`] (writes that announce their change).
 //! 4. Actors, each with its supervisor and handle: [`channel`] (one per WhatsApp number), then
@@ -23,6 +24,7 @@ pub mod changes;
 pub mod channel;
 pub mod conversation;
 pub mod domain;
+pub mod egress;
 pub mod flow;
 pub mod inbound;
 pub mod llm;

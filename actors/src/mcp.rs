@@ -25,6 +25,7 @@ use uuid::Uuid;
 
 use self::streamable::Session;
 use crate::domain::SecretBox;
+use crate::egress::{Egress, REFUSED};
 
 /// How MCP servers are called; from configuration.
 #[derive(Clone, Debug)]
@@ -127,7 +128,10 @@ type SessionKey = (Uuid, CallContext);
 
 /// The MCP client of the whole installation; cheap to share.
 pub struct McpHub {
+    /// Connects only where the egress policy allows, follows no redirect.
     http: reqwest::Client,
+    /// Where tenant URLs may lead.
+    egress: Arc<Egress>,
     settings: McpSettings,
     secrets: Arc<SecretBox>,
     /// Each server's tool list and when it was read.
@@ -148,16 +152,22 @@ impl std::fmt::Debug for McpHub {
 const MAX_SESSIONS: usize = 256;
 
 impl McpHub {
-    /// A hub calling servers with `http` under `settings`, opening header values with
-    /// `secrets`.
-    pub fn new(http: reqwest::Client, settings: McpSettings, secrets: Arc<SecretBox>) -> Self {
+    /// A hub calling servers where `egress` allows, under `settings`, opening header values
+    /// with `secrets`.
+    pub fn new(egress: Arc<Egress>, settings: McpSettings, secrets: Arc<SecretBox>) -> Self {
         Self {
-            http,
+            http: egress.client(settings.timeout),
+            egress,
             settings,
             secrets,
             tools: Mutex::new(HashMap::new()),
             sessions: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Where tenant URLs may lead: registration checks a server's URL with it.
+    pub fn egress(&self) -> &Egress {
+        &self.egress
     }
 
     /// Seals a header value for storage.
@@ -246,6 +256,13 @@ impl McpHub {
     }
 
     fn endpoint(&self, server: &mcp_server::Model) -> Result<Endpoint, McpError> {
+        // A literal address is not resolved, so the policy reads it here; a name's addresses
+        // are checked when connecting. Refused, it reads like a server that cannot be reached.
+        let url = reqwest::Url::parse(&server.url)
+            .map_err(|_| McpError::Unreachable(REFUSED.to_owned()))?;
+        self.egress
+            .check_url(&url)
+            .map_err(|_| McpError::Unreachable(REFUSED.to_owned()))?;
         let mut headers = HeaderMap::new();
         for header in server.headers.as_array().into_iter().flatten() {
             let (Some(key), Some(sealed)) = (header["key"].as_str(), header["value"].as_str())

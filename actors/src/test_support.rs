@@ -39,8 +39,9 @@ pub(crate) async fn deps() -> (ConversationDeps, tempfile::TempDir, FakeModel) {
         )
         .expect("key"),
     );
+    let egress = crate::egress::Egress::parse("127.0.0.0/8").expect("allow list");
     let mcp = std::sync::Arc::new(crate::mcp::McpHub::new(
-        reqwest::Client::new(),
+        std::sync::Arc::new(egress),
         crate::mcp::McpSettings::default(),
         secrets,
     ));

@@ -78,6 +78,8 @@ impl BenchServer {
         settings.llm.base_url = Some(model.base_url());
         settings.llm.model = Some("fake".to_owned());
         settings.whatsapp.graph_url = graph.base_url();
+        // The fake MCP servers listen on loopback.
+        settings.egress.allow = "127.0.0.0/8".to_owned();
         configure(&mut settings);
         let app = Application::build(settings).await?;
         let base = format!("http://{}", app.local_addr()?);

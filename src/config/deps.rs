@@ -55,8 +55,10 @@ impl Settings {
             max_retries: llm.max_retries,
             retry_backoff: Duration::from_millis(llm.retry_backoff_ms),
         });
+        // Checked at start-up (`Application::build`); an unreadable list allows nothing.
+        let egress = Arc::new(self.egress.policy().unwrap_or_default());
         let mcp = McpHub::new(
-            reqwest::Client::new(),
+            egress,
             McpSettings {
                 timeout: Duration::from_secs(self.mcp.timeout_secs.max(1)),
                 max_response_bytes: self.mcp.max_response_bytes,

@@ -218,6 +218,27 @@ impl Default for McpConfig {
     }
 }
 
+/// `[egress]`: where URLs tenants give (MCP servers) may lead (DESIGN §11).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct EgressConfig {
+    /// Exceptions to the policy that keeps tenant URLs out of the machine and its network:
+    /// comma-separated addresses or networks (`10.0.0.0/8`) and `host:port` pairs.
+    pub allow: String,
+}
+
+impl EgressConfig {
+    /// The policy this allows.
+    ///
+    /// # Errors
+    /// An entry that is neither an address, a network nor `host:port`.
+    pub fn policy(
+        &self,
+    ) -> Result<parley_actors::egress::Egress, parley_actors::egress::BadAllowEntry> {
+        parley_actors::egress::Egress::parse(&self.allow)
+    }
+}
+
 /// `[actors]`: conversations and the inbound pipeline.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(default)]

@@ -238,6 +238,62 @@ async fn credentials_in_a_url_are_refused_and_query_values_are_masked() {
     assert!(!read.to_string().contains(SECRET), "{read}");
 }
 
+/// What attaching a server at `url` answers when it cannot be reached.
+async fn unreachable_message(app: &TestApp, url: &str) -> String {
+    let worker = app.worker("Support").await;
+    let assistant = app.assistant(&worker, "Ana").await;
+    let body = json!({"name": "tools", "transport": "http", "url": url});
+    let id = app.created("/workspace/mcps", body).await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let error = expect_error(attach(app, &assistant, &id).await, 502, "mcp_unreachable").await;
+    error["message"].as_str().unwrap_or_default().to_owned()
+}
+
+#[tokio::test]
+async fn tenant_urls_cannot_reach_inside_the_machine_and_a_refusal_reads_like_a_closed_port() {
+    // No exception for loopback here: the policy as a production server runs it.
+    let app = spawn_app_with(|s| s.egress.allow = String::new()).await;
+    let fake = FakeMcp::start(McpFlavour::Http).await;
+    fake.tool("lookup", "Looks an order up");
+    let port = fake
+        .url()
+        .rsplit(':')
+        .next()
+        .and_then(|rest| rest.split('/').next())
+        .unwrap_or_default()
+        .to_owned();
+
+    // A literal inside address, in any spelling, is refused at registration.
+    for host in [
+        "127.0.0.1",
+        "127.0.0.2",
+        "[::1]",
+        "0x7f000002",
+        "127.2",
+        "[::ffff:127.0.0.1]",
+    ] {
+        let body = json!({"name": "inside", "transport": "http",
+                          "url": format!("http://{host}:{port}/mcp")});
+        let response = app.send_json(Method::POST, "/workspace/mcps", &body).await;
+        let error = expect_error(response, 400, "validation_failed").await;
+        assert_eq!(
+            error["details"][0]["path"],
+            json!(["url"]),
+            "{host}: {error}"
+        );
+    }
+
+    // A name is checked where it leads, when connecting: refused, an open port of a live server
+    // answers exactly as a closed port does on a server that may reach loopback.
+    let refused = unreachable_message(&app, &format!("http://localhost:{port}/mcp")).await;
+    let allowed = spawn_app().await;
+    let closed = unreachable_message(&allowed, "http://127.0.0.1:9/mcp").await;
+    assert_eq!(refused, closed);
+    assert!(fake.requests().is_empty(), "the fake was reached");
+}
+
 #[tokio::test]
 async fn invalid_registrations_are_refused_naming_the_field() {
     let app = spawn_app().await;

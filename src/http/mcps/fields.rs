@@ -50,7 +50,7 @@ pub(super) fn fields(
 ) -> Result<McpServerFields> {
     let name = name(body.name, current);
     let transport = transport(body.transport.as_deref(), current);
-    let url = url(body.url, current);
+    let url = url(state, body.url, current);
     let headers = match body.headers {
         Some(given) => sealed_headers(state, &given),
         None => Ok(current.map_or_else(|| json!([]), |c| c.headers.clone())),
@@ -86,7 +86,11 @@ fn transport(given: Option<&str>, current: Option<&mcp_server::Model>) -> Checke
     }
 }
 
-fn url(given: Option<String>, current: Option<&mcp_server::Model>) -> Checked<String> {
+fn url(
+    state: &AppState,
+    given: Option<String>,
+    current: Option<&mcp_server::Model>,
+) -> Checked<String> {
     let url = required("url", given.or_else(|| current.map(|c| c.url.clone())))?;
     let lower = url.to_ascii_lowercase();
     let rest = lower
@@ -100,6 +104,11 @@ fn url(given: Option<String>, current: Option<&mcp_server::Model>) -> Checked<St
         Some(parsed) if !parsed.username().is_empty() || parsed.password().is_some() => problem(
             ["url"],
             "must not carry credentials; give them as headers, which are kept sealed",
+        ),
+        // A literal address is read here; a name's addresses are checked at every connection.
+        Some(parsed) if state.actors.mcp().egress().check_url(&parsed).is_err() => problem(
+            ["url"],
+            "must not lead to a loopback, private, link-local or other inside address",
         ),
         Some(_) => Ok(url),
     }
