@@ -199,6 +199,23 @@ async fn metas_5xx_answers_that_carry_a_code_are_retried_and_4xx_refusals_are_no
 }
 
 #[tokio::test]
+async fn a_parameter_value_is_shown_as_given_never_read_as_a_placeholder() {
+    let app = spawn_app().await;
+    let channel = app.live_channel(NUMBER).await;
+    app.graph.add_template("waba-1", order_update());
+    let mut body = crate::helpers::order_update_send("5511987654321");
+    body["templateComponents"]["body"] =
+        json!([{"type": "text", "text": "{{2}}"}, {"type": "text", "text": "SECRET"}]);
+
+    let sent = expect_status(app.send_template(&channel, &body).await, 200).await;
+
+    assert_eq!(
+        sent["data"]["content"],
+        "Hi {{2}}, your order SECRET has shipped."
+    );
+}
+
+#[tokio::test]
 async fn marketing_lite_channels_send_templates_to_marketing_messages() {
     let app = spawn_app().await;
     let channel = app

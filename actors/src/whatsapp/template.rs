@@ -114,9 +114,10 @@ pub fn wire_components(parameters: &TemplateParameters) -> Value {
 }
 
 /// The text the person sees: the BODY with `{{1}}`… (or `{{name}}`) filled from the body's
-/// parameters.
+/// parameters, in one pass over the template's text: a value is copied as it is, never read
+/// again for placeholders (a value `{{2}}` stays `{{2}}`). A placeholder without a value stays.
 pub fn render_body(template: &Value, parameters: &TemplateParameters) -> String {
-    let mut rendered = template["components"]
+    let text = template["components"]
         .as_array()
         .into_iter()
         .flatten()
@@ -126,21 +127,57 @@ pub fn render_body(template: &Value, parameters: &TemplateParameters) -> String 
                 .is_some_and(|t| t.eq_ignore_ascii_case("body"))
         })
         .and_then(|c| c["text"].as_str())
-        .unwrap_or_default()
-        .to_owned();
-    for (index, parameter) in body_parameters(parameters).iter().enumerate() {
-        let value = parameter["text"].as_str().unwrap_or_default();
-        rendered = rendered.replace(&format!("{{{{{}}}}}", index + 1), value);
-        if let Some(name) = parameter["parameter_name"].as_str() {
-            rendered = rendered.replace(&format!("{{{{{name}}}}}"), value);
+        .unwrap_or_default();
+    let values = body_parameters(parameters);
+    let value_of = |key: &str| {
+        let parameter = match key.parse::<usize>() {
+            Ok(position) => position.checked_sub(1).and_then(|i| values.get(i)),
+            Err(_) => values.iter().find(|p| p["parameter_name"] == key),
+        };
+        parameter.map(|p| p["text"].as_str().unwrap_or_default())
+    };
+    let mut rendered = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("{{") {
+        rendered.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let Some(end) = after.find("}}") else {
+            rest = &rest[start..];
+            break;
+        };
+        let key = &after[..end];
+        match value_of(key) {
+            Some(value) => rendered.push_str(value),
+            None => {
+                rendered.push_str("{{");
+                rendered.push_str(key);
+                rendered.push_str("}}");
+            }
         }
+        rest = &after[end + 2..];
     }
+    rendered.push_str(rest);
     rendered
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_value_that_looks_like_a_placeholder_is_not_read_again() {
+        let template =
+            json!({"components": [{"type": "BODY", "text": "Hi {{1}}, your order {{2}} {{3}}"}]});
+        let mut parameters = Map::new();
+        parameters.insert(
+            "body".to_owned(),
+            json!([{"type": "text", "text": "{{2}}"}, {"type": "text", "text": "SECRET"}]),
+        );
+        assert_eq!(
+            render_body(&template, &parameters),
+            "Hi {{2}}, your order SECRET {{3}}"
+        );
+    }
 
     #[test]
     fn a_template_body_is_rendered_with_positional_and_named_parameters() {
