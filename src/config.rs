@@ -91,7 +91,7 @@ pub struct Overrides {
 
 /// Where a flat `PARLEY_*` name lives in the sections (`llm_base_url` → `llm.base_url`).
 fn env_key(flat: &str) -> String {
-    const SERVER: [&str; 12] = [
+    const SERVER: [&str; 14] = [
         "metrics_public",
         "operator_token",
         "auth_failures_per_minute",
@@ -104,6 +104,8 @@ fn env_key(flat: &str) -> String {
         "header_read_timeout_secs",
         "idle_timeout_secs",
         "max_connections",
+        "max_connections_per_address",
+        "max_unfinished_per_address",
     ];
     const ACTORS: [&str; 5] = [
         "conversation_",

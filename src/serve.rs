@@ -1,11 +1,12 @@
-//! The HTTP server loop: accepts connections within a bound, and closes the ones that do not
-//! pull their weight (headers that never finish, keep-alives that stay idle), so that a client
-//! holding thousands of sockets cannot starve everyone else. On shutdown it stops accepting,
+//! The HTTP server loop: accepts connections within a bound (in all, and per client address),
+//! and closes the ones that do not pull their weight (headers that never finish, keep-alives
+//! that stay idle), so that a client holding thousands of sockets cannot starve everyone else. On shutdown it stops accepting,
 //! lets each connection finish its current response, and waits for them up to a grace period.
 
-use std::net::SocketAddr;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -26,6 +27,87 @@ pub struct ConnectionLimits {
     pub idle_timeout: Duration,
     /// Most connections open at once; further clients wait in the listen backlog.
     pub max_connections: usize,
+    /// Most connections one client address may hold open (0: no limit); one more is closed
+    /// at once.
+    pub max_per_address: usize,
+    /// Most connections of one address that have not sent a whole request yet (0: no limit);
+    /// one more is closed at once.
+    pub max_unfinished_per_address: usize,
+}
+
+/// What each client address holds: open connections, and those without a request yet.
+#[derive(Default)]
+struct Addresses(Mutex<HashMap<IpAddr, (usize, usize)>>);
+
+/// A connection's place in its address's counts, given back when it ends.
+struct Held {
+    addresses: Arc<Addresses>,
+    ip: IpAddr,
+    /// Whether it has not sent a whole request yet.
+    unfinished: std::sync::atomic::AtomicBool,
+}
+
+impl Addresses {
+    /// Counts a new connection of `ip`, unless the address holds its share already.
+    fn admit(self: &Arc<Self>, ip: IpAddr, limits: &ConnectionLimits) -> Option<Held> {
+        let mut counts = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (open, unfinished) = counts.entry(ip).or_default();
+        let over = |count: usize, max: usize| max > 0 && count >= max;
+        if over(*open, limits.max_per_address)
+            || over(*unfinished, limits.max_unfinished_per_address)
+        {
+            return None;
+        }
+        *open += 1;
+        *unfinished += 1;
+        Some(Held {
+            addresses: self.clone(),
+            ip,
+            unfinished: std::sync::atomic::AtomicBool::new(true),
+        })
+    }
+
+    fn release(&self, ip: IpAddr, unfinished: bool) {
+        let mut counts = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((open, pending)) = counts.get_mut(&ip) {
+            *open = open.saturating_sub(1);
+            if unfinished {
+                *pending = pending.saturating_sub(1);
+            }
+            if *open == 0 {
+                counts.remove(&ip);
+            }
+        }
+    }
+}
+
+impl Held {
+    /// The connection's first request began: it no longer counts as unfinished.
+    fn started(&self) {
+        if self.unfinished.swap(false, Ordering::AcqRel) {
+            let mut counts = self
+                .addresses
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some((_, pending)) = counts.get_mut(&self.ip) {
+                *pending = pending.saturating_sub(1);
+            }
+        }
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let unfinished = self.unfinished.load(Ordering::Acquire);
+        self.addresses.release(self.ip, unfinished);
+    }
 }
 
 /// Serves `router` on `listener` until `shutdown` resolves, then gives open connections
@@ -40,6 +122,7 @@ pub async fn serve(
     let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let (stopping_tx, stopping) = watch::channel(false);
     let open = Arc::new(AtomicUsize::new(0));
+    let addresses = Arc::new(Addresses::default());
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let permit = tokio::select! {
@@ -61,11 +144,19 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
+        // An address holding its share already: this one is closed at once (and its permit
+        // given back), so others are not kept waiting behind it.
+        let Some(held) = addresses.admit(peer.ip(), &limits) else {
+            tracing::debug!(%peer, "connection refused: its address holds its share");
+            drop(stream);
+            continue;
+        };
         let connection = Connection {
             router: router.clone(),
             limits,
             stopping: stopping.clone(),
             open: open.clone(),
+            held,
         };
         tokio::spawn(async move {
             connection.run(stream, peer).await;
@@ -95,6 +186,8 @@ struct Connection {
     limits: ConnectionLimits,
     stopping: watch::Receiver<bool>,
     open: Arc<AtomicUsize>,
+    /// Its place in its address's counts.
+    held: Held,
 }
 
 impl Connection {
@@ -103,8 +196,11 @@ impl Connection {
         let activity = Arc::new(Activity::default());
         let router = self.router.clone();
         let seen = activity.clone();
+        let held = Arc::new(self.held);
+        let first = held.clone();
         let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
             request.extensions_mut().insert(ConnectInfo(peer));
+            first.started();
             seen.begin();
             let done = seen.clone();
             let response = router.clone().oneshot(request.map(Body::new));

@@ -103,6 +103,8 @@ impl Application {
             header_read_timeout: Duration::from_secs(server.header_read_timeout_secs.max(1)),
             idle_timeout: Duration::from_secs(server.idle_timeout_secs.max(1)),
             max_connections: server.max_connections,
+            max_per_address: server.max_connections_per_address,
+            max_unfinished_per_address: server.max_unfinished_per_address,
         };
         let addr = listener.local_addr()?;
         tracing::info!(%addr, "listening");

@@ -29,6 +29,16 @@ pub use phone::{InvalidPhone, Phone};
 pub use secrets::SecretBox;
 pub use timezone::{InvalidTimezone, Timezone};
 
+/// Largest free-form JSON value (metadata, a description object, a task's configuration or
+/// parameters), in bytes as JSON: bounded so that a list page of them stays small and one
+/// tenant cannot fill the server's memory with another's requests waiting.
+pub const FREE_FORM_LIMIT: usize = 16 * 1024;
+
+/// Whether `value`, written as JSON, is within [`FREE_FORM_LIMIT`].
+pub fn within_free_form_limit(value: &serde_json::Value) -> bool {
+    serde_json::to_vec(value).is_ok_and(|json| json.len() <= FREE_FORM_LIMIT)
+}
+
 /// Longest text WhatsApp takes in one message, in characters; chat messages, sandbox text and
 /// fallback messages share it.
 pub const TEXT_LIMIT: usize = 4096;

@@ -14,6 +14,7 @@ mod config;
 mod handle;
 pub mod params;
 mod person;
+mod recover;
 pub(crate) mod registry;
 mod run;
 mod send;
@@ -38,6 +39,9 @@ pub struct FlowDeps {
     /// Sends each recipient's template (and lists the campaign's templates through its
     /// channels).
     pub outbox: Outbox,
+    /// When this process started: a recipient claimed before it and left `sending` was caught
+    /// by a stop, and its message says what became of it.
+    pub started_at: chrono::DateTime<chrono::Utc>,
 }
 
 /// Moves the flow recipient whose message `report` names to the report's status, when that is

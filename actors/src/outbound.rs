@@ -51,6 +51,9 @@ pub struct TemplateSend {
     pub template: TemplateRef,
     /// Its parameters.
     pub parameters: TemplateParameters,
+    /// The id its stored message gets (a task run's, so that a restart can tell whether the
+    /// run handed its message over); a fresh one when `None`.
+    pub message_id: Option<Uuid>,
 }
 
 /// A message that went out.
@@ -176,16 +179,22 @@ impl Outbox {
             channel_id: send.channel.id,
         };
         let content = OutboundContent::Template(rendered.message);
-        self.send_to(thread, &send.phone, content, rendered.text)
+        self.send_to(thread, &send.phone, content, rendered.text, send.message_id)
             .await
     }
 
     /// Sends free text to an identity on a channel (the channel's actor refuses it outside the
-    /// 24-hour window), recorded in the identity's conversation like every message.
+    /// 24-hour window), recorded in the identity's conversation like every message, under
+    /// `message_id` when the caller names it (a task run's).
     ///
     /// # Errors
     /// [`OutboundError::NoPhone`], or as [`Outbox::send_template`].
-    pub async fn send_text(&self, thread: Thread, text: String) -> Result<Sent, OutboundError> {
+    pub async fn send_text(
+        &self,
+        thread: Thread,
+        text: String,
+        message_id: Option<Uuid>,
+    ) -> Result<Sent, OutboundError> {
         let outbox = self.clone();
         detached(async move {
             let phone = people::phone_of(&outbox.db, thread.identity_id)
@@ -195,14 +204,17 @@ impl Outbox {
                 body: text.clone(),
                 context: None,
             };
-            outbox.send_to(thread, &phone, content, text).await
+            outbox
+                .send_to(thread, &phone, content, text, message_id)
+                .await
         })
         .await
     }
 
     /// Sends a template already found and rendered (a flow renders its campaign's template
     /// once per recipient from one listing) to an identity the caller already holds, at
-    /// `phone`, as [`Outbox::send_template`] does otherwise.
+    /// `phone`, as [`Outbox::send_template`] does otherwise, under `message_id` when the
+    /// caller names it (a flow recipient's attempt).
     ///
     /// # Errors
     /// As [`Outbox::send_template`].
@@ -211,11 +223,14 @@ impl Outbox {
         thread: Thread,
         phone: Phone,
         rendered: RenderedTemplate,
+        message_id: Option<Uuid>,
     ) -> Result<Sent, OutboundError> {
         let outbox = self.clone();
         detached(async move {
             let content = OutboundContent::Template(rendered.message);
-            outbox.send_to(thread, &phone, content, rendered.text).await
+            outbox
+                .send_to(thread, &phone, content, rendered.text, message_id)
+                .await
         })
         .await
     }
@@ -245,6 +260,7 @@ impl Outbox {
         phone: &Phone,
         content: OutboundContent,
         text: String,
+        message_id: Option<Uuid>,
     ) -> Result<Sent, OutboundError> {
         let outgoing = Outgoing {
             to: phone.digits().to_owned(),
@@ -253,7 +269,8 @@ impl Outbox {
         };
         let now = clock::now();
         let conversation = thread::current(&self.db, thread, self.idle_after, None, now).await?;
-        let message = pending(&outgoing, text.clone());
+        let mut message = pending(&outgoing, text.clone());
+        message.id = message_id;
         let stored =
             conversations::store_message(&self.writer, &conversation, message, now).await?;
         self.stored(thread, now);

@@ -47,6 +47,8 @@ pub struct RuntimeDeps {
     pub inbound: InboundSettings,
     /// How often the scheduler sweeps the tasks table (tasks due within it get an actor).
     pub scheduler_sweep: Duration,
+    /// Runs kept per task; older ones are deleted as new ones are recorded.
+    pub scheduler_runs_kept: u64,
 }
 
 /// The handles of the running tree, each reaching its supervisor's successor after a restart.
@@ -335,6 +337,7 @@ fn wire(deps: &RuntimeDeps, slots: &Slots) -> (Handles, RootArgs) {
         flows: FlowDeps {
             db: db.clone(),
             outbox: outbox.clone(),
+            started_at: parley_persistence::clock::now(),
         },
         flows_handle: flows.clone(),
         tasks: TaskDeps {
@@ -343,6 +346,7 @@ fn wire(deps: &RuntimeDeps, slots: &Slots) -> (Handles, RootArgs) {
             conversations,
             flows,
             store,
+            runs_kept: deps.scheduler_runs_kept,
         },
         scheduler_sweep: deps.scheduler_sweep,
     };

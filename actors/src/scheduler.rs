@@ -10,6 +10,7 @@
 
 mod handle;
 pub mod payload;
+mod recover;
 pub mod recurrence;
 pub(crate) mod registry;
 mod run;

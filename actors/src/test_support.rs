@@ -99,6 +99,7 @@ pub(crate) async fn runtime_deps() -> (RuntimeDeps, tempfile::TempDir, FakeModel
         channels,
         inbound: InboundSettings::default(),
         scheduler_sweep: std::time::Duration::from_secs(60),
+        scheduler_runs_kept: 100,
     };
     (deps, dir, model)
 }

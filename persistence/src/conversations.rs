@@ -145,6 +145,9 @@ pub async fn start(
 /// A message to store.
 #[derive(Clone, Debug)]
 pub struct NewMessage {
+    /// Its id when the caller chose it (a task run or a flow recipient names the message it
+    /// sends, so that a restart can tell whether it was stored); a fresh one otherwise.
+    pub id: Option<Uuid>,
     /// Which way it goes.
     pub direction: Direction,
     /// Who wrote it.
@@ -202,6 +205,7 @@ impl NewMessage {
 
     fn new(direction: Direction, role: Role, content: String, status: MessageStatus) -> Self {
         Self {
+            id: None,
             direction,
             role,
             content,
@@ -251,7 +255,7 @@ pub async fn append_message(
     now: DateTime<Utc>,
 ) -> Result<message::Model> {
     let stored = message::ActiveModel {
-        id: Set(Uuid::now_v7()),
+        id: Set(new.id.unwrap_or_else(Uuid::now_v7)),
         workspace_id: Set(conversation.workspace_id),
         conversation_id: Set(conversation.id),
         channel_id: Set(conversation.channel_id),

@@ -120,6 +120,21 @@ pub async fn recipient_of(
         .map(|c| c.identity_id))
 }
 
+/// Deletes a stored message that nobody sent yet (`pending`): a flow's attempt caught by a stop
+/// before its channel claimed it sends again instead. `false` when it is not pending any more
+/// (a sender claimed it meanwhile).
+///
+/// # Errors
+/// Fails on a database error.
+pub async fn delete_if_pending(db: &impl ConnectionTrait, message_id: Uuid) -> Result<bool> {
+    let deleted = message::Entity::delete_many()
+        .filter(message::Column::Id.eq(message_id))
+        .filter(message::Column::Status.eq(MessageStatus::Pending))
+        .exec(db)
+        .await?;
+    Ok(deleted.rows_affected > 0)
+}
+
 /// Outbound messages stored before `stored_before` but not yet handed to the platform, oldest
 /// first, after `after` (a cursor over ids, so that a caller can walk any number of them).
 ///

@@ -5,15 +5,15 @@
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
-    QuerySelect, Set,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter,
+    QueryOrder, QuerySelect, Set,
 };
 use serde_json::Value;
 use uuid::Uuid;
 
 use crate::entities::{scheduled_task, scheduled_task_run};
 use crate::page::fetch_page;
-use crate::values::{FailureReason, RunStatus, TaskStatus, TaskType};
+use crate::values::{RunStatus, TaskStatus, TaskType};
 use crate::{Page, Paged, Result};
 
 /// A new task, validated by the caller.
@@ -199,6 +199,44 @@ pub struct RunEnd {
     pub next_run_at: Option<DateTime<Utc>>,
 }
 
+/// How many tasks of the workspace are scheduled, paused or running.
+///
+/// # Errors
+/// Fails on a database error.
+pub async fn count_active(db: &impl ConnectionTrait, workspace_id: i64) -> Result<u64> {
+    Ok(scheduled_task::Entity::find()
+        .filter(scheduled_task::Column::WorkspaceId.eq(workspace_id))
+        .filter(scheduled_task::Column::Status.is_in([
+            TaskStatus::Scheduled,
+            TaskStatus::Paused,
+            TaskStatus::Running,
+        ]))
+        .count(db)
+        .await?)
+}
+
+/// Deletes a task's runs but its newest `kept`.
+///
+/// # Errors
+/// Fails on a database error.
+pub async fn trim_runs(db: &impl ConnectionTrait, task_id: Uuid, kept: u64) -> Result<u64> {
+    let oldest_kept = scheduled_task_run::Entity::find()
+        .filter(scheduled_task_run::Column::TaskId.eq(task_id))
+        .order_by_desc(scheduled_task_run::Column::Id)
+        .offset(kept.saturating_sub(1))
+        .one(db)
+        .await?;
+    let Some(oldest_kept) = oldest_kept else {
+        return Ok(0);
+    };
+    let deleted = scheduled_task_run::Entity::delete_many()
+        .filter(scheduled_task_run::Column::TaskId.eq(task_id))
+        .filter(scheduled_task_run::Column::Id.lt(oldest_kept.id))
+        .exec(db)
+        .await?;
+    Ok(deleted.rows_affected)
+}
+
 /// Records the end of `run` and moves its task on: back to `scheduled` for its next run, or
 /// `completed`/`failed`. A task paused during its run stays paused (with its next run set).
 ///
@@ -263,32 +301,15 @@ pub async fn finish_run(
     Ok(())
 }
 
-/// At start-up: runs left `running` are failed `interrupted` (never repeated); their tasks
-/// move on to their next run (`next` answers it for a task), or end `failed`. Answers how many.
+/// Every run left `running` (by a stop caught mid-way), for start-up to settle.
 ///
 /// # Errors
 /// The database's.
-pub async fn fail_interrupted(
-    db: &impl ConnectionTrait,
-    next: impl Fn(&scheduled_task::Model) -> Option<DateTime<Utc>>,
-    now: DateTime<Utc>,
-) -> Result<u64> {
-    let runs = scheduled_task_run::Entity::find()
+pub async fn running_runs(db: &impl ConnectionTrait) -> Result<Vec<scheduled_task_run::Model>> {
+    Ok(scheduled_task_run::Entity::find()
         .filter(scheduled_task_run::Column::Status.eq(RunStatus::Running))
         .all(db)
-        .await?;
-    for run in &runs {
-        let task = find_in_any_workspace(db, run.task_id).await?;
-        let next_run_at = task.as_ref().and_then(&next);
-        let end = RunEnd {
-            status: RunStatus::Failed,
-            error: Some(FailureReason::Interrupted.as_str().to_owned()),
-            result: None,
-            next_run_at,
-        };
-        finish_run(db, run, end, now).await?;
-    }
-    Ok(runs.len() as u64)
+        .await?)
 }
 
 /// Changes when a task runs next (a resume, or a recurring task's catch-up).

@@ -37,6 +37,7 @@ impl Settings {
                     .collect(),
             },
             scheduler_sweep: Duration::from_millis(actors.scheduler_sweep_ms.max(10)),
+            scheduler_runs_kept: actors.scheduler_runs_kept,
         }
     }
 

@@ -56,6 +56,11 @@ pub struct ServerSettings {
     pub idle_timeout_secs: u64,
     /// Most connections open at once; further clients wait in the listen backlog.
     pub max_connections: usize,
+    /// Most connections one client address may hold open (0: no limit). Behind a proxy every
+    /// client shares its address: raise it, or set 0 and let the proxy bound its clients.
+    pub max_connections_per_address: usize,
+    /// Most connections of one address that have not sent a whole request yet (0: no limit).
+    pub max_unfinished_per_address: usize,
     /// The operator's token: `GET /admin/actors` with it shows the whole installation's
     /// actor tree (a workspace admin key shows its own workspace's).
     pub operator_token: Option<Secret>,
@@ -79,6 +84,8 @@ impl Default for ServerSettings {
             header_read_timeout_secs: 10,
             idle_timeout_secs: 60,
             max_connections: 8192,
+            max_connections_per_address: 512,
+            max_unfinished_per_address: 64,
             operator_token: None,
             auth_failures_per_minute: 60,
             metrics_public: false,
@@ -275,6 +282,12 @@ pub struct ActorSettings {
     /// How often the scheduler sweeps the tasks table, in milliseconds; tasks due within one
     /// sweep get a live actor (tasks created or resumed inside it, at once).
     pub scheduler_sweep_ms: u64,
+    /// Most scheduled, paused or running tasks a workspace may have.
+    pub scheduler_task_quota: u64,
+    /// Shortest time between two runs a recurrence may ask for, in seconds.
+    pub scheduler_min_interval_secs: u64,
+    /// Runs kept per task: older ones are deleted as new ones are recorded.
+    pub scheduler_runs_kept: u64,
 }
 
 impl Default for ActorSettings {
@@ -294,6 +307,9 @@ impl Default for ActorSettings {
             inbound_sweep_ms: millis(inbound.sweep_every),
             stop_words: inbound.stop_words.join(","),
             scheduler_sweep_ms: 60_000,
+            scheduler_task_quota: 1_000,
+            scheduler_min_interval_secs: 60,
+            scheduler_runs_kept: 100,
         }
     }
 }

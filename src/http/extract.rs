@@ -153,7 +153,7 @@ pub(crate) fn parse_typed<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiErr
                 serde_path_to_error::Segment::Unknown => None,
             })
             .collect();
-        let text = strip_position(&inner.to_string());
+        let text = without_values(&strip_position(&inner.to_string()));
         // serde reports a missing field at its parent; point at the field itself.
         let message = match missing_field(&text) {
             Some(field) => {
@@ -172,6 +172,38 @@ pub(crate) fn parse_typed<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiErr
 
 fn missing_field(message: &str) -> Option<&str> {
     message.strip_prefix("missing field `")?.split('`').next()
+}
+
+/// Longest refusal sentence taken from serde; what is past it is cut.
+const MAX_MESSAGE: usize = 200;
+
+/// A serde message without the value it quotes: `invalid type: string "…", expected a map`
+/// becomes `invalid type: a string, expected a map`, so that a refusal never sends a client's
+/// value back (it may be a megabyte, or a secret); anything else is cut to [`MAX_MESSAGE`].
+fn without_values(message: &str) -> String {
+    for prefix in ["invalid type: ", "invalid value: "] {
+        if let Some(rest) = message.strip_prefix(prefix)
+            && let Some((found, expected)) = rest.rsplit_once(", expected ")
+        {
+            let kind = found
+                .split([' ', '`', '"'])
+                .next()
+                .filter(|k| !k.is_empty())
+                .unwrap_or("value");
+            let article = if kind.starts_with(['a', 'e', 'i', 'o', 'u']) {
+                "an"
+            } else {
+                "a"
+            };
+            let expected: String = expected.chars().take(MAX_MESSAGE).collect();
+            return format!("{prefix}{article} {kind}, expected {expected}");
+        }
+    }
+    if message.chars().count() > MAX_MESSAGE {
+        let cut: String = message.chars().take(MAX_MESSAGE).collect();
+        return format!("{cut}…");
+    }
+    message.to_owned()
 }
 
 /// serde_json appends " at line 1 column 12" to its messages; the path says more.
@@ -289,6 +321,21 @@ mod tests {
         let (_, details) = details(err);
         assert_eq!(details[0]["path"], serde_json::json!(["name"]));
         assert_eq!(details[0]["message"], "is required");
+    }
+
+    #[test]
+    fn a_refusal_names_the_kind_of_a_wrong_value_never_the_value() {
+        let huge = "x".repeat(100_000);
+        let body = format!(r#"{{"name":"{huge}","languages":"SECRET"}}"#);
+        let err = parse_json::<Body>(body.as_bytes()).expect_err("bad");
+        let (_, details) = details(err);
+        let message = details[0]["message"].as_str().unwrap_or_default();
+        assert_eq!(message, "invalid type: a string, expected a sequence");
+        assert_eq!(
+            without_values("unknown variant `SECRETSECRET`, expected `a` or `b`"),
+            "unknown variant `SECRETSECRET`, expected `a` or `b`"
+        );
+        assert!(without_values(&"y".repeat(500)).chars().count() <= MAX_MESSAGE + 1);
     }
 
     #[test]

@@ -100,6 +100,7 @@ async fn send_template(
             carousel: body.template_type == "carousel",
         },
         parameters,
+        message_id: None,
     };
     // The send runs on its own: past the limit the client hears 504, and the send still
     // finishes and is recorded.

@@ -6,7 +6,13 @@ use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 use uuid::Uuid;
 
+use crate::domain::{FREE_FORM_LIMIT, within_free_form_limit};
 use crate::http::error::{ApiError, FieldError, PathSegment};
+
+/// What a free-form value over [`FREE_FORM_LIMIT`] is told (the value is never echoed).
+pub(crate) fn too_large() -> String {
+    format!("must be at most {FREE_FORM_LIMIT} bytes of JSON")
+}
 
 /// Field problems found so far.
 #[derive(Debug, Default)]
@@ -71,6 +77,10 @@ pub(crate) fn parse_uuid(raw: &str, field: &str) -> Result<Uuid, ApiError> {
 pub(crate) fn object_or_empty(problems: &mut Problems, field: &str, value: Option<Value>) -> Value {
     match value {
         None | Some(Value::Null) => Value::Object(serde_json::Map::new()),
+        Some(object @ Value::Object(_)) if !within_free_form_limit(&object) => {
+            problems.add([field], too_large());
+            Value::Object(serde_json::Map::new())
+        }
         Some(object @ Value::Object(_)) => object,
         Some(_) => {
             problems.add([field], "must be an object");

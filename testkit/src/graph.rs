@@ -62,6 +62,7 @@ struct GraphState {
     per_second: Option<u32>,
     pair_spacing: Option<Duration>,
     latency: Duration,
+    listing_latency: Duration,
     answer_after: Duration,
     invalid_tokens: Vec<String>,
     foreign_numbers: Vec<String>,
@@ -182,6 +183,11 @@ impl FakeGraph {
     /// Delay before every answer.
     pub fn set_latency(&self, latency: Duration) {
         self.shared.lock().latency = latency;
+    }
+
+    /// Delay before every answer to a template listing (a Meta that is slow to list them).
+    pub fn delay_template_listing(&self, delay: Duration) {
+        self.shared.lock().listing_latency = delay;
     }
 
     /// Delay between accepting a message (its delivery reports are under way from then) and
@@ -477,6 +483,8 @@ async fn list_templates(
     Path(waba): Path<String>,
     headers: HeaderMap,
 ) -> Response {
+    let delay = shared.lock().listing_latency;
+    tokio::time::sleep(delay).await;
     let mut state = shared.lock();
     if bearer(&headers).is_empty() {
         return meta_error(190);

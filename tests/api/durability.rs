@@ -451,3 +451,105 @@ async fn a_task_due_while_the_server_was_down_runs_once_at_start_up_marked_late(
         "exactly one message: {outbox}"
     );
 }
+
+#[tokio::test]
+async fn task_sends_stopped_before_their_message_was_handed_over_run_again_after_a_crash() {
+    let app = quiet_app().await;
+    let channel = app.live_channel(NUMBER).await;
+    app.graph.add_template("waba-1", order_update());
+    crate::flows::people(&app, 3).await;
+    // Meta is slow to list templates: every run is caught before it stored its message.
+    app.graph.delay_template_listing(Duration::from_secs(30));
+    let (first, base) = serve_with(&app, &[("PARLEY_SCHEDULER_SWEEP_MS", "200")]);
+    let client = reqwest::Client::new();
+    let due = chrono::Utc::now() + chrono::Duration::milliseconds(300);
+    let mut tasks = Vec::new();
+    for person in ["p0", "p1", "p2"] {
+        let created: Value = client
+            .post(format!("{base}/scheduled-tasks"))
+            .bearer_auth(&app.owner.api_key)
+            .json(
+                &serde_json::json!({"name": "Shipped", "task_type": "send_template",
+                "scheduled_at": due.to_rfc3339(),
+                "payload": {"identity_id": person, "channel_id": channel,
+                            "template_name": "order_update", "language": "en_US",
+                            "parameters": ["Ana", "#9"]}}),
+            )
+            .send()
+            .await
+            .expect("create the task")
+            .json()
+            .await
+            .expect("json");
+        tasks.push(created["data"]["id"].as_str().expect("id").to_owned());
+    }
+    // Every run is under way (claimed `running`) when the server dies.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for task in &tasks {
+        loop {
+            let runs: Value = app
+                .get(&format!("/scheduled-tasks/{task}/runs"))
+                .await
+                .json()
+                .await
+                .expect("json");
+            if runs["data"].as_array().is_some_and(|r| !r.is_empty()) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the run never started: {runs}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    kill(first);
+    assert!(
+        app.graph.sent().is_empty(),
+        "nothing reached Meta before the crash"
+    );
+
+    app.graph.delay_template_listing(Duration::ZERO);
+    let (second, _) = serve_with(&app, &[("PARLEY_SCHEDULER_SWEEP_MS", "200")]);
+    let sent = app.wait_for_sends(3).await;
+    for task in &tasks {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let record: Value = app
+                .get(&format!("/scheduled-tasks/{task}"))
+                .await
+                .json()
+                .await
+                .expect("json");
+            if record["data"]["status"] == "completed" {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the task never ran again: {record}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    kill(second);
+
+    // Each person got the template exactly once: nothing lost, nothing twice.
+    let mut phones: Vec<&str> = sent.iter().map(parley_testkit::SentMessage::to).collect();
+    phones.sort_unstable();
+    phones.dedup();
+    assert_eq!(phones.len(), 3, "{phones:?}");
+    assert_eq!(app.graph.sent().len(), 3, "a template went twice");
+    for task in &tasks {
+        let runs: Value = app
+            .get(&format!("/scheduled-tasks/{task}/runs"))
+            .await
+            .json()
+            .await
+            .expect("json");
+        let statuses: Vec<&str> = runs["data"]
+            .as_array()
+            .expect("runs")
+            .iter()
+            .filter_map(|r| r["status"].as_str())
+            .collect();
+        assert!(statuses.contains(&"succeeded"), "{runs}");
+    }
+}

@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use reqwest::Method;
+use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -240,4 +242,84 @@ async fn failed_authentication_is_rate_limited_per_address_and_valid_keys_are_no
     crate::helpers::expect_error(missing, 429, "rate_limited").await;
 
     expect_status(app.get("/workers").await, 200).await;
+}
+
+#[tokio::test]
+async fn free_form_fields_are_bounded_and_a_refusal_never_echoes_the_value() {
+    let app = crate::helpers::spawn_app().await;
+    let big = "v".repeat(20 * 1024);
+    let cases = [
+        (
+            "/stages",
+            Method::POST,
+            json!({"name": "Lead", "metadata": {"note": big}}),
+            json!(["metadata"]),
+        ),
+        (
+            "/identity/crm-9",
+            Method::PUT,
+            json!({"name": "Ana", "metadata": {"note": big}}),
+            json!(["metadata"]),
+        ),
+        (
+            "/identity/crm-9",
+            Method::PUT,
+            json!({"name": "Ana", "metadata": big}),
+            json!(["metadata"]),
+        ),
+    ];
+    for (path, method, body, field) in cases {
+        let response = app.send_json(method, path, &body).await;
+        assert_eq!(response.status(), 400, "{path}");
+        let text = response.text().await.expect("body");
+        assert!(text.len() < 1_000, "{path}: a {} byte refusal", text.len());
+        assert!(!text.contains("vvvvvvvvvv"), "{path} echoed the value");
+        let error: serde_json::Value = serde_json::from_str(&text).expect("json");
+        assert_eq!(error["details"][0]["path"], field, "{path}: {error}");
+    }
+}
+
+#[tokio::test]
+async fn one_address_cannot_hold_every_connection() {
+    let app = spawn_app_with(|s| {
+        s.server.header_read_timeout_secs = 30;
+        s.server.max_connections = 64;
+        s.server.max_unfinished_per_address = 4;
+    })
+    .await;
+    // One client (127.0.0.1) holds half-sent requests and opens more as it goes.
+    let mut held = Vec::new();
+    for _ in 0..12 {
+        let mut stream = TcpStream::connect(host(&app)).await.expect("connect");
+        let _ = stream
+            .write_all(b"GET /health HTTP/1.1\r\nHost: parley\r\nX-Slow: ")
+            .await;
+        held.push(stream);
+    }
+    // Past its share, its connections are closed at once, long before the header timeout.
+    let mut refused = 0;
+    for stream in &mut held[4..] {
+        if closed_by_server(stream, Duration::from_secs(5)).await {
+            refused += 1;
+        }
+    }
+    assert_eq!(
+        refused, 8,
+        "the hog's connections past its share were not closed"
+    );
+
+    // Another client address is answered at once.
+    let other = reqwest::Client::builder()
+        .local_address(std::net::IpAddr::from([127, 0, 0, 2]))
+        .build()
+        .expect("client");
+    let health = tokio::time::timeout(
+        Duration::from_secs(5),
+        other.get(format!("http://{}/health", host(&app))).send(),
+    )
+    .await
+    .expect("answered while another address held its share")
+    .expect("health");
+    assert_eq!(health.status(), 200);
+    drop(held);
 }

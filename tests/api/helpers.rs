@@ -57,6 +57,8 @@ pub async fn spawn_app_with(configure: impl FnOnce(&mut Settings)) -> TestApp {
     settings.whatsapp.app_secret = Some(APP_SECRET.into());
     // The fakes listen on loopback, where tenant URLs may not lead otherwise.
     settings.egress.allow = "127.0.0.0/8".to_owned();
+    // Tests run every-second recurrences; production asks for a minute between runs.
+    settings.actors.scheduler_min_interval_secs = 1;
     settings.whatsapp.retry_backoff_ms = 10;
     settings.whatsapp.pair_burst = 1000;
     settings.llm.base_url = Some(model.base_url());

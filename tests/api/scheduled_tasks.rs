@@ -469,3 +469,69 @@ async fn stage_history(app: &TestApp) -> usize {
         .as_array()
         .map_or(0, Vec::len)
 }
+
+#[tokio::test]
+async fn schedules_are_bounded_an_interval_a_quota_and_the_runs_kept() {
+    let app = crate::helpers::spawn_app_with(|s| {
+        s.actors.scheduler_min_interval_secs = 60;
+        s.actors.scheduler_task_quota = 2;
+        s.actors.scheduler_runs_kept = 2;
+    })
+    .await;
+    let _channel = open_window(&app).await;
+    let stage = app.stage("Warm").await;
+    let every = |cron: &str| {
+        json!({"name": "Tick", "task_type": "set_stage", "recurrence": cron,
+               "payload": {"identity_id": "p0", "stage_id": stage}})
+    };
+
+    // More often than the operator's minimum: refused naming the recurrence.
+    for cron in ["* * * * * *", "*/30 * * * * *"] {
+        let response = app
+            .send_json(Method::POST, "/scheduled-tasks", &every(cron))
+            .await;
+        let error = expect_error(response, 400, "validation_failed").await;
+        assert_eq!(error["details"][0]["path"], json!(["recurrence"]), "{cron}");
+    }
+
+    // Two active tasks fill the quota; a third waits until one is deleted.
+    let first = task(&app, every("* * * * *")).await;
+    task(&app, every("0 9 * * *")).await;
+    let third = app
+        .send_json(Method::POST, "/scheduled-tasks", &every("0 10 * * *"))
+        .await;
+    expect_error(third, 409, "task_quota_reached").await;
+    expect_status(
+        app.delete(&format!("/scheduled-tasks/{}", id(&first)))
+            .await,
+        200,
+    )
+    .await;
+    task(&app, every("0 10 * * *")).await;
+}
+
+#[tokio::test]
+async fn only_the_newest_runs_of_a_task_are_kept() {
+    let app = crate::helpers::spawn_app_with(|s| {
+        s.actors.scheduler_min_interval_secs = 1;
+        s.actors.scheduler_runs_kept = 2;
+    })
+    .await;
+    let _channel = open_window(&app).await;
+    let stage = app.stage("Warm").await;
+    let made = task(
+        &app,
+        json!({"name": "Tick", "task_type": "set_stage", "recurrence": "* * * * * *",
+               "payload": {"identity_id": "p0", "stage_id": stage}}),
+    )
+    .await;
+    let ran = wait_task(&app, &id(&made), |t| t["run_count"].as_i64() >= Some(4)).await;
+    assert!(ran["run_count"].as_i64() >= Some(4), "{ran}");
+    let kept = runs(&app, &id(&made)).await;
+    assert!(kept.len() <= 3, "{} runs kept: {kept:?}", kept.len());
+    expect_status(
+        app.delete(&format!("/scheduled-tasks/{}", id(&made))).await,
+        200,
+    )
+    .await;
+}

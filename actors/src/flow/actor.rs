@@ -5,13 +5,14 @@
 
 use std::sync::Arc;
 
-use parley_persistence::{FlowStatus, clock, flows};
+use parley_persistence::{FlowStatus, flows};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::sync::{Notify, watch};
 use uuid::Uuid;
 
 use super::FlowDeps;
 use super::handle::Flows;
+use super::recover::{Recovered, recover};
 use super::run::Runner;
 use crate::tree::ActorPath;
 
@@ -54,11 +55,18 @@ impl Actor for FlowActor {
         args: FlowArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
         let db = &args.deps.db;
-        // Sends caught mid-way by the last stop (or this actor's last failure) may have
-        // reached Meta: they are failed, never sent twice.
-        let interrupted = flows::fail_interrupted(db, args.flow_id, clock::now()).await?;
-        if interrupted > 0 {
-            tracing::warn!(flow_id = %args.flow_id, interrupted, "recipients caught mid-send were failed `interrupted`");
+        // Sends caught mid-way by the last stop (or this actor's last failure) are settled by
+        // what became of their message: sent again when nothing reached Meta, taken from the
+        // message when it went out, failed `interrupted` when it may have; never sent twice.
+        let recovered = recover(db, args.flow_id, args.deps.started_at).await?;
+        if recovered != Recovered::default() {
+            tracing::warn!(
+                flow_id = %args.flow_id,
+                released = recovered.released,
+                reconciled = recovered.reconciled,
+                interrupted = recovered.interrupted,
+                "recipients caught mid-send by the last stop were settled"
+            );
         }
         let status = flows::find_in_any_workspace(db, args.flow_id)
             .await?

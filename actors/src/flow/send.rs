@@ -15,6 +15,7 @@ use super::FlowConfig;
 use super::handle::Flows;
 use super::params::{self, Filling, Needed};
 use super::person::{Reach, person_of};
+use super::recover::attempt_message_id;
 use crate::channel::SendError;
 use crate::outbound::{OutboundError, Outbox};
 use crate::thread::Thread;
@@ -85,7 +86,13 @@ pub(super) async fn send_one(
                         identity_id: recipient.identity_id,
                         channel_id: prepared.channel.id,
                     };
-                    let sent = sender.outbox.send_rendered(thread, phone, rendered).await;
+                    // `attempts` is the row's count before this send's claim.
+                    let attempt = recipient.attempts.saturating_add(1);
+                    let id = attempt_message_id(recipient.id, attempt);
+                    let sent = sender
+                        .outbox
+                        .send_rendered(thread, phone, rendered, Some(id))
+                        .await;
                     judge(&sender.db, prepared, &recipient, sent).await?
                 }
             }

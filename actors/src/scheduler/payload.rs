@@ -168,6 +168,15 @@ impl Fields<'_> {
                 instructions: self.text("instructions", MAX_TEXT),
             },
         };
+        // Free-form values are bounded like every other in the API.
+        for field in ["parameters", "configuration", "metadata"] {
+            if let Some(value) = self.object.get(field)
+                && !crate::domain::within_free_form_limit(value)
+            {
+                let limit = crate::domain::FREE_FORM_LIMIT;
+                self.problem(field, format!("must be at most {limit} bytes of JSON"));
+            }
+        }
         if self.problems.is_empty() {
             Ok(parsed)
         } else {

@@ -57,7 +57,28 @@ impl Recurrence {
         })
     }
 
-    /// The first occurrence strictly after `after`, on a whole second.
+    /// The shortest time between two of the next `occurrences` runs after `after`; `None`
+    /// when fewer than two come.
+    pub fn shortest_gap(
+        &self,
+        after: DateTime<Utc>,
+        occurrences: usize,
+    ) -> Option<chrono::Duration> {
+        let mut at = self.next_after(after)?;
+        let mut shortest: Option<chrono::Duration> = None;
+        for _ in 1..occurrences {
+            let Some(next) = self.next_after(at) else {
+                break;
+            };
+            let gap = next - at;
+            shortest = Some(shortest.map_or(gap, |s| s.min(gap)));
+            at = next;
+        }
+        shortest
+    }
+
+    /// The first occurrence strictly after `after`, on a whole second; `None` when the
+    /// expression never fires again.
     pub fn next_after(&self, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
         // croner keeps the start's fraction of a second; occurrences are on whole seconds.
         let whole = after.with_nanosecond(0).unwrap_or(after);

@@ -14,7 +14,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use uuid::Uuid;
 
 use super::handle::SchedulerMsg;
-use super::next_run;
+use super::recover::recover;
 use super::run::TaskDeps;
 use super::task::{TaskActor, TaskArgs, TaskMsg};
 use crate::tree::{ActorPath, LiveActors, SupervisorKind};
@@ -54,13 +54,17 @@ impl Actor for SchedulerRegistry {
         args: SchedulerArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
         let now = clock::now();
-        let interrupted =
-            scheduled_tasks::fail_interrupted(&args.deps.db, |task| next_run(task, now), now)
-                .await?;
-        if interrupted > 0 {
+        let recovered = recover(&args.deps.db, now).await?;
+        if recovered.interrupted > 0 {
             tracing::warn!(
-                interrupted,
+                interrupted = recovered.interrupted,
                 "task runs caught mid-way by the last stop were failed `interrupted`"
+            );
+        }
+        if recovered.rerun > 0 {
+            tracing::warn!(
+                rerun = recovered.rerun,
+                "send task runs stopped before handing their message over run again"
             );
         }
         Ok(SchedulerState {

@@ -29,12 +29,17 @@ pub struct TaskDeps {
     pub flows: Flows,
     /// Moves identities to stages (and tells their actors).
     pub store: Store,
+    /// Runs kept per task; older ones are deleted as new ones are recorded.
+    pub runs_kept: u64,
 }
 
-/// Runs `task`; answers what it did, or why it failed.
+/// Runs `task` as its run `run_id`; answers what it did, or why it failed. A message the run
+/// sends is stored under the run's id, so that a restart can tell whether the run handed it
+/// over (`recover`).
 pub(super) async fn execute(
     deps: &TaskDeps,
     task: &scheduled_task::Model,
+    run_id: Uuid,
 ) -> Result<Value, String> {
     let payload = TaskPayload::parse(task.task_type, &task.payload)
         .map_err(|problems| format!("the payload no longer reads: {problems:?}"))?;
@@ -50,7 +55,7 @@ pub(super) async fn execute(
                 identity_id: identity_id(&identity)?,
                 channel_id,
             };
-            let sent = deps.outbox.send_text(thread, message).await;
+            let sent = deps.outbox.send_text(thread, message, Some(run_id)).await;
             Ok(sent_json(&sent.map_err(|e| e.to_string())?))
         }
         TaskPayload::SendTemplate {
@@ -66,7 +71,8 @@ pub(super) async fn execute(
                 carousel: false,
             };
             let identity = identity_id(&identity)?;
-            send_template(deps, ws, identity, channel_id, template, parameters).await
+            let send = (identity, channel_id, template, parameters);
+            send_template(deps, ws, send, run_id).await
         }
         TaskPayload::StartFlow {
             campaign_id,
@@ -102,13 +108,14 @@ pub(super) async fn execute(
     }
 }
 
+/// What a template task sends: to whom, on which channel, which template with which values.
+type TemplateTask = (Uuid, Uuid, TemplateRef, crate::whatsapp::TemplateParameters);
+
 async fn send_template(
     deps: &TaskDeps,
     ws: i64,
-    identity_id: Uuid,
-    channel_id: Uuid,
-    template: TemplateRef,
-    parameters: crate::whatsapp::TemplateParameters,
+    (identity_id, channel_id, template, parameters): TemplateTask,
+    run_id: Uuid,
 ) -> Result<Value, String> {
     let channel = channels::find(&deps.db, ws, channel_id)
         .await
@@ -125,6 +132,7 @@ async fn send_template(
         name: None,
         template,
         parameters,
+        message_id: Some(run_id),
     };
     let sent = deps.outbox.send_template(send).await;
     Ok(sent_json(&sent.map_err(|e| e.to_string())?))

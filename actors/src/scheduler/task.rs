@@ -109,7 +109,7 @@ async fn run_once(deps: TaskDeps, task_id: Uuid, due_at: DateTime<Utc>, late: bo
             return Ok(());
         };
         tracing::info!(%task_id, task_type = task.task_type.as_str(), late, "task run started");
-        let result = run::execute(&deps, &task).await;
+        let result = run::execute(&deps, &task, run.id).await;
         let finished = clock::now();
         let next_run_at = next_run(&task, finished.max(due_at));
         crate::measure::task_run(if result.is_ok() {
@@ -134,7 +134,9 @@ async fn run_once(deps: TaskDeps, task_id: Uuid, due_at: DateTime<Utc>, late: bo
                 }
             }
         };
-        scheduled_tasks::finish_run(db, &run, end, finished).await
+        scheduled_tasks::finish_run(db, &run, end, finished).await?;
+        scheduled_tasks::trim_runs(db, task_id, deps.runs_kept.max(1)).await?;
+        Ok(())
     }
     .await;
     if let Err(error) = outcome {

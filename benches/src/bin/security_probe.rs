@@ -1,7 +1,8 @@
 //! The hostile-client probe: what a client can do to a running Parley, counted.
 //!
-//! - held connections: `HELD` sockets that never finish their headers, and how long `/health`
-//!   takes meanwhile; how many of them the server closed;
+//! - held connections: `HELD` sockets from one address that never finish their headers, and
+//!   how long `/health` takes meanwhile for a client at another address; how many of them the
+//!   server closed;
 //! - NUL characters in bodies, paths and queries of many endpoints: answers by status class;
 //! - page numbers too large for the database on every list: answers by status class;
 //! - races: concurrent deletes against creates and updates, and concurrent merges of one
@@ -44,6 +45,7 @@ async fn main() -> anyhow::Result<()> {
     held_connections(&server, held).await?;
     nul_inputs(&server).await?;
     page_overflow(&server).await?;
+    tenant_inputs(&server).await?;
     races(&server, rounds).await?;
     server.stop().await
 }
@@ -87,13 +89,17 @@ async fn held_connections(server: &BenchServer, held: usize) -> anyhow::Result<(
             .await;
         sockets.push(socket);
     }
+    // Another client: another address (the held ones all come from 127.0.0.1).
+    let other = reqwest::Client::builder()
+        .local_address(std::net::IpAddr::from([127, 0, 0, 2]))
+        .build()?;
     let mut health = Vec::new();
     let started = Instant::now();
     while started.elapsed() < Duration::from_secs(6) {
         let asked = Instant::now();
         let answered = tokio::time::timeout(
             Duration::from_secs(30),
-            server.http.get(format!("{}/health", server.base)).send(),
+            other.get(format!("{}/health", server.base)).send(),
         )
         .await;
         if matches!(answered, Ok(Ok(ref r)) if r.status().is_success()) {
@@ -114,7 +120,7 @@ async fn held_connections(server: &BenchServer, held: usize) -> anyhow::Result<(
     .count();
     let p = Percentiles::of(&health).context("no /health answered while connections were held")?;
     println!(
-        "held connections: {} opened with half-sent headers; /health answered {} times in 6 s, p50 {} p99 {}; {closed} closed by the server within 15 s",
+        "held connections: {} opened with half-sent headers from one address; another address's /health answered {} times in 6 s, p50 {} p99 {}; {closed} closed by the server within 15 s",
         sockets.len(),
         health.len(),
         ms(p.p50),
@@ -239,6 +245,79 @@ async fn nul_inputs(server: &BenchServer) -> anyhow::Result<()> {
         "NUL inputs: {} requests ({total} bodies, 5 paths and queries): {tally}",
         total + 5
     );
+    Ok(())
+}
+
+/// What a tenant may not do with its inputs: speak for Parley in an MCP server's headers, put
+/// credentials in its URL, point it inside the machine, store megabytes of metadata, read the
+/// installation's metrics with its admin key. Every attempt should be a 4xx.
+async fn tenant_inputs(server: &BenchServer) -> anyhow::Result<()> {
+    let big = "v".repeat(1_000_000);
+    let attempts: Vec<(Method, &str, Value)> = vec![
+        (
+            Method::POST,
+            "/workspace/mcps",
+            json!({"name": "a", "transport": "http",
+            "url": "https://mcp.example.com/m",
+            "headers": [{"key": "X-Parley-Workspace-Id", "value": "999"}]}),
+        ),
+        (
+            Method::POST,
+            "/workspace/mcps",
+            json!({"name": "a", "transport": "http",
+            "url": "https://mcp.example.com/m", "headers": [{"key": "Content-Length", "value": "0"}]}),
+        ),
+        (
+            Method::POST,
+            "/workspace/mcps",
+            json!({"name": "a", "transport": "http",
+            "url": "http://user:pass@mcp.example.com/m"}),
+        ),
+        (
+            Method::POST,
+            "/workspace/mcps",
+            json!({"name": "a", "transport": "http",
+            "url": "http://0x7f000002:8080/m"}),
+        ),
+        (
+            Method::POST,
+            "/workspace/mcps",
+            json!({"name": "a", "transport": "http",
+            "url": "http://169.254.169.254/latest"}),
+        ),
+        (
+            Method::POST,
+            "/stages",
+            json!({"name": "Probe", "metadata": {"note": big}}),
+        ),
+        (
+            Method::PUT,
+            "/identity/probe-big",
+            json!({"name": "Ana", "metadata": {"note": big}}),
+        ),
+        (
+            Method::POST,
+            "/scheduled-tasks",
+            json!({"name": "Often", "task_type": "set_stage",
+            "recurrence": "* * * * * *", "payload": {"identity_id": "probe-1", "stage_id": "x"}}),
+        ),
+        (Method::GET, "/metrics", Value::Null),
+    ];
+    let mut tally = Tally::default();
+    let mut longest = 0usize;
+    for (method, path, body) in attempts {
+        let mut request = server
+            .http
+            .request(method, format!("{}{path}", server.base))
+            .bearer_auth(&server.key);
+        if !body.is_null() {
+            request = request.json(&body);
+        }
+        let response = request.send().await?;
+        tally.add(response.status().as_u16());
+        longest = longest.max(response.bytes().await?.len());
+    }
+    println!("tenant inputs: {tally} (the longest refusal {longest} bytes)");
     Ok(())
 }
 

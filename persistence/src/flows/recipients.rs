@@ -165,17 +165,55 @@ pub async fn record(
     Ok(())
 }
 
-/// When a flow's actor starts: its recipients left `sending` (their send may or may not have
-/// reached Meta) are failed `interrupted`, never sent again. Answers how many.
+/// The flow's recipients left `sending` by a stop, for its actor to settle when it starts.
+///
+/// # Errors
+/// The database's.
+pub async fn left_sending(
+    db: &impl ConnectionTrait,
+    flow_id: Uuid,
+) -> Result<Vec<flow_recipient::Model>> {
+    Ok(flow_recipient::Entity::find()
+        .filter(flow_recipient::Column::FlowId.eq(flow_id))
+        .filter(flow_recipient::Column::Status.eq(RecipientStatus::Sending))
+        .all(db)
+        .await?)
+}
+
+/// A recipient left `sending` whose attempt never handed its message over goes back to
+/// `pending`, its claim not counted as an attempt.
+///
+/// # Errors
+/// The database's.
+pub async fn release(db: &impl ConnectionTrait, id: Uuid, now: DateTime<Utc>) -> Result<bool> {
+    let updated = flow_recipient::Entity::update_many()
+        .col_expr(
+            flow_recipient::Column::Status,
+            Expr::value(RecipientStatus::Pending),
+        )
+        .col_expr(
+            flow_recipient::Column::Attempts,
+            Expr::col(flow_recipient::Column::Attempts).sub(1),
+        )
+        .col_expr(flow_recipient::Column::UpdatedAt, Expr::value(now))
+        .filter(flow_recipient::Column::Id.eq(id))
+        .filter(flow_recipient::Column::Status.eq(RecipientStatus::Sending))
+        .exec(db)
+        .await?;
+    Ok(updated.rows_affected > 0)
+}
+
+/// A recipient left `sending` whose send may have reached Meta is failed `interrupted`, never
+/// sent again.
 ///
 /// # Errors
 /// The database's.
 pub async fn fail_interrupted(
     db: &impl ConnectionTrait,
-    flow_id: Uuid,
+    id: Uuid,
     now: DateTime<Utc>,
-) -> Result<u64> {
-    let updated = flow_recipient::Entity::update_many()
+) -> Result<()> {
+    flow_recipient::Entity::update_many()
         .col_expr(
             flow_recipient::Column::Status,
             Expr::value(RecipientStatus::Failed),
@@ -185,11 +223,11 @@ pub async fn fail_interrupted(
             Expr::value(FailureReason::Interrupted.as_str()),
         )
         .col_expr(flow_recipient::Column::UpdatedAt, Expr::value(now))
-        .filter(flow_recipient::Column::FlowId.eq(flow_id))
+        .filter(flow_recipient::Column::Id.eq(id))
         .filter(flow_recipient::Column::Status.eq(RecipientStatus::Sending))
         .exec(db)
         .await?;
-    Ok(updated.rows_affected)
+    Ok(())
 }
 
 /// Moves the recipient whose template Meta knows as `platform_message_id` forward to `status`

@@ -8,8 +8,9 @@ use parley_persistence::{CampaignStatus, ParamsStrategy};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+use crate::domain::within_free_form_limit;
 use crate::http::error::{ApiError, FieldError};
-use crate::http::validation::{Checked, checked, problem};
+use crate::http::validation::{Checked, checked, problem, too_large};
 
 /// Longest campaign name.
 const MAX_NAME: usize = 200;
@@ -93,6 +94,9 @@ fn name(body: &CampaignBody, current: Option<&campaign::Model>) -> Checked<Strin
 fn description(body: &CampaignBody, current: Option<&campaign::Model>) -> Checked<Option<Value>> {
     match &body.description {
         Some(Some(value)) if !value.is_object() => problem(["description"], "must be an object"),
+        Some(Some(value)) if !within_free_form_limit(value) => {
+            problem(["description"], too_large())
+        }
         Some(value) => Ok(value.clone()),
         None => Ok(current.and_then(|c| c.description.clone())),
     }
@@ -153,6 +157,9 @@ fn parameters(
         Some(raw) => Value::Object(raw.clone()),
         None => current.map_or_else(|| json!({}), |c| c.template_parameters.clone()),
     };
+    if !within_free_form_limit(&parameters) {
+        return problem(["templateParameters"], too_large());
+    }
     let mut expressions = Vec::new();
     let mut problems = Vec::new();
     for (parameter, expression) in parameters.as_object().into_iter().flatten() {

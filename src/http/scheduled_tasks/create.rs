@@ -2,6 +2,8 @@
 //! its typed payload, timezone, recurrence, first run), then what the payload refers to found
 //! in the caller's workspace and stored resolved (an identity path becomes its id).
 
+use std::time::Duration;
+
 use axum::extract::State;
 use chrono::{DateTime, Utc};
 use parley_actors::flow::FlowConfig;
@@ -46,10 +48,11 @@ struct NewTaskCommand {
     scheduled_at: DateTime<Utc>,
 }
 
-impl TryFrom<CreateTaskBody> for NewTaskCommand {
+impl TryFrom<(CreateTaskBody, Duration)> for NewTaskCommand {
     type Error = ApiError;
 
-    fn try_from(body: CreateTaskBody) -> Result<Self> {
+    /// The body, with the shortest interval a recurrence may ask for.
+    fn try_from((body, min_interval): (CreateTaskBody, Duration)) -> Result<Self> {
         let name = name(body.name.as_deref());
         let task_type = task_type(body.task_type.as_deref());
         let timezone = timezone(body.timezone);
@@ -62,7 +65,7 @@ impl TryFrom<CreateTaskBody> for NewTaskCommand {
                 .map_or_else(|| problem(["payload"], "is required"), |_| Err(Vec::new())),
         };
         let recurrence = match &timezone {
-            Ok(timezone) => recurrence(body.recurrence.as_deref(), timezone),
+            Ok(timezone) => recurrence(body.recurrence.as_deref(), timezone, min_interval),
             Err(_) => Ok(None),
         };
         let scheduled_at = match &recurrence {
@@ -133,12 +136,35 @@ fn timezone(raw: Option<String>) -> Checked<String> {
     Ok(timezone)
 }
 
-fn recurrence(raw: Option<&str>, timezone: &str) -> Checked<Option<(String, Recurrence)>> {
+/// Occurrences looked at to find a recurrence's shortest interval (a day's worth of a cron
+/// that fires every minute at some hours, far more than any one expression varies over).
+const GAPS_CHECKED: usize = 1_500;
+
+fn recurrence(
+    raw: Option<&str>,
+    timezone: &str,
+    min_interval: Duration,
+) -> Checked<Option<(String, Recurrence)>> {
     let Some(expression) = raw.map(str::trim).filter(|r| !r.is_empty()) else {
         return Ok(None);
     };
     match Recurrence::parse(expression, timezone) {
-        Ok(parsed) => Ok(Some((expression.to_owned(), parsed))),
+        Ok(parsed) => {
+            let shortest = parsed.shortest_gap(clock::now(), GAPS_CHECKED);
+            let too_often = shortest
+                .and_then(|gap| gap.to_std().ok())
+                .is_some_and(|gap| gap < min_interval);
+            if too_often {
+                return problem(
+                    ["recurrence"],
+                    format!(
+                        "must not run more often than every {} seconds",
+                        min_interval.as_secs()
+                    ),
+                );
+            }
+            Ok(Some((expression.to_owned(), parsed)))
+        }
         Err(RecurrenceError::Timezone) => problem(
             ["timezone"],
             "must be an IANA timezone such as Europe/Lisbon",
@@ -187,7 +213,19 @@ pub(super) async fn create_task(
     Json(body): Json<CreateTaskBody>,
 ) -> Result<Envelope<TaskRecord>> {
     caller.require(Permission::Write)?;
-    let command = NewTaskCommand::try_from(body)?;
+    let limits = &state.settings.actors;
+    let min_interval = Duration::from_secs(limits.scheduler_min_interval_secs);
+    let command = NewTaskCommand::try_from((body, min_interval))?;
+    let active = scheduled_tasks::count_active(&state.db, caller.workspace_id).await?;
+    if active >= limits.scheduler_task_quota {
+        return Err(ApiError::ConflictCode {
+            code: "task_quota_reached",
+            message: format!(
+                "This workspace has {active} scheduled, paused or running tasks, its quota; \
+                 delete some first"
+            ),
+        });
+    }
     let payload = Resolver {
         state: &state,
         ws: caller.workspace_id,
