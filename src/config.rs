@@ -91,7 +91,7 @@ pub struct Overrides {
 
 /// Where a flat `PARLEY_*` name lives in the sections (`llm_base_url` → `llm.base_url`).
 fn env_key(flat: &str) -> String {
-    const SERVER: [&str; 14] = [
+    const SERVER: [&str; 15] = [
         "metrics_public",
         "operator_token",
         "auth_failures_per_minute",
@@ -106,6 +106,7 @@ fn env_key(flat: &str) -> String {
         "max_connections",
         "max_connections_per_address",
         "max_unfinished_per_address",
+        "max_field_bytes",
     ];
     const ACTORS: [&str; 5] = [
         "conversation_",

@@ -32,6 +32,7 @@ impl Application {
             .egress
             .policy()
             .context("reading PARLEY_EGRESS_ALLOW (egress.allow)")?;
+        parley_actors::domain::set_free_form_limit(settings.server.max_field_bytes);
         let db = open_database(&settings).await?;
         log_bootstrap_hint(&db).await?;
         let configured_key = settings.secret_key.as_ref().map(|k| k.expose());

@@ -29,14 +29,28 @@ pub use phone::{InvalidPhone, Phone};
 pub use secrets::SecretBox;
 pub use timezone::{InvalidTimezone, Timezone};
 
-/// Largest free-form JSON value (metadata, a description object, a task's configuration or
-/// parameters), in bytes as JSON: bounded so that a list page of them stays small and one
-/// tenant cannot fill the server's memory with another's requests waiting.
+/// The default of the largest free-form JSON value (metadata, a description object, a task's
+/// configuration or parameters), in bytes as JSON: bounded so that a list page of them stays
+/// small and one tenant cannot fill the server's memory with requests waiting.
 pub const FREE_FORM_LIMIT: usize = 16 * 1024;
 
-/// Whether `value`, written as JSON, is within [`FREE_FORM_LIMIT`].
+/// The limit in force: one per process (`server.max_field_bytes`), set at start-up.
+static FREE_FORM_BYTES: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(FREE_FORM_LIMIT);
+
+/// Sets the largest free-form value this process accepts (at start-up; at least 1 KiB).
+pub fn set_free_form_limit(bytes: usize) {
+    FREE_FORM_BYTES.store(bytes.max(1024), std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The largest free-form value this process accepts, in bytes as JSON.
+pub fn free_form_limit() -> usize {
+    FREE_FORM_BYTES.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Whether `value`, written as JSON, is within [`free_form_limit`].
 pub fn within_free_form_limit(value: &serde_json::Value) -> bool {
-    serde_json::to_vec(value).is_ok_and(|json| json.len() <= FREE_FORM_LIMIT)
+    serde_json::to_vec(value).is_ok_and(|json| json.len() <= free_form_limit())
 }
 
 /// Longest text WhatsApp takes in one message, in characters; chat messages, sandbox text and

@@ -61,6 +61,9 @@ pub struct ServerSettings {
     pub max_connections_per_address: usize,
     /// Most connections of one address that have not sent a whole request yet (0: no limit).
     pub max_unfinished_per_address: usize,
+    /// Largest free-form value (metadata, settings, a description object), in bytes as JSON;
+    /// one per process.
+    pub max_field_bytes: usize,
     /// The operator's token: `GET /admin/actors` with it shows the whole installation's
     /// actor tree (a workspace admin key shows its own workspace's).
     pub operator_token: Option<Secret>,
@@ -86,6 +89,7 @@ impl Default for ServerSettings {
             max_connections: 8192,
             max_connections_per_address: 512,
             max_unfinished_per_address: 64,
+            max_field_bytes: parley_actors::domain::FREE_FORM_LIMIT,
             operator_token: None,
             auth_failures_per_minute: 60,
             metrics_public: false,

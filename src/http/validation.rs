@@ -6,12 +6,12 @@ use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::domain::{FREE_FORM_LIMIT, within_free_form_limit};
+use crate::domain::{free_form_limit, within_free_form_limit};
 use crate::http::error::{ApiError, FieldError, PathSegment};
 
-/// What a free-form value over [`FREE_FORM_LIMIT`] is told (the value is never echoed).
+/// What a free-form value over the limit is told (the value is never echoed).
 pub(crate) fn too_large() -> String {
-    format!("must be at most {FREE_FORM_LIMIT} bytes of JSON")
+    format!("must be at most {} bytes of JSON", free_form_limit())
 }
 
 /// Field problems found so far.

@@ -173,7 +173,7 @@ impl Fields<'_> {
             if let Some(value) = self.object.get(field)
                 && !crate::domain::within_free_form_limit(value)
             {
-                let limit = crate::domain::FREE_FORM_LIMIT;
+                let limit = crate::domain::free_form_limit();
                 self.problem(field, format!("must be at most {limit} bytes of JSON"));
             }
         }

@@ -277,7 +277,7 @@ async fn tenant_inputs(server: &BenchServer) -> anyhow::Result<()> {
             Method::POST,
             "/workspace/mcps",
             json!({"name": "a", "transport": "http",
-            "url": "http://0x7f000002:8080/m"}),
+            "url": "http://0x0a000001:8080/m"}),
         ),
         (
             Method::POST,
@@ -305,6 +305,7 @@ async fn tenant_inputs(server: &BenchServer) -> anyhow::Result<()> {
     ];
     let mut tally = Tally::default();
     let mut longest = 0usize;
+    let mut accepted = Vec::new();
     for (method, path, body) in attempts {
         let mut request = server
             .http
@@ -314,10 +315,21 @@ async fn tenant_inputs(server: &BenchServer) -> anyhow::Result<()> {
             request = request.json(&body);
         }
         let response = request.send().await?;
-        tally.add(response.status().as_u16());
+        let status = response.status();
+        tally.add(status.as_u16());
+        if status.is_success() {
+            accepted.push(
+                format!("{path} {body}")
+                    .chars()
+                    .take(160)
+                    .collect::<String>(),
+            );
+        }
         longest = longest.max(response.bytes().await?.len());
     }
-    println!("tenant inputs: {tally} (the longest refusal {longest} bytes)");
+    println!(
+        "tenant inputs: {tally} (the longest refusal {longest} bytes; accepted: {accepted:?})"
+    );
     Ok(())
 }
 
