@@ -121,6 +121,18 @@ async fn check_template(
             }
         }
     };
+    // Only an approved template can be sent (a template under review, rejected, paused or
+    // disabled at Meta would fail every recipient).
+    let status = found["status"].as_str().unwrap_or("UNKNOWN");
+    if !status.eq_ignore_ascii_case("APPROVED") {
+        return Err(ApiError::invalid_field(
+            ["templateName"],
+            format!(
+                "the template {} ({}) is {status} at Meta; only approved templates can be sent",
+                fields.template_name, fields.template_language
+            ),
+        ));
+    }
     let known: Vec<String> = params::needed(found).into_iter().map(|n| n.name).collect();
     let mut problems = Problems::default();
     for parameter in &wanted.expressions {

@@ -100,7 +100,15 @@ pub(crate) async fn find_channel(
     caller: &Caller,
     raw: &str,
 ) -> Result<channel::Model> {
-    let id = parse_uuid(raw, "channel_id")?;
+    channel_of(state, caller, parse_uuid(raw, "channel_id")?).await
+}
+
+/// The caller's channel `id` (404 unknown or another workspace's).
+pub(crate) async fn channel_of(
+    state: &AppState,
+    caller: &Caller,
+    id: Uuid,
+) -> Result<channel::Model> {
     channels::find(&state.db, caller.workspace_id, id)
         .await?
         .ok_or(ApiError::NotFound("Channel"))
@@ -112,7 +120,15 @@ pub(crate) async fn find_campaign(
     caller: &Caller,
     raw: &str,
 ) -> Result<campaign::Model> {
-    let id = parse_uuid(raw, "uid")?;
+    campaign_of(state, caller, parse_uuid(raw, "uid")?).await
+}
+
+/// The caller's campaign `id` (404 unknown or another workspace's).
+pub(crate) async fn campaign_of(
+    state: &AppState,
+    caller: &Caller,
+    id: Uuid,
+) -> Result<campaign::Model> {
     campaigns::find(&state.db, caller.workspace_id, id)
         .await?
         .ok_or(ApiError::NotFound("Campaign"))

@@ -231,6 +231,17 @@ impl FakeGraph {
             .push(template);
     }
 
+    /// Sets the status Meta gives the account's template `name` (`PAUSED`, `DISABLED`, …), as
+    /// when Meta reviews it again after it was approved.
+    pub fn set_template_status(&self, waba_id: &str, name: &str, status: &str) {
+        let mut state = self.shared.lock();
+        for template in state.templates.entry(waba_id.to_owned()).or_default() {
+            if template["name"] == name {
+                template["status"] = Value::String(status.to_owned());
+            }
+        }
+    }
+
     /// Every `subscribed_apps` registration: `(waba id, body)`.
     pub fn subscriptions(&self) -> Vec<(String, Value)> {
         self.shared.lock().subscriptions.clone()

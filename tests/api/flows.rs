@@ -832,6 +832,53 @@ async fn throttling_is_retried_after_the_retry_delay() {
     )
     .await;
     assert_eq!(recipients["data"][0]["attempts"], 2);
+    // The success does not keep the throttle it came through.
+    assert_eq!(recipients["data"][0]["error"], Value::Null, "{recipients}");
+}
+
+#[tokio::test]
+async fn a_skipped_recipient_made_no_attempt_and_configuration_and_ids_are_read_as_designed() {
+    let app = spawn_app().await;
+    app.graph.add_template("waba-1", order_update());
+    let live = app.live_channel("100001").await;
+    let campaign = campaign(&app, &live, "Orders", per_person()).await;
+    let people = people(&app, 1).await;
+    app.put_identity(&people[0], json!({"opted_out": true}))
+        .await;
+
+    // A malformed id is named by its own field.
+    let bad = json!({"channelUid": "not-a-uuid", "campaignUid": campaign, "contactUids": people});
+    let error = expect_error(
+        app.send_json(Method::POST, "/flows", &bad).await,
+        400,
+        "validation_failed",
+    )
+    .await;
+    assert_eq!(
+        error["details"][0]["path"],
+        json!(["channelUid"]),
+        "{error}"
+    );
+
+    // An unknown configuration field is ignored, as unknown fields are everywhere.
+    let created = flow(
+        &app,
+        json!({"channelUid": live, "campaignUid": campaign, "contactUids": people,
+        "configuration": {"pauseBetweenContactsMs": 0, "speed": 3, "timeoutMs": 0}}),
+    )
+    .await;
+    wait_flow(&app, &uid(&created), |f| {
+        f["status"] != "queued" && f["status"] != "running"
+    })
+    .await;
+    let recipients = expect_status(
+        app.get(&format!("/flows/{}/recipients", uid(&created)))
+            .await,
+        200,
+    )
+    .await;
+    assert_eq!(recipients["data"][0]["status"], "skipped", "{recipients}");
+    assert_eq!(recipients["data"][0]["attempts"], 0, "{recipients}");
 }
 
 async fn spawn_app_retrying_once() -> TestApp {
@@ -860,6 +907,49 @@ async fn revoked_credentials_end_the_flow_in_error() {
             .contains("190"),
         "{done}"
     );
+    assert_eq!(app.graph.sent().len(), 0);
+}
+
+#[tokio::test]
+async fn only_approved_templates_make_campaigns_and_a_template_paused_since_ends_the_flow() {
+    let app = spawn_app().await;
+    let live = app.live_channel("100001").await;
+    for (name, status) in [("under_review", "PENDING"), ("refused", "REJECTED")] {
+        let mut template = order_update();
+        template["name"] = json!(name);
+        template["status"] = json!(status);
+        app.graph.add_template("waba-1", template);
+        let body = json!({"channelUid": live, "name": name, "status": "ACTIVE",
+                          "templateName": name, "templateParamsStrategy": "USE_DEFAULT"});
+        let refused = expect_error(
+            app.send_json(Method::POST, "/campaigns", &body).await,
+            400,
+            "validation_failed",
+        )
+        .await;
+        assert_eq!(
+            refused["details"][0]["path"],
+            json!(["templateName"]),
+            "{refused}"
+        );
+        assert!(refused.to_string().contains(status), "{refused}");
+    }
+
+    // Approved when the campaign was made, paused by Meta before the flow starts.
+    app.graph.add_template("waba-1", order_update());
+    let campaign = campaign(&app, &live, "Orders", per_person()).await;
+    app.graph
+        .set_template_status("waba-1", "order_update", "PAUSED");
+    let people = people(&app, 2).await;
+    let created = flow(
+        &app,
+        json!({"channelUid": live, "campaignUid": campaign, "contactUids": people,
+        "configuration": {"pauseBetweenContactsMs": 0}}),
+    )
+    .await;
+    let done = wait_flow(&app, &uid(&created), |f| f["status"] == "error").await;
+    let reason = done["metadata"]["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("PAUSED"), "{done}");
     assert_eq!(app.graph.sent().len(), 0);
 }
 

@@ -535,3 +535,33 @@ async fn only_the_newest_runs_of_a_task_are_kept() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn a_time_without_offset_is_read_in_the_tasks_timezone_and_a_stage_may_be_named() {
+    let app = spawn_app().await;
+    let _channel = open_window(&app).await;
+    let stage = app.stage("Warm lead").await;
+    let payload = json!({"identity_id": "p0", "stage_id": "Warm lead"});
+    let made = task(
+        &app,
+        json!({"name": "Morning", "task_type": "set_stage", "scheduled_at": "2027-12-01T09:00:00",
+               "timezone": "America/New_York", "payload": payload}),
+    )
+    .await;
+    // Nine in New York in December is 14:00 UTC; the stage name is stored as its id.
+    assert_eq!(made["scheduled_at"], "2027-12-01T14:00:00Z", "{made}");
+    assert_eq!(made["payload"]["stage_id"], stage.as_str(), "{made}");
+
+    let unknown = json!({"name": "Morning", "task_type": "set_stage",
+                         "scheduled_at": "2027-12-01T09:00:00",
+                         "payload": {"identity_id": "p0", "stage_id": "No such stage"}});
+    let response = app
+        .send_json(Method::POST, "/scheduled-tasks", &unknown)
+        .await;
+    let error = expect_error(response, 400, "validation_failed").await;
+    assert_eq!(
+        error["details"][0]["path"],
+        json!(["payload", "stage_id"]),
+        "{error}"
+    );
+}

@@ -71,19 +71,7 @@ impl FlowConfig {
         read("maxRetries", 0, 10, &mut retries);
         read("retryDelayMs", 0, MAX_MS, &mut config.retry_delay_ms);
         read("timeoutMs", 0, MAX_MS, &mut config.timeout_ms);
-        const KNOWN: [&str; 6] = [
-            "pauseBetweenContactsMs",
-            "pauseBetweenContactsSaltMs",
-            "maxConcurrentMessages",
-            "maxRetries",
-            "retryDelayMs",
-            "timeoutMs",
-        ];
-        for key in object.keys() {
-            if !KNOWN.contains(&key.as_str()) {
-                problems.push(("configuration", format!("unknown field `{key}`")));
-            }
-        }
+        // Unknown fields are ignored, as everywhere in the API (DESIGN §4).
         if !problems.is_empty() {
             return Err(problems);
         }
@@ -137,16 +125,15 @@ mod tests {
     }
 
     #[test]
-    fn out_of_bounds_and_unknown_fields_are_named() {
+    fn out_of_bounds_fields_are_named_and_unknown_ones_ignored() {
         let problems = FlowConfig::parse(Some(&json!({
             "maxConcurrentMessages": 11, "retryDelayMs": -1, "speed": 3
         })))
         .expect_err("refused");
         let fields: Vec<_> = problems.iter().map(|(f, _)| *f).collect();
-        assert_eq!(
-            fields,
-            ["maxConcurrentMessages", "retryDelayMs", "configuration"]
-        );
+        assert_eq!(fields, ["maxConcurrentMessages", "retryDelayMs"]);
+        let config = FlowConfig::parse(Some(&json!({"maxRetries": 2, "speed": 3}))).expect("read");
+        assert_eq!(config.max_retries, 2);
         assert!(FlowConfig::parse(Some(&json!({"maxConcurrentMessages": 0}))).is_err());
         assert!(FlowConfig::parse(Some(&json!([]))).is_err());
     }

@@ -43,6 +43,14 @@ pub(super) async fn template_of(
             campaign.template_name, campaign.template_language
         ))
     })?;
+    // Approved when the campaign was saved, it may have been paused or disabled since.
+    let status = definition["status"].as_str().unwrap_or("UNKNOWN");
+    if !status.eq_ignore_ascii_case("APPROVED") {
+        return Err(TemplateProblem::Fatal(format!(
+            "template {} ({}) is {status} at Meta; only approved templates can be sent",
+            campaign.template_name, campaign.template_language
+        )));
+    }
     Ok((template, definition))
 }
 

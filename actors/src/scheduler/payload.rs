@@ -48,8 +48,9 @@ pub enum TaskPayload {
     SetStage {
         /// The identity.
         identity: String,
-        /// The stage.
-        stage_id: Uuid,
+        /// The stage: its id or its name, as `POST /identity/{id}/stage` takes it (stored as its
+        /// id).
+        stage_id: String,
         /// Kept with the stage history entry.
         metadata: Value,
     },
@@ -159,7 +160,7 @@ impl Fields<'_> {
             },
             TaskType::SetStage => TaskPayload::SetStage {
                 identity: self.text("identity_id", 512),
-                stage_id: self.uuid("stage_id"),
+                stage_id: self.text("stage_id", 200),
                 metadata: self.metadata(),
             },
             TaskType::AssistantFollowup => TaskPayload::AssistantFollowup {
@@ -328,7 +329,7 @@ mod tests {
     fn missing_and_mistyped_fields_are_named() {
         let problems = TaskPayload::parse(
             TaskType::SetStage,
-            &json!({"identity_id": 7, "stage_id": "not-a-uuid", "metadata": []}),
+            &json!({"identity_id": 7, "stage_id": 9, "metadata": []}),
         )
         .expect_err("refused");
         let fields: Vec<&str> = problems.iter().map(|(f, _)| f.as_str()).collect();

@@ -88,7 +88,7 @@ pub(super) async fn execute(
             let identity = identity_id(&identity)?;
             let set = deps
                 .store
-                .set_stage(ws, identity, &StageRef::Id(stage_id), metadata)
+                .set_stage(ws, identity, &StageRef::parse(&stage_id), metadata)
                 .await
                 .map_err(|error| match error {
                     StoreError::NotFound(what) => {

@@ -136,6 +136,9 @@ pub async fn record(
                 flow_recipient::Column::PlatformMessageId,
                 Expr::value(platform_message_id),
             )
+            // An earlier attempt's transient error does not outlive the success.
+            .col_expr(flow_recipient::Column::ErrorCode, Expr::value(None::<i64>))
+            .col_expr(flow_recipient::Column::Error, Expr::value(None::<String>))
             .col_expr(
                 flow_recipient::Column::NextAttemptAt,
                 Expr::value(None::<DateTime<Utc>>),
@@ -152,14 +155,25 @@ pub async fn record(
             status,
             code,
             error,
-        } => update
-            .col_expr(flow_recipient::Column::Status, Expr::value(status))
-            .col_expr(flow_recipient::Column::ErrorCode, Expr::value(code))
-            .col_expr(flow_recipient::Column::Error, Expr::value(error))
-            .col_expr(
-                flow_recipient::Column::NextAttemptAt,
-                Expr::value(None::<DateTime<Utc>>),
-            ),
+        } => {
+            // Skipped before any send: its claim was not an attempt at Meta.
+            let update = if status == RecipientStatus::Skipped {
+                update.col_expr(
+                    flow_recipient::Column::Attempts,
+                    Expr::col(flow_recipient::Column::Attempts).sub(1),
+                )
+            } else {
+                update
+            };
+            update
+                .col_expr(flow_recipient::Column::Status, Expr::value(status))
+                .col_expr(flow_recipient::Column::ErrorCode, Expr::value(code))
+                .col_expr(flow_recipient::Column::Error, Expr::value(error))
+                .col_expr(
+                    flow_recipient::Column::NextAttemptAt,
+                    Expr::value(None::<DateTime<Utc>>),
+                )
+        }
     };
     update.exec(db).await?;
     Ok(())

@@ -6,6 +6,7 @@ use parley_actors::flow::{FlowConfig, FlowRequest};
 use parley_persistence::FlowStatus;
 use serde::Deserialize;
 use serde_json::Value;
+use uuid::Uuid;
 
 use super::{FlowRecord, record};
 use crate::domain::Permission;
@@ -14,7 +15,7 @@ use crate::http::auth::Caller;
 use crate::http::envelope::Envelope;
 use crate::http::error::{ApiError, FieldError, Result};
 use crate::http::extract::Json;
-use crate::http::lookup::{find_campaign, find_channel, resolve_contacts};
+use crate::http::lookup::{campaign_of, channel_of, resolve_contacts};
 use crate::http::validation::{Checked, checked, problem, required};
 
 /// Most recipients a flow may have.
@@ -48,8 +49,8 @@ pub(super) async fn create_flow(
 ) -> Result<Envelope<FlowRecord>> {
     caller.require(Permission::Write)?;
     let command = NewFlowCommand::try_from(body)?;
-    let channel = find_channel(&state, &caller, &command.channel_uid).await?;
-    let campaign = find_campaign(&state, &caller, &command.campaign_uid).await?;
+    let channel = channel_of(&state, &caller, command.channel_uid).await?;
+    let campaign = campaign_of(&state, &caller, command.campaign_uid).await?;
     let recipients = resolve_contacts(&state.db, caller.workspace_id, command.contacts).await?;
     let request = FlowRequest {
         workspace_id: caller.workspace_id,
@@ -69,8 +70,8 @@ pub(super) async fn create_flow(
 
 /// A flow to create as the body asks for it, each field checked once.
 struct NewFlowCommand {
-    channel_uid: String,
-    campaign_uid: String,
+    channel_uid: Uuid,
+    campaign_uid: Uuid,
     contacts: Vec<String>,
     description: Option<String>,
     status: FlowStatus,
@@ -81,8 +82,8 @@ impl TryFrom<CreateFlowBody> for NewFlowCommand {
     type Error = ApiError;
 
     fn try_from(body: CreateFlowBody) -> Result<Self> {
-        let channel_uid = required("channelUid", body.channel_uid);
-        let campaign_uid = required("campaignUid", body.campaign_uid);
+        let channel_uid = uid("channelUid", body.channel_uid.as_deref());
+        let campaign_uid = uid("campaignUid", body.campaign_uid.as_deref());
         let contacts = contacts(body.contact_uids);
         let description = description(body.description);
         let status = status(body.status.as_deref());
@@ -104,6 +105,12 @@ impl TryFrom<CreateFlowBody> for NewFlowCommand {
             configuration,
         })
     }
+}
+
+/// A required id, named by its own field when it is not a UUID.
+fn uid(field: &str, raw: Option<&str>) -> Checked<Uuid> {
+    let raw = required(field, raw)?;
+    Uuid::parse_str(raw.trim()).map_or_else(|_| problem([field], "must be a UUID"), Ok)
 }
 
 fn contacts(raw: Option<Vec<String>>) -> Checked<Vec<String>> {

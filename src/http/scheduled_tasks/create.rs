@@ -5,9 +5,10 @@
 use std::time::Duration;
 
 use axum::extract::State;
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, NaiveDateTime, TimeZone, Utc};
 use parley_actors::flow::FlowConfig;
 use parley_actors::scheduler::{Recurrence, RecurrenceError, TaskPayload, recurrence};
+use parley_actors::store::identities::StageRef;
 use parley_persistence::scheduled_tasks::{self, NewTask};
 use parley_persistence::{TaskType, campaigns, channels, clock, stages};
 use serde::Deserialize;
@@ -69,7 +70,10 @@ impl TryFrom<(CreateTaskBody, Duration)> for NewTaskCommand {
             Err(_) => Ok(None),
         };
         let scheduled_at = match &recurrence {
-            Ok(recurring) => scheduled_at(body.scheduled_at.as_deref(), recurring.as_ref()),
+            Ok(recurring) => {
+                let zone = timezone.as_deref().ok();
+                scheduled_at(body.scheduled_at.as_deref(), recurring.as_ref(), zone)
+            }
             Err(_) => Err(Vec::new()),
         };
         checked!(name, task_type, timezone, payload, recurrence, scheduled_at);
@@ -177,25 +181,47 @@ fn recurrence(
 fn scheduled_at(
     raw: Option<&str>,
     recurring: Option<&(String, Recurrence)>,
+    timezone: Option<&str>,
 ) -> Checked<DateTime<Utc>> {
     match (raw, recurring) {
-        (Some(raw), _) => DateTime::parse_from_rfc3339(raw)
-            .map(|t| t.with_timezone(&Utc))
-            .map_or_else(
-                |_| {
-                    problem(
-                        ["scheduled_at"],
-                        "must be an RFC 3339 time such as 2026-12-01T09:00:00Z",
-                    )
-                },
-                Ok,
-            ),
+        (Some(raw), _) => at_time(raw, timezone),
         // A recurring task without a first time starts at its next occurrence.
         (None, Some((_, parsed))) => parsed.next_after(clock::now()).map_or_else(
             || problem(["recurrence"], "never fires: no time matches it"),
             Ok,
         ),
         (None, None) => problem(["scheduled_at"], "is required (or give a recurrence)"),
+    }
+}
+
+/// An ISO 8601 time: with an offset (`2027-12-01T09:00:00Z`, `…+01:00`), or without one, read
+/// in the task's timezone (`2027-12-01T09:00:00` is nine o'clock there).
+fn at_time(raw: &str, timezone: Option<&str>) -> Checked<DateTime<Utc>> {
+    if let Ok(at) = DateTime::parse_from_rfc3339(raw) {
+        return Ok(at.with_timezone(&Utc));
+    }
+    let local = NaiveDateTime::parse_from_str(raw, "%Y-%m-%dT%H:%M:%S%.f")
+        .or_else(|_| NaiveDateTime::parse_from_str(raw, "%Y-%m-%dT%H:%M"));
+    let zone = timezone.and_then(|name| recurrence::timezone(name).ok());
+    match (local, zone) {
+        (Ok(local), Some(zone)) => zone
+            .from_local_datetime(&local)
+            .earliest()
+            .map(|at| at.with_timezone(&Utc))
+            .map_or_else(
+                || {
+                    problem(
+                        ["scheduled_at"],
+                        "does not exist in the task's timezone (a clock change skips it)",
+                    )
+                },
+                Ok,
+            ),
+        _ => problem(
+            ["scheduled_at"],
+            "must be an ISO 8601 time such as 2026-12-01T09:00:00Z, or 2026-12-01T09:00:00 \
+             read in the task's timezone",
+        ),
     }
 }
 
@@ -297,15 +323,16 @@ impl Resolver<'_> {
                 stage_id,
                 metadata,
             } => {
-                if stages::find(&self.state.db, self.ws, stage_id)
-                    .await?
-                    .is_none()
-                {
-                    return Err(missing("stage_id", "stage"));
+                // An id or a name, as `POST /identity/{id}/stage` takes it; stored as the id.
+                let ws = self.ws;
+                let stage = match StageRef::parse(&stage_id) {
+                    StageRef::Id(id) => stages::find(&self.state.db, ws, id).await?,
+                    StageRef::Name(name) => stages::find_by_name(&self.state.db, ws, &name).await?,
                 }
+                .ok_or_else(|| missing("stage_id", "stage"))?;
                 TaskPayload::SetStage {
                     identity: self.identity(&identity).await?,
-                    stage_id,
+                    stage_id: stage.id.to_string(),
                     metadata,
                 }
             }
