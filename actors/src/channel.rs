@@ -182,6 +182,7 @@ async fn send(
         writer: state.deps.writer.clone(),
         message_id: request.message_id,
         keep_when_unavailable: request.keep_when_unavailable,
+        channel_retries: request.channel_retries,
     };
     let token = match admit(state, &request.outgoing).await {
         Ok(token) => token,

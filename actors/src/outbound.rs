@@ -179,8 +179,15 @@ impl Outbox {
             channel_id: send.channel.id,
         };
         let content = OutboundContent::Template(rendered.message);
-        self.send_to(thread, &send.phone, content, rendered.text, send.message_id)
-            .await
+        let id = send.message_id;
+        self.send_to(
+            thread,
+            &send.phone,
+            (content, rendered.text),
+            id,
+            Retries::Channel,
+        )
+        .await
     }
 
     /// Sends free text to an identity on a channel (the channel's actor refuses it outside the
@@ -205,7 +212,13 @@ impl Outbox {
                 context: None,
             };
             outbox
-                .send_to(thread, &phone, content, text, message_id)
+                .send_to(
+                    thread,
+                    &phone,
+                    (content, text),
+                    message_id,
+                    Retries::Channel,
+                )
                 .await
         })
         .await
@@ -228,8 +241,10 @@ impl Outbox {
         let outbox = self.clone();
         detached(async move {
             let content = OutboundContent::Template(rendered.message);
+            // The flow retries its own sends, each attempt counted.
+            let shown = (content, rendered.text);
             outbox
-                .send_to(thread, &phone, content, rendered.text, message_id)
+                .send_to(thread, &phone, shown, message_id, Retries::Caller)
                 .await
         })
         .await
@@ -258,9 +273,9 @@ impl Outbox {
         &self,
         thread: Thread,
         phone: &Phone,
-        content: OutboundContent,
-        text: String,
+        (content, text): (OutboundContent, String),
         message_id: Option<Uuid>,
+        retries: Retries,
     ) -> Result<Sent, OutboundError> {
         let outgoing = Outgoing {
             to: phone.digits().to_owned(),
@@ -279,13 +294,13 @@ impl Outbox {
             channel_id: thread.channel_id,
             outgoing,
         };
-        let accepted = self
-            .send(parcel, false)
-            .await
-            .map_err(|error| OutboundError::NotSent {
-                message_id: stored.id,
-                error,
-            })?;
+        let accepted =
+            self.send(parcel, false, retries)
+                .await
+                .map_err(|error| OutboundError::NotSent {
+                    message_id: stored.id,
+                    error,
+                })?;
         Ok(Sent {
             message_id: stored.id,
             conversation_id: conversation.id,
@@ -313,7 +328,7 @@ impl Outbox {
     /// Why it was not sent; [`SendError::AlreadyTaken`] when it is not pending any more.
     pub async fn deliver(&self, parcel: Parcel) -> Result<Accepted, SendError> {
         let outbox = self.clone();
-        detached(async move { outbox.send(parcel, true).await }).await
+        detached(async move { outbox.send(parcel, true, Retries::Channel).await }).await
     }
 
     /// Hands `parcel` to its channel; `keep_when_unavailable`: whether a message Meta could
@@ -322,14 +337,25 @@ impl Outbox {
         &self,
         parcel: Parcel,
         keep_when_unavailable: bool,
+        retries: Retries,
     ) -> Result<Accepted, SendError> {
         let request = SendRequest {
             message_id: Some(parcel.message_id),
             outgoing: parcel.outgoing,
             keep_when_unavailable,
+            channel_retries: retries == Retries::Channel,
         };
         self.channels.send(parcel.channel_id, request).await
     }
+}
+
+/// Who tries a send again when Meta asks for it (a throttle, its own trouble).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Retries {
+    /// The channel, up to `whatsapp.max_retries`: replies, the send endpoint, tasks.
+    Channel,
+    /// The caller, under its own policy: a flow (`maxRetries`, `retryDelayMs`).
+    Caller,
 }
 
 /// Runs `work` in a task of its own and waits for it: if the caller is dropped (a client that

@@ -805,17 +805,18 @@ async fn failures_are_retried_or_final_by_metas_code_and_unconfirmed_sends_time_
 }
 
 #[tokio::test]
-async fn throttling_is_retried_after_the_retry_delay() {
-    let app = spawn_app_retrying_once().await;
+async fn a_flows_own_retries_govern_its_sends_and_every_attempt_at_meta_is_counted() {
+    let app = spawn_app().await;
     app.graph.add_template("waba-1", order_update());
     let live = app.live_channel("100001").await;
     let campaign = campaign(&app, &live, "Orders", per_person()).await;
     let people = people(&app, 1).await;
-    // The channel gives up after its own retry; the flow tries again.
+    // Meta throttles twice, then takes it: the flow (maxRetries 3) tries again after its
+    // retryDelayMs; the channel adds no attempts of its own to a flow's send.
     app.graph.fail_next_sends([130_429, 130_429]);
     let created = flow(
         &app,
-        json!({"channelUid": live, "campaignUid": campaign, "contactUids": people,
+        json!({"channelUid": live, "campaignUid": campaign, "contactUids": people.clone(),
         "configuration": {"pauseBetweenContactsMs": 0, "retryDelayMs": 50, "timeoutMs": 0}}),
     )
     .await;
@@ -824,16 +825,45 @@ async fn throttling_is_retried_after_the_retry_delay() {
     })
     .await;
     assert_eq!(done["statistics"]["sent"], 1, "{done}");
-    assert_eq!(done["statistics"]["retries"], 1, "{done}");
+    assert_eq!(done["statistics"]["retries"], 2, "{done}");
+    assert_eq!(app.graph.rejected().len() + app.graph.sent().len(), 3);
     let recipients = expect_status(
         app.get(&format!("/flows/{}/recipients", uid(&created)))
             .await,
         200,
     )
     .await;
-    assert_eq!(recipients["data"][0]["attempts"], 2);
+    assert_eq!(recipients["data"][0]["attempts"], 3);
     // The success does not keep the throttle it came through.
     assert_eq!(recipients["data"][0]["error"], Value::Null, "{recipients}");
+
+    // maxRetries 0: one attempt at Meta, counted, and no more.
+    let campaign = crate::flows::campaign(&app, &live, "Orders again", per_person()).await;
+    app.graph.fail_next_sends([130_429]);
+    let before = app.graph.rejected().len() + app.graph.sent().len();
+    let created = flow(
+        &app,
+        json!({"channelUid": live, "campaignUid": campaign, "contactUids": people,
+        "configuration": {"pauseBetweenContactsMs": 0, "maxRetries": 0, "timeoutMs": 0}}),
+    )
+    .await;
+    let done = wait_flow(&app, &uid(&created), |f| {
+        f["status"] != "queued" && f["status"] != "running"
+    })
+    .await;
+    assert_eq!(done["statistics"]["failed"], 1, "{done}");
+    assert_eq!(done["statistics"]["retries"], 0, "{done}");
+    assert_eq!(
+        app.graph.rejected().len() + app.graph.sent().len(),
+        before + 1
+    );
+    let recipients = expect_status(
+        app.get(&format!("/flows/{}/recipients", uid(&created)))
+            .await,
+        200,
+    )
+    .await;
+    assert_eq!(recipients["data"][0]["attempts"], 1, "{recipients}");
 }
 
 #[tokio::test]
@@ -879,10 +909,6 @@ async fn a_skipped_recipient_made_no_attempt_and_configuration_and_ids_are_read_
     .await;
     assert_eq!(recipients["data"][0]["status"], "skipped", "{recipients}");
     assert_eq!(recipients["data"][0]["attempts"], 0, "{recipients}");
-}
-
-async fn spawn_app_retrying_once() -> TestApp {
-    crate::helpers::spawn_app_with(|settings| settings.whatsapp.max_retries = 1).await
 }
 
 #[tokio::test]

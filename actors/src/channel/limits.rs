@@ -4,8 +4,10 @@
 //! and tasks.
 
 use std::num::NonZeroU32;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use tokio::time::Instant;
 
 use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLimiter};
 
@@ -16,6 +18,8 @@ use super::ChannelSettings;
 pub(super) struct Limits {
     number: Arc<DefaultDirectRateLimiter>,
     pairs: Arc<DefaultKeyedRateLimiter<String>>,
+    /// Until when the whole number waits after Meta said it is over its throughput (130429).
+    slowed_until: Arc<Mutex<Option<Instant>>>,
 }
 
 impl Limits {
@@ -29,13 +33,33 @@ impl Limits {
         Self {
             number: Arc::new(RateLimiter::direct(number_quota(per_second))),
             pairs: Arc::new(RateLimiter::keyed(pair_quota)),
+            slowed_until: Arc::new(Mutex::new(None)),
         }
     }
 
     /// Waits until one more message may go to `recipient`, and one more from the number.
     pub(super) async fn until_ready(&self, recipient: &String) {
+        let slowed = *self
+            .slowed_until
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(until) = slowed {
+            tokio::time::sleep_until(until).await;
+        }
         self.pairs.until_key_ready(recipient).await;
         self.number.until_ready().await;
+    }
+
+    /// Meta said the number is over its throughput: every sender of the number waits `wait`.
+    pub(super) fn slow_down(&self, wait: Duration) {
+        let until = Instant::now() + wait;
+        let mut slowed = self
+            .slowed_until
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if slowed.is_none_or(|current| current < until) {
+            *slowed = Some(until);
+        }
     }
 }
 

@@ -25,6 +25,8 @@ pub(super) struct SendJob {
     pub(super) writer: GroupCommit,
     pub(super) message_id: Option<Uuid>,
     pub(super) keep_when_unavailable: bool,
+    /// Whether the channel retries (see [`super::SendRequest::channel_retries`]).
+    pub(super) channel_retries: bool,
 }
 
 /// The live number a job sends from.
@@ -99,7 +101,7 @@ impl SendJob {
                 }
                 Err(error) => error,
             };
-            match next_step(live, &error, attempt) {
+            match next_step(live, &error, attempt, self.channel_retries) {
                 Next::Retry(delay) => {
                     self.release().await?;
                     attempt += 1;
@@ -183,8 +185,9 @@ impl SendJob {
 }
 
 /// How Meta's answer decides the next step: by the error's kind (its code and HTTP status
-/// together), the same reading every sender makes.
-fn next_step(live: &LiveSend, error: &GraphError, attempt: u32) -> Next {
+/// together), the same reading every sender makes. `channel_retries`: whether the channel
+/// tries again itself (else one attempt, and the caller decides).
+fn next_step(live: &LiveSend, error: &GraphError, attempt: u32, channel_retries: bool) -> Next {
     let settings = &live.settings;
     let backoff = settings
         .retry_backoff
@@ -202,11 +205,16 @@ fn next_step(live: &LiveSend, error: &GraphError, attempt: u32) -> Next {
         }
         // Pair limit: wait out the recipient's spacing; others are unaffected.
         MetaErrorKind::Throttled if error.code() == Some(PAIR_RATE_LIMIT) => settings.pair_period,
-        // Throughput exceeded: Meta counts per second, so wait at least that long.
-        MetaErrorKind::Throttled => backoff.max(Duration::from_secs(1)),
+        // Throughput exceeded: Meta counts per second, so the whole number waits at least that
+        // long, every sender alike.
+        MetaErrorKind::Throttled => {
+            let wait = backoff.max(Duration::from_secs(1));
+            live.limits.slow_down(wait.min(MAX_RETRY_WAIT));
+            wait
+        }
         MetaErrorKind::Transient => backoff,
     };
-    if attempt >= settings.max_retries {
+    if !channel_retries || attempt >= settings.max_retries {
         return Next::Stop(match error {
             GraphError::Api(meta) => SendError::Refused(meta.clone()),
             other => SendError::Unavailable(other.to_string()),

@@ -92,4 +92,9 @@ pub struct SendRequest {
     /// later try (replies, retried with their webhook event) rather than being failed (a
     /// caller who is told it failed).
     pub keep_when_unavailable: bool,
+    /// Whether the channel tries again what Meta asks to retry (130429, 131056, 5xx, no
+    /// answer), up to `whatsapp.max_retries`: replies, the send endpoint and tasks, which have
+    /// no retry policy of their own. A flow's send is one attempt: the flow retries it under
+    /// its own `maxRetries` and `retryDelayMs`, each attempt counted.
+    pub channel_retries: bool,
 }

@@ -224,8 +224,9 @@ impl Verdict {
         let config = prepared.config;
         let delay = i64::try_from(config.retry_delay_ms).unwrap_or(i64::MAX);
         Self {
-            // `attempts` counts the claim of this send already.
-            may_retry: u32::try_from(recipient.attempts).unwrap_or(0) <= config.max_retries,
+            // `attempts` is the row's count before this send's claim: this was attempt
+            // `attempts + 1` of at most `1 + maxRetries`.
+            may_retry: u32::try_from(recipient.attempts).unwrap_or(0) < config.max_retries,
             retry_at: clock::now() + chrono::Duration::milliseconds(delay),
         }
     }
