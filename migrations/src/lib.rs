@@ -16,6 +16,7 @@ mod m20261123_000008_campaigns_and_flows;
 mod m20261123_000009_scheduled_tasks;
 mod m20261124_000010_conversation_activity;
 mod m20261125_000011_one_open_conversation;
+mod m20261125_000012_campaigns_kept;
 
 /// Applies Parley's migrations in order; `parley serve` and `parley migrate` run it.
 #[derive(Debug)]
@@ -36,6 +37,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261123_000009_scheduled_tasks::Migration),
             Box::new(m20261124_000010_conversation_activity::Migration),
             Box::new(m20261125_000011_one_open_conversation::Migration),
+            Box::new(m20261125_000012_campaigns_kept::Migration),
         ]
     }
 }

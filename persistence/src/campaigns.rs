@@ -56,6 +56,7 @@ pub async fn create(
         template_parameters: Set(fields.template_parameters),
         created_at: Set(now),
         updated_at: Set(now),
+        deleted_at: Set(None),
     }
     .insert(db)
     .await?)
@@ -72,6 +73,7 @@ pub async fn find(
 ) -> Result<Option<campaign::Model>> {
     Ok(campaign::Entity::find_by_id(id)
         .filter(campaign::Column::WorkspaceId.eq(workspace_id))
+        .filter(campaign::Column::DeletedAt.is_null())
         .one(db)
         .await?)
 }
@@ -109,7 +111,9 @@ pub async fn list(
     cursor: Option<Cursor>,
     limit: u64,
 ) -> Result<CursorPage<campaign::Model>> {
-    let mut query = campaign::Entity::find().filter(campaign::Column::WorkspaceId.eq(workspace_id));
+    let mut query = campaign::Entity::find()
+        .filter(campaign::Column::WorkspaceId.eq(workspace_id))
+        .filter(campaign::Column::DeletedAt.is_null());
     if let Some(status) = filter.status {
         query = query.filter(campaign::Column::Status.eq(status));
     }
@@ -185,14 +189,20 @@ pub async fn active_flows(db: &impl ConnectionTrait, campaign_id: Uuid) -> Resul
         .await?)
 }
 
-/// Deletes a campaign and its (finished) flows.
+/// Deletes a campaign; its (finished) flows stay readable.
 ///
 /// # Errors
 /// The database's.
 pub async fn delete(db: &impl ConnectionTrait, workspace_id: i64, id: Uuid) -> Result<bool> {
-    let deleted = campaign::Entity::delete_many()
+    // Marked, not removed: its flows (which cascade from it) stay readable.
+    let deleted = campaign::Entity::update_many()
+        .col_expr(
+            campaign::Column::DeletedAt,
+            Expr::value(crate::clock::now()),
+        )
         .filter(campaign::Column::Id.eq(id))
         .filter(campaign::Column::WorkspaceId.eq(workspace_id))
+        .filter(campaign::Column::DeletedAt.is_null())
         .exec(db)
         .await?;
     Ok(deleted.rows_affected > 0)

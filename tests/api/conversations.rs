@@ -193,8 +193,15 @@ async fn the_migration_to_one_open_conversation_closes_all_but_the_latest_of_a_t
     let app = spawn_app().await;
     let (ana, channel) = ana_on_a_channel(&app).await;
     let db = app.db().await;
-    // Back to the schema before the index, where a thread could hold several open ones.
-    parley_migrations::Migrator::down(&db, Some(1))
+    // Back to the schema before the index, where a thread could hold several open ones: the
+    // index's migration and every one after it are undone.
+    let undone = parley_migrations::Migrator::migrations()
+        .iter()
+        .rev()
+        .position(|m| m.name() == "m20261125_000011_one_open_conversation")
+        .expect("the index's migration")
+        + 1;
+    parley_migrations::Migrator::down(&db, Some(undone as u32))
         .await
         .expect("down");
     let mut seeded = Vec::new();

@@ -679,7 +679,29 @@ async fn statuses_move_only_as_the_table_allows_and_active_flows_hold_their_camp
         "not_found",
     )
     .await;
+    // The cancelled flow outlives its campaign: its statistics and recipients stay readable.
+    let kept = uid(&draft);
     expect_status(app.delete(&format!("/campaigns/{campaign}")).await, 200).await;
+    expect_error(
+        app.get(&format!("/campaigns/{campaign}")).await,
+        404,
+        "not_found",
+    )
+    .await;
+    let listed = expect_status(
+        app.get(&format!(
+            "/campaigns?workspaceId={}",
+            app.owner.workspace_id
+        ))
+        .await,
+        200,
+    )
+    .await;
+    assert!(!listed.to_string().contains(&campaign), "{listed}");
+    let flow = expect_status(app.get(&format!("/flows/{kept}")).await, 200).await;
+    assert_eq!(flow["data"]["campaignUid"], campaign.as_str(), "{flow}");
+    assert_eq!(flow["data"]["status"], "cancelled", "{flow}");
+    expect_status(app.get(&format!("/flows/{kept}/recipients")).await, 200).await;
     expect_status(app.delete(&format!("/channels/{sandbox}")).await, 200).await;
 }
 

@@ -34,6 +34,8 @@ pub struct Model {
     pub created_at: DateTimeUtc,
     /// When it last changed.
     pub updated_at: DateTimeUtc,
+    /// When it was deleted: its flows stay readable, the campaign itself is gone from the API.
+    pub deleted_at: Option<DateTimeUtc>,
 }
 
 /// Relations are expressed through explicit queries.
