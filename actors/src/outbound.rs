@@ -19,9 +19,7 @@ mod resume;
 
 use parley_persistence::conversations;
 use parley_persistence::entities::channel;
-use parley_persistence::{
-    DatabaseConnection, GroupCommit, Integration, MessageStatus, PersistenceError, clock,
-};
+use parley_persistence::{DatabaseConnection, GroupCommit, MessageStatus, PersistenceError, clock};
 use uuid::Uuid;
 
 pub use self::parcel::{Parcel, pending};
@@ -250,14 +248,11 @@ impl Outbox {
         .await
     }
 
-    /// The template a send names, found among the channel's templates and rendered. A sandbox
-    /// channel renders a name it does not know as just that name and its body parameters.
+    /// The template a send names, found among the channel's templates (a sandbox channel's
+    /// are its own) and rendered.
     async fn render(&self, send: &TemplateSend) -> Result<RenderedTemplate, OutboundError> {
         let templates = self.channels.list_templates(send.channel.id).await?;
         let Some(found) = send.template.find(&templates) else {
-            if send.channel.integration == Integration::Sandbox {
-                return Ok(send.template.render_sandbox(&send.parameters));
-            }
             return Err(OutboundError::TemplateNotFound);
         };
         if !send.template.shape_matches(found) {

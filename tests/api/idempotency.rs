@@ -96,6 +96,16 @@ async fn a_refusal_is_replayed_too_and_keys_are_per_workspace_and_expire() {
         .as_str()
         .expect("id")
         .to_owned();
+    let template = app
+        .send_json_with(
+            Method::POST,
+            &format!("/channels/{their_channel}/waba/templates"),
+            &other.api_key,
+            &json!({"name": "order_update", "type": "UTILITY", "language": "en_US",
+                    "components": [{"type": "BODY", "text": "Hi {{1}}, your order {{2}} has shipped."}]}),
+        )
+        .await;
+    expect_status(template, 201).await;
     let response = app
         .request(
             Method::POST,

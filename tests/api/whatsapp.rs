@@ -4,7 +4,9 @@ use parley_testkit::graph::{messages_payload, status_payload, text_message};
 use reqwest::Method;
 use serde_json::json;
 
-use crate::helpers::{TOKEN, TestApp, expect_error, expect_status, spawn_app, spawn_app_with};
+use crate::helpers::{
+    TOKEN, TestApp, expect_error, expect_status, order_update_send, spawn_app, spawn_app_with,
+};
 
 const NUMBER: &str = "106540352242922";
 const SHEENA: &str = "16505551234";
@@ -444,6 +446,35 @@ async fn a_sandbox_channel_runs_the_pipeline_without_meta() {
         )
         .await;
     expect_error(refused, 409, "conflict").await;
+}
+
+#[tokio::test]
+async fn a_sandbox_channel_sends_only_templates_it_keeps() {
+    let app = spawn_app().await;
+    let channel = app.sandbox_channel("Main line").await;
+    let send = format!("/channels/{channel}/waba/send");
+    let body = order_update_send("+351912345678");
+
+    let unknown = app.send_json(Method::POST, &send, &body).await;
+    let refused = expect_error(unknown, 404, "not_found").await;
+    assert_eq!(refused["message"], "Template not found");
+    let outbox_path = format!("/channels/{channel}/sandbox/outbox");
+    let outbox = expect_status(app.get(&outbox_path).await, 200).await;
+    assert_eq!(outbox["pagination"]["total"], 0, "nothing was sent");
+
+    app.created(
+        &format!("/channels/{channel}/waba/templates"),
+        json!({"name": "order_update", "type": "UTILITY", "language": "en_US",
+               "components": [{"type": "BODY", "text": "Hi {{1}}, your order {{2}} has shipped."}]}),
+    )
+    .await;
+    let sent = app.send_json(Method::POST, &send, &body).await;
+    expect_status(sent, 200).await;
+    let outbox = expect_status(app.get(&outbox_path).await, 200).await;
+    assert_eq!(
+        outbox["data"][0]["content"],
+        "Hi Ana, your order #42 has shipped."
+    );
 }
 
 #[tokio::test]

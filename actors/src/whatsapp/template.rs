@@ -69,23 +69,6 @@ impl TemplateRef {
             text: render_body(template, parameters),
         }
     }
-
-    /// Renders a template of a sandbox channel, which has no definition at Meta: the name and
-    /// the body parameters.
-    pub fn render_sandbox(&self, parameters: &TemplateParameters) -> RenderedTemplate {
-        let body = body_parameters(parameters);
-        let texts: Vec<&str> = body.iter().filter_map(|p| p["text"].as_str()).collect();
-        RenderedTemplate {
-            message: TemplateMessage {
-                name: self.name_or_id.clone(),
-                language: self.language.clone(),
-                components: wire_components(parameters),
-            },
-            text: format!("[template {}] {}", self.name_or_id, texts.join(" "))
-                .trim()
-                .to_owned(),
-        }
-    }
 }
 
 fn body_parameters(parameters: &TemplateParameters) -> Vec<Value> {
