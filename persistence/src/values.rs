@@ -8,10 +8,13 @@ use sea_orm::entity::prelude::*;
 use serde::{Deserialize, Serialize};
 
 /// Declares an enum stored and spoken as fixed strings, with `ALL`, `as_str` and `parse`.
+///
+/// The OpenAPI schema is written here rather than derived: `utoipa`'s derive does not see a
+/// `serde(rename)` whose value comes through a macro, and would document the Rust names.
 macro_rules! string_values {
-    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
-        $(#[$meta])*
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, EnumIter, DeriveActiveEnum, Serialize, Deserialize, utoipa::ToSchema)]
+    ($(#[doc = $doc:literal])* $name:ident { $($(#[$vmeta:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
+        $(#[doc = $doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, EnumIter, DeriveActiveEnum, Serialize, Deserialize)]
         #[sea_orm(rs_type = "String", db_type = "String(StringLen::None)")]
         pub enum $name {
             $($(#[$vmeta])* #[sea_orm(string_value = $text)] #[serde(rename = $text)] $variant,)+
@@ -31,6 +34,19 @@ macro_rules! string_values {
                 Self::ALL.into_iter().find(|v| v.as_str() == name)
             }
         }
+
+        impl utoipa::PartialSchema for $name {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                let description: &str = concat!($($doc, "\n"),*);
+                utoipa::openapi::schema::ObjectBuilder::new()
+                    .schema_type(utoipa::openapi::schema::Type::String)
+                    .enum_values(Some(Self::ALL.map(Self::as_str)))
+                    .description(Some(description.lines().map(str::trim).collect::<Vec<_>>().join(" ").trim().to_owned()))
+                    .into()
+            }
+        }
+
+        impl utoipa::ToSchema for $name {}
     };
 }
 
