@@ -104,12 +104,13 @@ pub fn router(state: AppState) -> Router {
         .merge(campaigns::router())
         .route_layer(middleware::LimitDurationLayer(timeout));
     let acting = axum::middleware::from_fn_with_state(state.clone(), idempotency::idempotent);
-    let upstream_bound = OpenApiRouter::new()
+    let mut upstream_bound = OpenApiRouter::new()
         .merge(chat::router())
         .merge(send::router())
         .merge(flows::router())
         .merge(scheduled_tasks::router())
         .route_layer(acting);
+    openapi::with_idempotency_key(upstream_bound.get_openapi_mut());
     let (routes, routed) = plain.merge(upstream_bound).split_for_parts();
     let routes = routes.merge(openapi::routes(openapi::document(routed)));
     with_middleware(routes, body_limit).with_state(state)

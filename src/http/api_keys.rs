@@ -60,12 +60,22 @@ impl From<api_key::Model> for ApiKeyRecord {
     }
 }
 
+crate::http::openapi::string_schema!(
+    /// A permission: `read` (GET), `write` (other methods), `admin` (workspaces and keys;
+    /// implies the other two).
+    KeyPermission, one_of = Permission::ALL.map(Permission::as_str)
+);
+
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 struct CreateApiKeyBody {
+    #[schema(min_length = 1, max_length = 100)]
     name: String,
+    #[schema(value_type = Vec<KeyPermission>, min_items = 1)]
     permissions: Vec<String>,
     /// A number or a numeric string; checked by hand to name the field in the error.
+    #[schema(value_type = String, pattern = "^[0-9]+$", example = "1")]
     workspace_id: Value,
+    #[schema(required = false, value_type = chrono::DateTime<Utc>)]
     expires_at: Option<DateTime<Utc>>,
 }
 
@@ -138,7 +148,9 @@ fn parse_permissions(raw: &[String], problems: &mut Problems) -> Permissions {
 #[into_params(parameter_in = Query)]
 struct ListApiKeysQuery {
     workspace_id: Option<String>,
+    #[param(minimum = 1, default = 1)]
     page: Option<u64>,
+    #[param(minimum = 1, maximum = 100)]
     limit: Option<u64>,
 }
 

@@ -71,13 +71,24 @@ struct CreatedAssistant {
     record: AssistantRecord,
 }
 
+crate::http::openapi::string_schema!(
+    /// An ISO 639-1 language with an optional region: `pt` or `pt-BR`.
+    LanguageCode, pattern = "^[a-z]{2}(-[A-Z]{2})?$"
+);
+
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 struct CreateAssistantBody {
+    #[schema(min_length = 1, max_length = 100)]
     name: String,
+    #[schema(min_length = 1, max_length = 32768)]
     instructions: String,
+    #[schema(required = false, value_type = Vec<LanguageCode>)]
     languages: Option<Vec<String>>,
+    #[schema(required = false, value_type = String, pattern = "^PROVIDER_ONE$")]
     provider: Option<String>,
+    #[schema(required = false, value_type = String, min_length = 1, max_length = 200)]
     model: Option<String>,
+    #[schema(required = false, value_type = Object)]
     settings: Option<Value>,
 }
 
@@ -174,12 +185,18 @@ async fn get_assistant(
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 struct UpdateAssistantBody {
+    #[schema(required = false, value_type = String, min_length = 1, max_length = 100)]
     name: Option<String>,
+    #[schema(required = false, value_type = String, min_length = 1, max_length = 32768)]
     instructions: Option<String>,
+    #[schema(required = false, value_type = Vec<LanguageCode>)]
     languages: Option<Vec<String>>,
+    #[schema(required = false, value_type = String, pattern = "^PROVIDER_ONE$")]
     provider: Option<String>,
     #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>, min_length = 1, max_length = 200)]
     model: Option<Option<String>>,
+    #[schema(required = false, value_type = Object)]
     settings: Option<Value>,
 }
 

@@ -27,7 +27,7 @@ use utoipa_axum::routes;
 
 mod wanted;
 
-use self::wanted::{CampaignBody, Wanted};
+use self::wanted::{CampaignBody, NewCampaignBody, Wanted};
 
 pub(crate) fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -153,7 +153,7 @@ async fn check_template(
     post,
     path = "/campaigns",
     tag = "campaigns",
-    request_body = CampaignBody,
+    request_body = NewCampaignBody,
     responses((status = 201, body = Envelope<CampaignRecord>)),
 )]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
@@ -189,10 +189,12 @@ async fn create_campaign(
 #[serde(rename_all = "camelCase")]
 struct CampaignListQuery {
     workspace_id: Option<String>,
+    #[param(value_type = Option<CampaignStatus>)]
     status: Option<String>,
     channel_uid: Option<String>,
     name: Option<String>,
     cursor: Option<String>,
+    #[param(minimum = 1, maximum = 100)]
     limit: Option<u64>,
 }
 

@@ -48,7 +48,10 @@ pub(crate) fn router() -> OpenApiRouter<AppState> {
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 struct ChatBody {
+    /// What the person says: not blank, at most 4096 characters.
+    #[schema(required = true, value_type = String, min_length = 1, max_length = 4096)]
     message: Option<Value>,
+    #[schema(required = false, value_type = Object)]
     metadata: Option<Value>,
 }
 

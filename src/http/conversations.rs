@@ -110,7 +110,9 @@ impl From<message::Model> for MessageRecord {
 struct ConversationQuery {
     identity_id: Option<String>,
     channel_id: Option<String>,
+    #[param(minimum = 1, default = 1)]
     page: Option<u64>,
+    #[param(minimum = 1, maximum = 100)]
     limit: Option<u64>,
 }
 

@@ -111,8 +111,10 @@ struct FlowListQuery {
     campaign_uid: Option<String>,
     channel_uid: Option<String>,
     contact_uid: Option<String>,
+    #[param(value_type = Option<FlowStatus>)]
     status: Option<String>,
     cursor: Option<String>,
+    #[param(minimum = 1, maximum = 100)]
     limit: Option<u64>,
 }
 
@@ -209,8 +211,12 @@ async fn get_flow(
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 struct UpdateFlowBody {
+    /// The state to move to; a move the flow's state does not allow is a 409
+    /// `invalid_transition`.
+    #[schema(required = false, value_type = FlowStatus)]
     status: Option<String>,
     #[serde(default, deserialize_with = "crate::http::validation::present")]
+    #[schema(value_type = Option<String>, max_length = 2000)]
     description: Option<Option<String>>,
 }
 

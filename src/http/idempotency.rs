@@ -24,7 +24,7 @@ use crate::http::error::ApiError;
 /// The request header carrying the key.
 const HEADER: &str = "idempotency-key";
 /// Longest key accepted.
-const MAX_KEY_LEN: usize = 255;
+pub(crate) const MAX_KEY_LEN: usize = 255;
 /// How long a key answers for.
 const KEPT: chrono::Duration = chrono::Duration::hours(24);
 

@@ -90,23 +90,39 @@ struct CreatedMcp {
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 pub(super) struct HeaderBody {
+    /// An HTTP header name; not one Parley or the HTTP client sets (`X-Parley-*`, `Mcp-*`,
+    /// `Proxy-*`, hop-by-hop and framing headers).
+    #[schema(min_length = 1, pattern = r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")]
     pub(super) key: String,
+    #[schema(max_length = 16384)]
     pub(super) value: String,
 }
 
+/// An MCP server's fields; a PATCH changes those it gives.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 pub(super) struct McpBody {
+    #[schema(required = false, value_type = String, min_length = 1, max_length = 100)]
     pub(super) name: Option<String>,
+    #[schema(required = false, value_type = McpTransport)]
     pub(super) transport: Option<String>,
+    /// An `http` or `https` URL without credentials, leading outside Parley's host and
+    /// network (DESIGN §11).
+    #[schema(required = false, value_type = String, max_length = 2048, pattern = "^[Hh][Tt][Tt][Pp][Ss]?://[^/]")]
     pub(super) url: Option<String>,
+    #[schema(required = false, value_type = Vec<HeaderBody>, max_items = 20)]
     pub(super) headers: Option<Vec<HeaderBody>>,
 }
+
+crate::http::openapi::create_body!(
+    /// The body of `POST /workspace/mcps`.
+    NewMcpBody = McpBody, ["name", "transport", "url"]
+);
 
 #[utoipa::path(
     post,
     path = "/workspace/mcps",
     tag = "mcp",
-    request_body = McpBody,
+    request_body = NewMcpBody,
     responses((status = 201, body = Envelope<CreatedMcp>), (status = 502, body = Refusal)),
 )]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]

@@ -74,9 +74,19 @@ async fn get_memory(
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 struct PutMemoryBody {
+    /// Dotted segments of letters, digits, `_` or `-` (`profile.name`).
+    #[schema(
+        min_length = 1,
+        max_length = 200,
+        pattern = r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+){0,7}$"
+    )]
     key: String,
+    /// A string or structured value; not null, at most 64 KiB of JSON.
     #[serde(default)]
+    #[schema(required = true)]
     value: Value,
+    /// For example `{"source": "chat", "confidence": 0.9}` (`confidence` from 0 to 1).
+    #[schema(required = false, value_type = Object)]
     metadata: Option<Value>,
 }
 

@@ -7,10 +7,11 @@
 //! with the shared error body of DESIGN §4.
 
 use axum::Router;
-use utoipa::openapi::path::Operation;
+use utoipa::openapi::path::{Operation, ParameterBuilder, ParameterIn};
 use utoipa::openapi::response::ResponseBuilder;
+use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
-use utoipa::openapi::{Content, OpenApi, Ref, RefOr};
+use utoipa::openapi::{Content, OpenApi, Ref, RefOr, Required};
 use utoipa_swagger_ui::SwaggerUi;
 
 use crate::http::error::Refusal;
@@ -171,6 +172,112 @@ fn complete(operation: &mut Operation, public: bool, writes: bool) {
         operation.security = Some(vec![SecurityRequirement::new::<_, _, &str>(BEARER, [])]);
     }
 }
+
+/// Declares `Idempotency-Key` on every POST operation of `doc` (those behind the idempotency
+/// middleware).
+pub(crate) fn with_idempotency_key(doc: &mut OpenApi) {
+    let header = ParameterBuilder::new()
+        .name("Idempotency-Key")
+        .parameter_in(ParameterIn::Header)
+        .required(Required::False)
+        .description(Some(
+            "Within 24 hours, the same key and body answer the first response again without \
+             acting again; the same key with another body is a 409 `idempotency_key_reused`.",
+        ))
+        .schema(Some(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .min_length(Some(1))
+                .max_length(Some(crate::http::idempotency::MAX_KEY_LEN)),
+        ))
+        .build();
+    for item in doc.paths.paths.values_mut() {
+        if let Some(post) = item.post.as_mut() {
+            post.parameters
+                .get_or_insert_with(Vec::new)
+                .push(header.clone());
+        }
+    }
+}
+
+/// `schema` (an object's) with `fields` required: a create and a PATCH share one body type,
+/// and only the create needs them.
+pub(crate) fn requiring(schema: RefOr<Schema>, fields: &[&str]) -> RefOr<Schema> {
+    match schema {
+        RefOr::T(Schema::Object(mut object)) => {
+            object.required = fields.iter().map(|f| (*f).to_owned()).collect();
+            RefOr::T(Schema::Object(object))
+        }
+        other => other,
+    }
+}
+
+/// Declares `$name`, the schema of a create's body: `$body`'s, with `$fields` required.
+macro_rules! create_body {
+    ($(#[$meta:meta])* $name:ident = $body:ty, [$($field:literal),+ $(,)?]) => {
+        $(#[$meta])*
+        pub(crate) struct $name;
+
+        impl utoipa::PartialSchema for $name {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                $crate::http::openapi::requiring(
+                    <$body as utoipa::PartialSchema>::schema(),
+                    &[$($field),+],
+                )
+            }
+        }
+
+        impl utoipa::ToSchema for $name {
+            fn schemas(
+                schemas: &mut Vec<(
+                    String,
+                    utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>,
+                )>,
+            ) {
+                <$body as utoipa::ToSchema>::schemas(schemas);
+            }
+        }
+    };
+}
+pub(crate) use create_body;
+
+/// A string schema: `description`, and the values it may take or the pattern it matches.
+pub(crate) fn string_of(
+    description: &str,
+    values: Option<&[&str]>,
+    pattern: Option<&str>,
+) -> RefOr<Schema> {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .description(Some(description.trim()))
+        .enum_values(values.map(<[&str]>::to_vec))
+        .pattern(pattern)
+        .into()
+}
+
+/// Declares `$name`, the schema of a string field a handler checks by hand: against a list of
+/// values (`one_of`, the very list the handler uses) or a pattern.
+macro_rules! string_schema {
+    ($(#[doc = $doc:literal])* $name:ident, one_of = $values:expr) => {
+        $crate::http::openapi::string_schema!(@declare $name, concat!($($doc, " "),*), Some(&$values[..]), None);
+    };
+    ($(#[doc = $doc:literal])* $name:ident, pattern = $pattern:literal) => {
+        $crate::http::openapi::string_schema!(@declare $name, concat!($($doc, " "),*), None, Some($pattern));
+    };
+    (@declare $name:ident, $description:expr, $values:expr, $pattern:expr) => {
+        #[doc = $description]
+        pub(crate) struct $name;
+
+        impl utoipa::PartialSchema for $name {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                $crate::http::openapi::string_of($description, $values, $pattern)
+            }
+        }
+
+        impl utoipa::ToSchema for $name {}
+    };
+}
+pub(crate) use string_schema;
 
 /// `GET /openapi.json` and the Swagger UI page at `/docs`, both without a key. Swagger UI's
 /// files are compiled in (`vendored`), so the page works with no network anywhere.

@@ -88,7 +88,9 @@ impl<T: Serialize> IntoResponse for PageResponse<T> {
 #[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub(crate) struct ListQuery {
+    #[param(minimum = 1, default = 1)]
     page: Option<u64>,
+    #[param(minimum = 1, maximum = 100)]
     limit: Option<u64>,
 }
 

@@ -33,8 +33,12 @@ pub(crate) fn router() -> OpenApiRouter<AppState> {
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 struct InboundBody {
+    /// The person's phone number (E.164 recommended).
+    #[schema(min_length = 1)]
     from: String,
+    #[schema(required = false, value_type = String)]
     name: Option<String>,
+    #[schema(min_length = 1, max_length = 4096)]
     text: String,
 }
 

@@ -26,6 +26,11 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 const TEMPLATE_TYPES: [&str; 3] = ["text", "list", "carousel"];
+
+crate::http::openapi::string_schema!(
+    /// The kind of template a send names.
+    TemplateType, one_of = TEMPLATE_TYPES
+);
 const SEND_COMPONENTS: [&str; 4] = ["header", "body", "button", "buttons"];
 
 pub(crate) fn router() -> OpenApiRouter<AppState> {
@@ -34,7 +39,10 @@ pub(crate) fn router() -> OpenApiRouter<AppState> {
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 struct SendIdentity {
+    #[schema(required = false, value_type = String)]
     name: Option<String>,
+    /// E.164 recommended (`+351912345678`).
+    #[schema(min_length = 1)]
     phone: String,
 }
 
@@ -43,8 +51,13 @@ struct SendIdentity {
 struct SendBody {
     identity: SendIdentity,
     template_id: String,
+    /// `carousel` exactly when the template has a CAROUSEL component.
+    #[schema(value_type = TemplateType)]
     template_type: String,
+    #[schema(pattern = "^[a-z]{2,3}(_[A-Z]{2})?$", example = "en_US")]
     template_language: String,
+    /// `header`, `body` and `button`, each an array of parameter objects.
+    #[schema(required = false, value_type = Object)]
     template_components: Option<Value>,
 }
 

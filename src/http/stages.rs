@@ -53,8 +53,11 @@ impl From<stage::Model> for StageRecord {
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 struct CreateStageBody {
+    #[schema(min_length = 3, max_length = 100)]
     name: String,
+    #[schema(required = false, value_type = String)]
     description: Option<String>,
+    #[schema(required = false, value_type = Object)]
     metadata: Option<Value>,
 }
 
@@ -134,9 +137,11 @@ async fn get_stage(
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 struct UpdateStageBody {
+    #[schema(required = false, value_type = String, min_length = 3, max_length = 100)]
     name: Option<String>,
     #[serde(default, deserialize_with = "present")]
     description: Option<Option<String>>,
+    #[schema(required = false, value_type = Object)]
     metadata: Option<Value>,
 }
 

@@ -21,6 +21,11 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 const CATEGORIES: [&str; 3] = ["MARKETING", "AUTHENTICATION", "UTILITY"];
+
+crate::http::openapi::string_schema!(
+    /// A template's category at Meta.
+    TemplateCategory, one_of = CATEGORIES
+);
 const COMPONENT_TYPES: [&str; 5] = ["HEADER", "BODY", "FOOTER", "BUTTONS", "CAROUSEL"];
 
 pub(crate) fn router() -> OpenApiRouter<AppState> {
@@ -64,14 +69,18 @@ struct MetaTemplate(Value);
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct CreateTemplateBody {
+    #[schema(pattern = "^[a-z0-9_]{1,512}$")]
     name: String,
     #[serde(rename = "type")]
+    #[schema(value_type = TemplateCategory)]
     category: String,
+    #[schema(pattern = "^[a-z]{2,3}(_[A-Z]{2})?$", example = "en_US")]
     language: String,
     #[serde(default)]
     components: Vec<Value>,
     /// The message text; becomes the BODY component when none is given.
     content: Option<String>,
+    #[schema(required = false, value_type = bool)]
     is_carousel: Option<bool>,
 }
 

@@ -61,8 +61,12 @@ struct CreatedWorker {
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 struct CreateWorkerBody {
+    #[schema(min_length = 1, max_length = 100)]
     name: String,
+    #[schema(required = false, value_type = String)]
     description: Option<String>,
+    /// An IANA zone name.
+    #[schema(required = false, value_type = String, example = "Europe/Lisbon")]
     timezone: Option<String>,
 }
 

@@ -17,7 +17,7 @@ use crate::http::envelope::Envelope;
 use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Json, Path, Query};
 use crate::http::lookup::accessible_workspace;
-use crate::http::pagination::{PageResponse, page_from};
+use crate::http::pagination::{ListQuery, PageResponse};
 use crate::http::validation::{Problems, present};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -57,7 +57,9 @@ impl From<workspace::Model> for WorkspaceRecord {
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 struct CreateWorkspaceBody {
+    #[schema(min_length = 1, max_length = 100)]
     name: String,
+    #[schema(required = false, value_type = String, max_length = 2000)]
     description: Option<String>,
 }
 
@@ -100,13 +102,6 @@ async fn create_workspace(
     ))
 }
 
-#[derive(Debug, Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-struct ListQuery {
-    page: Option<u64>,
-    limit: Option<u64>,
-}
-
 #[utoipa::path(
     get,
     path = "/workspace",
@@ -121,7 +116,7 @@ async fn list_workspaces(
     Query(query): Query<ListQuery>,
 ) -> Result<PageResponse<WorkspaceRecord>> {
     caller.require(Permission::Read)?;
-    let page = page_from(query.page, query.limit)?;
+    let page = query.page()?;
     let paged =
         workspaces::list_for_member(&state.db, caller.business_id, caller.user_id, page).await?;
     Ok(PageResponse::new(
@@ -155,8 +150,10 @@ async fn get_workspace(
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 struct UpdateWorkspaceBody {
+    #[schema(required = false, value_type = String, min_length = 1, max_length = 100)]
     name: Option<String>,
     #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>, max_length = 2000)]
     description: Option<Option<String>>,
 }
 

@@ -11,6 +11,7 @@ mod caches;
 mod channels;
 mod chat;
 mod cli;
+mod contract;
 mod conversations;
 mod demo;
 mod docs;

@@ -22,6 +22,9 @@ pub enum Permission {
 pub struct UnknownPermission(pub String);
 
 impl Permission {
+    /// Every permission, in the order above.
+    pub const ALL: [Self; 3] = [Self::Read, Self::Write, Self::Admin];
+
     /// The permission's wire name.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -18,16 +18,34 @@ const MAX_NAME: usize = 200;
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub(super) struct CampaignBody {
+    /// The channel whose template the campaign sends; fixed at creation.
+    #[schema(required = false, value_type = uuid::Uuid)]
     pub(super) channel_uid: Option<String>,
+    #[schema(required = false, value_type = String, min_length = 1, max_length = 200)]
     pub(super) name: Option<String>,
     #[serde(default, deserialize_with = "crate::http::validation::present")]
+    #[schema(value_type = Option<Object>)]
     pub(super) description: Option<Option<Value>>,
+    #[schema(required = false, value_type = CampaignStatus)]
     pub(super) status: Option<String>,
+    /// An approved template of the channel.
+    #[schema(required = false, value_type = String, min_length = 1)]
     pub(super) template_name: Option<String>,
+    /// The template's language (`en_US`); when not given, the template's own.
+    #[schema(required = false, value_type = String)]
     pub(super) template_language: Option<String>,
+    #[schema(required = false, value_type = ParamsStrategy)]
     pub(super) template_params_strategy: Option<String>,
+    /// Template parameter → source expression (`name`, or a fallback chain `name,default`).
+    #[schema(required = false, value_type = std::collections::HashMap<String, String>)]
     pub(super) template_parameters: Option<Map<String, Value>>,
 }
+
+crate::http::openapi::create_body!(
+    /// The body of `POST /campaigns`.
+    NewCampaignBody = CampaignBody,
+    ["channelUid", "name", "status", "templateName", "templateParamsStrategy"]
+);
 
 /// The fields a body asks for, laid over `current` for a PATCH, checked but for the template.
 pub(super) struct Wanted {

@@ -26,12 +26,61 @@ pub(super) const MAX_DESCRIPTION: usize = 2_000;
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub(super) struct CreateFlowBody {
+    #[schema(required = true, value_type = uuid::Uuid)]
     channel_uid: Option<String>,
+    #[schema(required = true, value_type = uuid::Uuid)]
     campaign_uid: Option<String>,
+    /// Identities, each addressed like any identity (id, external id, phone or e-mail).
+    #[schema(required = true, value_type = Vec<String>, min_items = 1, max_items = 100000)]
     contact_uids: Option<Vec<String>>,
+    #[schema(required = false, value_type = String, max_length = 2000)]
     description: Option<String>,
+    #[schema(required = false, value_type = FlowConfiguration)]
     configuration: Option<Value>,
+    #[schema(required = false, value_type = NewFlowStatus)]
     status: Option<String>,
+}
+
+/// How a new flow starts: `queued` (the default) starts it, `draft` keeps it until a PATCH
+/// queues it.
+#[derive(utoipa::ToSchema)]
+#[schema(rename_all = "lowercase")]
+#[allow(
+    dead_code,
+    reason = "only the document names it; the handler reads the string"
+)]
+pub(super) enum NewFlowStatus {
+    Queued,
+    Draft,
+}
+
+/// A flow's `configuration`: every field optional, with its default; a value out of its
+/// bounds is a 400 naming it, an unknown field is ignored.
+#[derive(utoipa::ToSchema)]
+#[schema(rename_all = "camelCase")]
+#[allow(
+    dead_code,
+    reason = "only the document names it; FlowConfig::parse reads the object"
+)]
+pub(super) struct FlowConfiguration {
+    /// Base pause between two recipients.
+    #[schema(minimum = 0, maximum = 86400000, default = 1000)]
+    pause_between_contacts_ms: Option<u64>,
+    /// The pause varies by up to this much either way.
+    #[schema(minimum = 0, maximum = 86400000, default = 0)]
+    pause_between_contacts_salt_ms: Option<u64>,
+    /// Sends in flight at once.
+    #[schema(minimum = 1, maximum = 10, default = 1)]
+    max_concurrent_messages: Option<u64>,
+    /// Attempts after the first, per recipient.
+    #[schema(minimum = 0, maximum = 10, default = 3)]
+    max_retries: Option<u64>,
+    /// Wait before a retry.
+    #[schema(minimum = 0, maximum = 86400000, default = 5000)]
+    retry_delay_ms: Option<u64>,
+    /// Longest wait for delivery reports after the last send.
+    #[schema(minimum = 0, maximum = 86400000, default = 600000)]
+    timeout_ms: Option<u64>,
 }
 
 #[utoipa::path(

@@ -51,6 +51,7 @@ impl From<flow_recipient::Model> for RecipientRecord {
 #[into_params(parameter_in = Query)]
 pub(super) struct RecipientQuery {
     cursor: Option<String>,
+    #[param(minimum = 1, maximum = 100)]
     limit: Option<u64>,
 }
 

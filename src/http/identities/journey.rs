@@ -33,7 +33,9 @@ pub(crate) fn router() -> OpenApiRouter<AppState> {
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 struct SetStageBody {
     /// A stage id or a stage name.
+    #[schema(min_length = 1)]
     stage_id: String,
+    #[schema(required = false, value_type = Object)]
     metadata: Option<Value>,
 }
 

@@ -25,12 +25,19 @@ use crate::http::validation::{Problems, object_or_empty, optional_text, present}
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 pub(super) struct PutIdentityBody {
     #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>, max_length = 200)]
     name: Option<Option<String>>,
+    /// E.164 recommended.
+    #[schema(required = false, value_type = String)]
     phone: Option<String>,
+    #[schema(required = false, value_type = String, format = Email, max_length = 254)]
     email: Option<String>,
     #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>, max_length = 200)]
     external_id: Option<Option<String>>,
+    #[schema(required = false, value_type = Object)]
     metadata: Option<Value>,
+    #[schema(required = false, value_type = bool)]
     opted_out: Option<bool>,
 }
 

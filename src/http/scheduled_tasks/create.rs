@@ -30,11 +30,21 @@ const MAX_NAME: usize = 200;
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 pub(super) struct CreateTaskBody {
+    #[schema(required = true, value_type = String, min_length = 1, max_length = 200)]
     name: Option<String>,
+    #[schema(required = true, value_type = TaskType)]
     task_type: Option<String>,
+    /// The body of the endpoint the task stands for (DESIGN §5 "Scheduled tasks").
+    #[schema(required = true, value_type = Object)]
     payload: Option<Value>,
+    /// ISO 8601; without an offset, read in `timezone`.
+    #[schema(required = true, value_type = String, example = "2027-12-01T09:00:00Z")]
     scheduled_at: Option<String>,
+    /// A cron expression (five or six fields) to repeat the task.
+    #[schema(required = false, value_type = String, example = "0 9 * * MON-FRI")]
     recurrence: Option<String>,
+    /// An IANA zone; UTC when not given.
+    #[schema(required = false, value_type = String, example = "Europe/Lisbon")]
     timezone: Option<String>,
 }
 
