@@ -12,8 +12,10 @@ use serde_json::Value;
 use uuid::Uuid;
 
 mod recipients;
+mod statistics;
 
 pub use self::recipients::*;
+pub use self::statistics::*;
 use crate::entities::{flow, flow_recipient};
 use crate::page::fetch_keyset;
 use crate::values::{FlowStatus, RecipientStatus};

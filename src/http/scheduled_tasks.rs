@@ -25,6 +25,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 mod create;
+mod resolve;
 
 use self::create::{__path_create_task, create_task};
 

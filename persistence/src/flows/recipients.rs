@@ -1,13 +1,9 @@
 //! A flow's recipients: their progress one row each (claimed `sending` before each send,
-//! recorded after), delivery reports moving them forward, and the statistics, error counts and
-//! failures the API shows.
+//! recorded after), delivery reports moving them forward, and their pages.
 
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::{Expr, ExprTrait};
-use sea_orm::{
-    ColumnTrait, ConnectionTrait, EntityTrait, FromQueryResult, QueryFilter, QueryOrder,
-    QuerySelect,
-};
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 use uuid::Uuid;
 
 use crate::entities::flow_recipient;
@@ -285,124 +281,6 @@ pub async fn apply_delivery(
     }
     let moved = update.exec(db).await?.rows_affected > 0;
     Ok(moved.then_some((found.flow_id, found.identity_id)))
-}
-
-/// Recipient counts of a flow.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Statistics {
-    /// Recipients.
-    pub total: u64,
-    /// Not tried yet, waiting for a retry, or being sent.
-    pub pending: u64,
-    /// Accepted by Meta, no delivery confirmed yet.
-    pub sent: u64,
-    /// Delivered, not read.
-    pub delivered: u64,
-    /// Read.
-    pub read: u64,
-    /// Failed for good.
-    pub failed: u64,
-    /// Skipped (opted out, missing parameter).
-    pub skipped: u64,
-    /// Attempts beyond each recipient's first.
-    pub retries: u64,
-}
-
-#[derive(Debug, FromQueryResult)]
-struct StatusCount {
-    status: RecipientStatus,
-    count: i64,
-    attempts: Option<i64>,
-    tried: Option<i64>,
-}
-
-/// The flow's live counts, from its recipients.
-///
-/// # Errors
-/// The database's.
-pub async fn statistics(db: &impl ConnectionTrait, flow_id: Uuid) -> Result<Statistics> {
-    let rows = flow_recipient::Entity::find()
-        .select_only()
-        .column(flow_recipient::Column::Status)
-        .column_as(flow_recipient::Column::Id.count(), "count")
-        .column_as(Expr::cust("CAST(SUM(attempts) AS BIGINT)"), "attempts")
-        .column_as(
-            Expr::cust("CAST(SUM(CASE WHEN attempts > 0 THEN 1 ELSE 0 END) AS BIGINT)"),
-            "tried",
-        )
-        .filter(flow_recipient::Column::FlowId.eq(flow_id))
-        .group_by(flow_recipient::Column::Status)
-        .into_model::<StatusCount>()
-        .all(db)
-        .await?;
-    let mut stats = Statistics::default();
-    for row in rows {
-        let count = u64::try_from(row.count).unwrap_or(0);
-        stats.total += count;
-        let extra = row.attempts.unwrap_or(0) - row.tried.unwrap_or(0);
-        stats.retries += u64::try_from(extra).unwrap_or(0);
-        match row.status {
-            RecipientStatus::Pending | RecipientStatus::Sending => stats.pending += count,
-            RecipientStatus::Sent => stats.sent += count,
-            RecipientStatus::Delivered => stats.delivered += count,
-            RecipientStatus::Read => stats.read += count,
-            RecipientStatus::Failed => stats.failed += count,
-            RecipientStatus::Skipped => stats.skipped += count,
-        }
-    }
-    Ok(stats)
-}
-
-#[derive(Debug, FromQueryResult)]
-struct CodeCount {
-    code: String,
-    count: i64,
-}
-
-/// How many recipients failed with each Meta error code (or `interrupted`, `opted_out`, … for
-/// failures without one), for the flow's metadata.
-///
-/// # Errors
-/// The database's.
-pub async fn error_counts(db: &impl ConnectionTrait, flow_id: Uuid) -> Result<Vec<(String, u64)>> {
-    let rows = flow_recipient::Entity::find()
-        .select_only()
-        .column_as(
-            Expr::cust("COALESCE(CAST(error_code AS TEXT), error)"),
-            "code",
-        )
-        .column_as(flow_recipient::Column::Id.count(), "count")
-        .filter(flow_recipient::Column::FlowId.eq(flow_id))
-        .filter(
-            flow_recipient::Column::Status
-                .is_in([RecipientStatus::Failed, RecipientStatus::Skipped]),
-        )
-        .group_by(Expr::cust("COALESCE(CAST(error_code AS TEXT), error)"))
-        .into_model::<CodeCount>()
-        .all(db)
-        .await?;
-    Ok(rows
-        .into_iter()
-        .map(|r| (r.code, u64::try_from(r.count).unwrap_or(0)))
-        .collect())
-}
-
-/// The latest `limit` failed recipients, newest first.
-///
-/// # Errors
-/// The database's.
-pub async fn failures(
-    db: &impl ConnectionTrait,
-    flow_id: Uuid,
-    limit: u64,
-) -> Result<Vec<flow_recipient::Model>> {
-    Ok(flow_recipient::Entity::find()
-        .filter(flow_recipient::Column::FlowId.eq(flow_id))
-        .filter(flow_recipient::Column::Status.eq(RecipientStatus::Failed))
-        .order_by_desc(flow_recipient::Column::UpdatedAt)
-        .limit(limit)
-        .all(db)
-        .await?)
 }
 
 /// A keyset page of the flow's recipients, in sending order.

@@ -6,15 +6,13 @@ use std::time::Duration;
 
 use axum::extract::State;
 use chrono::{DateTime, NaiveDateTime, TimeZone, Utc};
-use parley_actors::flow::FlowConfig;
 use parley_actors::scheduler::{Recurrence, RecurrenceError, TaskPayload, recurrence};
-use parley_actors::store::identities::StageRef;
 use parley_persistence::scheduled_tasks::{self, NewTask};
-use parley_persistence::{TaskType, campaigns, channels, clock, stages};
+use parley_persistence::{TaskType, clock};
 use serde::Deserialize;
 use serde_json::Value;
-use uuid::Uuid;
 
+use super::resolve::Resolver;
 use super::{TaskRecord, tell};
 use crate::domain::Permission;
 use crate::http::AppState;
@@ -22,7 +20,6 @@ use crate::http::auth::Caller;
 use crate::http::envelope::Envelope;
 use crate::http::error::{ApiError, FieldError, Result};
 use crate::http::extract::Json;
-use crate::http::lookup::{resolve_contacts, resolve_identity};
 use crate::http::validation::{Checked, checked, problem};
 
 /// Longest task name.
@@ -284,143 +281,4 @@ pub(super) async fn create_task(
         "Scheduled task created successfully",
         created.into(),
     ))
-}
-
-/// Finds what a payload refers to in the workspace (a 400 naming the payload's field when it
-/// is not there) and answers the payload with its references resolved (identity paths and
-/// contacts become identity ids).
-struct Resolver<'a> {
-    state: &'a AppState,
-    ws: i64,
-}
-
-impl Resolver<'_> {
-    async fn resolve(&self, payload: TaskPayload) -> Result<TaskPayload> {
-        Ok(match payload {
-            TaskPayload::SendMessage {
-                identity,
-                channel_id,
-                message,
-            } => TaskPayload::SendMessage {
-                identity: self.identity(&identity).await?,
-                channel_id: self.channel(channel_id, "channel_id").await?,
-                message,
-            },
-            TaskPayload::SendTemplate {
-                identity,
-                channel_id,
-                template_name,
-                language,
-                parameters,
-            } => TaskPayload::SendTemplate {
-                identity: self.identity(&identity).await?,
-                channel_id: self.channel(channel_id, "channel_id").await?,
-                template_name,
-                language,
-                parameters,
-            },
-            TaskPayload::StartFlow {
-                campaign_id,
-                channel_id,
-                contacts,
-                configuration,
-            } => {
-                self.start_flow(campaign_id, channel_id, contacts, configuration)
-                    .await?
-            }
-            TaskPayload::SetStage {
-                identity,
-                stage_id,
-                metadata,
-            } => {
-                // An id or a name, as `POST /identity/{id}/stage` takes it; stored as the id.
-                let ws = self.ws;
-                let stage = match StageRef::parse(&stage_id) {
-                    StageRef::Id(id) => stages::find(&self.state.db, ws, id).await?,
-                    StageRef::Name(name) => stages::find_by_name(&self.state.db, ws, &name).await?,
-                }
-                .ok_or_else(|| missing("stage_id", "stage"))?;
-                TaskPayload::SetStage {
-                    identity: self.identity(&identity).await?,
-                    stage_id: stage.id.to_string(),
-                    metadata,
-                }
-            }
-            TaskPayload::AssistantFollowup {
-                identity,
-                channel_id,
-                instructions,
-            } => TaskPayload::AssistantFollowup {
-                identity: self.identity(&identity).await?,
-                channel_id: self.channel(channel_id, "channel_id").await?,
-                instructions,
-            },
-        })
-    }
-
-    async fn identity(&self, raw: &str) -> Result<String> {
-        resolve_identity(&self.state.db, self.ws, raw)
-            .await?
-            .map(|found| found.id.to_string())
-            .ok_or_else(|| missing("identity_id", "identity"))
-    }
-
-    async fn channel(&self, id: Uuid, field: &'static str) -> Result<Uuid> {
-        channels::find(&self.state.db, self.ws, id)
-            .await?
-            .map(|_| id)
-            .ok_or_else(|| missing(field, "channel"))
-    }
-
-    async fn start_flow(
-        &self,
-        campaign_id: Uuid,
-        channel_id: Uuid,
-        contacts: Vec<String>,
-        configuration: Option<Value>,
-    ) -> Result<TaskPayload> {
-        let db = &self.state.db;
-        if campaigns::find(db, self.ws, campaign_id).await?.is_none() {
-            return Err(missing("campaign_uid", "campaign"));
-        }
-        let channel_id = self.channel(channel_id, "channel_uid").await?;
-        if let Err(problems) = FlowConfig::parse(configuration.as_ref()) {
-            let details = problems
-                .into_iter()
-                .map(|(field, problem)| {
-                    FieldError::new(["payload", "configuration", field], problem)
-                })
-                .collect();
-            return Err(ApiError::invalid(details));
-        }
-        let recipients =
-            resolve_contacts(db, self.ws, contacts)
-                .await
-                .map_err(|error| match error {
-                    ApiError::BadRequest { message, .. } => {
-                        ApiError::invalid(vec![FieldError::new(
-                            ["payload", "contact_uids"],
-                            message,
-                        )])
-                    }
-                    other => other,
-                })?;
-        Ok(TaskPayload::StartFlow {
-            campaign_id,
-            channel_id,
-            contacts: recipients
-                .into_iter()
-                .map(|r| r.identity_id.to_string())
-                .collect(),
-            configuration,
-        })
-    }
-}
-
-/// A payload field naming nothing of the workspace.
-fn missing(field: &str, what: &str) -> ApiError {
-    ApiError::invalid(vec![FieldError::new(
-        ["payload", field],
-        format!("names no {what} of this workspace"),
-    )])
 }
