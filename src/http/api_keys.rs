@@ -75,7 +75,7 @@ struct CreateApiKeyBody {
     /// A number or a numeric string; checked by hand to name the field in the error.
     #[schema(value_type = String, pattern = "^[0-9]+$", example = "1")]
     workspace_id: Value,
-    #[schema(required = false, value_type = chrono::DateTime<Utc>)]
+    #[schema(value_type = Option<chrono::DateTime<Utc>>)]
     expires_at: Option<DateTime<Utc>>,
 }
 
@@ -147,8 +147,9 @@ fn parse_permissions(raw: &[String], problems: &mut Problems) -> Permissions {
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 struct ListApiKeysQuery {
+    #[param(value_type = Option<String>, pattern = "^[0-9]+$", example = "1")]
     workspace_id: Option<String>,
-    #[param(minimum = 1, default = 1)]
+    #[param(minimum = 1, maximum = 1_000_000_000_000_000_u64, default = 1)]
     page: Option<u64>,
     #[param(minimum = 1, maximum = 100)]
     limit: Option<u64>,

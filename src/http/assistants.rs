@@ -82,13 +82,13 @@ struct CreateAssistantBody {
     name: String,
     #[schema(min_length = 1, max_length = 32768)]
     instructions: String,
-    #[schema(required = false, value_type = Vec<LanguageCode>)]
+    #[schema(value_type = Option<Vec<LanguageCode>>)]
     languages: Option<Vec<String>>,
-    #[schema(required = false, value_type = String, pattern = "^PROVIDER_ONE$")]
+    #[schema(value_type = Option<String>, pattern = "^PROVIDER_ONE$")]
     provider: Option<String>,
-    #[schema(required = false, value_type = String, min_length = 1, max_length = 200)]
+    #[schema(value_type = Option<String>, min_length = 1, max_length = 200)]
     model: Option<String>,
-    #[schema(required = false, value_type = Object)]
+    #[schema(value_type = Option<Object>)]
     settings: Option<Value>,
 }
 
@@ -185,18 +185,18 @@ async fn get_assistant(
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 struct UpdateAssistantBody {
-    #[schema(required = false, value_type = String, min_length = 1, max_length = 100)]
+    #[schema(value_type = Option<String>, min_length = 1, max_length = 100)]
     name: Option<String>,
-    #[schema(required = false, value_type = String, min_length = 1, max_length = 32768)]
+    #[schema(value_type = Option<String>, min_length = 1, max_length = 32768)]
     instructions: Option<String>,
-    #[schema(required = false, value_type = Vec<LanguageCode>)]
+    #[schema(value_type = Option<Vec<LanguageCode>>)]
     languages: Option<Vec<String>>,
-    #[schema(required = false, value_type = String, pattern = "^PROVIDER_ONE$")]
+    #[schema(value_type = Option<String>, pattern = "^PROVIDER_ONE$")]
     provider: Option<String>,
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<String>, min_length = 1, max_length = 200)]
     model: Option<Option<String>>,
-    #[schema(required = false, value_type = Object)]
+    #[schema(value_type = Option<Object>)]
     settings: Option<Value>,
 }
 

@@ -188,9 +188,12 @@ async fn create_campaign(
 #[into_params(parameter_in = Query)]
 #[serde(rename_all = "camelCase")]
 struct CampaignListQuery {
+    /// The caller's workspace.
+    #[param(required = true, value_type = String, pattern = "^-?[0-9]+$", example = "1")]
     workspace_id: Option<String>,
     #[param(value_type = Option<CampaignStatus>)]
     status: Option<String>,
+    #[param(value_type = Option<uuid::Uuid>)]
     channel_uid: Option<String>,
     name: Option<String>,
     cursor: Option<String>,

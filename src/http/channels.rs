@@ -90,17 +90,17 @@ async fn get_channel(
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct UpdateChannelBody {
-    #[schema(required = false, value_type = String, min_length = 3, max_length = 100)]
+    #[schema(value_type = Option<String>, min_length = 3, max_length = 100)]
     name: Option<String>,
-    #[schema(required = false, value_type = Object)]
+    #[schema(value_type = Option<Object>)]
     settings: Option<Value>,
-    #[schema(required = false, value_type = bool)]
+    #[schema(value_type = Option<bool>)]
     active: Option<bool>,
-    #[schema(required = false, value_type = String, min_length = 1, max_length = 4096)]
+    #[schema(value_type = Option<String>, min_length = 1, max_length = 4096)]
     access_token: Option<String>,
-    #[schema(required = false, value_type = String, pattern = r"^[A-Za-z0-9_-]{1,64}$")]
+    #[schema(value_type = Option<String>, pattern = r"^[A-Za-z0-9_-]{1,64}$")]
     phone_number_id: Option<String>,
-    #[schema(required = false, value_type = String, pattern = r"^[A-Za-z0-9_-]{1,64}$")]
+    #[schema(value_type = Option<String>, pattern = r"^[A-Za-z0-9_-]{1,64}$")]
     business_id: Option<String>,
 }
 

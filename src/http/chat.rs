@@ -51,7 +51,7 @@ struct ChatBody {
     /// What the person says: not blank, at most 4096 characters.
     #[schema(required = true, value_type = String, min_length = 1, max_length = 4096)]
     message: Option<Value>,
-    #[schema(required = false, value_type = Object)]
+    #[schema(value_type = Option<Object>)]
     metadata: Option<Value>,
 }
 
@@ -122,7 +122,10 @@ async fn chat(
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 struct StreamQuery {
+    #[param(required = true, value_type = uuid::Uuid)]
     channel_id: Option<String>,
+    /// What the person says: not blank, at most 4096 characters.
+    #[param(required = true, value_type = String, min_length = 1, max_length = 4096)]
     message: Option<String>,
 }
 

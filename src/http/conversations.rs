@@ -108,9 +108,11 @@ impl From<message::Model> for MessageRecord {
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 struct ConversationQuery {
+    /// An identity: its id, or a path resolving to one (`external_id`, phone, e-mail).
     identity_id: Option<String>,
+    #[param(value_type = Option<uuid::Uuid>)]
     channel_id: Option<String>,
-    #[param(minimum = 1, default = 1)]
+    #[param(minimum = 1, maximum = 1_000_000_000_000_000_u64, default = 1)]
     page: Option<u64>,
     #[param(minimum = 1, maximum = 100)]
     limit: Option<u64>,

@@ -108,8 +108,11 @@ pub(super) fn tell(state: &AppState, flow_id: Uuid) {
 #[into_params(parameter_in = Query)]
 #[serde(rename_all = "camelCase")]
 struct FlowListQuery {
+    #[param(value_type = Option<uuid::Uuid>)]
     campaign_uid: Option<String>,
+    #[param(value_type = Option<uuid::Uuid>)]
     channel_uid: Option<String>,
+    /// An identity: its id, or a path resolving to one (`external_id`, phone, e-mail).
     contact_uid: Option<String>,
     #[param(value_type = Option<FlowStatus>)]
     status: Option<String>,
@@ -213,7 +216,7 @@ async fn get_flow(
 struct UpdateFlowBody {
     /// The state to move to; a move the flow's state does not allow is a 409
     /// `invalid_transition`.
-    #[schema(required = false, value_type = FlowStatus)]
+    #[schema(value_type = Option<FlowStatus>)]
     status: Option<String>,
     #[serde(default, deserialize_with = "crate::http::validation::present")]
     #[schema(value_type = Option<String>, max_length = 2000)]

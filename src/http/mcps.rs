@@ -101,15 +101,15 @@ pub(super) struct HeaderBody {
 /// An MCP server's fields; a PATCH changes those it gives.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 pub(super) struct McpBody {
-    #[schema(required = false, value_type = String, min_length = 1, max_length = 100)]
+    #[schema(value_type = Option<String>, min_length = 1, max_length = 100)]
     pub(super) name: Option<String>,
-    #[schema(required = false, value_type = McpTransport)]
+    #[schema(value_type = Option<McpTransport>)]
     pub(super) transport: Option<String>,
     /// An `http` or `https` URL without credentials, leading outside Parley's host and
     /// network (DESIGN §11).
-    #[schema(required = false, value_type = String, max_length = 2048, pattern = "^[Hh][Tt][Tt][Pp][Ss]?://[^/]")]
+    #[schema(value_type = Option<String>, max_length = 2048, pattern = "^[Hh][Tt][Tt][Pp][Ss]?://[^/]")]
     pub(super) url: Option<String>,
-    #[schema(required = false, value_type = Vec<HeaderBody>, max_items = 20)]
+    #[schema(value_type = Option<Vec<HeaderBody>>, max_items = 20)]
     pub(super) headers: Option<Vec<HeaderBody>>,
 }
 

@@ -74,11 +74,12 @@ async fn get_memory(
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 struct PutMemoryBody {
-    /// Dotted segments of letters, digits, `_` or `-` (`profile.name`).
+    /// Dotted lower-case segments of letters, digits and `_` (`profile.name`), at most 8.
     #[schema(
         min_length = 1,
         max_length = 200,
-        pattern = r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+){0,7}$"
+        pattern = r"^[a-z0-9_]+(\.[a-z0-9_]+){0,7}$",
+        example = "profile.name"
     )]
     key: String,
     /// A string or structured value; not null, at most 64 KiB of JSON.
@@ -86,7 +87,7 @@ struct PutMemoryBody {
     #[schema(required = true)]
     value: Value,
     /// For example `{"source": "chat", "confidence": 0.9}` (`confidence` from 0 to 1).
-    #[schema(required = false, value_type = Object)]
+    #[schema(value_type = Option<Object>)]
     metadata: Option<Value>,
 }
 
@@ -155,7 +156,7 @@ async fn put_memory(
     delete,
     path = "/memory/from/{identity_id}/{key}",
     tag = "memory",
-    params(("identity_id" = String, Path, description = "Identity: its id, or a path resolving to one (`external_id`, phone, e-mail)"), ("key" = String, Path, description = "Memory key")),
+    params(("identity_id" = String, Path, description = "Identity: its id, or a path resolving to one (`external_id`, phone, e-mail)"), ("key" = String, Path, description = "Memory key: dotted lower-case segments (`profile.name`)", pattern = r"^[a-z0-9_]+(\.[a-z0-9_]+){0,7}$", max_length = 200)),
     responses((status = 200, body = Envelope<Value>)),
 )]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]

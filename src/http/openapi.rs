@@ -9,7 +9,7 @@
 use axum::Router;
 use utoipa::openapi::path::{Operation, ParameterBuilder, ParameterIn};
 use utoipa::openapi::response::ResponseBuilder;
-use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
+use utoipa::openapi::schema::{ObjectBuilder, Schema, SchemaType, Type};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
 use utoipa::openapi::{Content, OpenApi, Ref, RefOr, Required};
 use utoipa_swagger_ui::SwaggerUi;
@@ -188,7 +188,8 @@ pub(crate) fn with_idempotency_key(doc: &mut OpenApi) {
             ObjectBuilder::new()
                 .schema_type(Type::String)
                 .min_length(Some(1))
-                .max_length(Some(crate::http::idempotency::MAX_KEY_LEN)),
+                .max_length(Some(crate::http::idempotency::MAX_KEY_LEN))
+                .pattern(Some("^[!-~]+$")),
         ))
         .build();
     for item in doc.paths.paths.values_mut() {
@@ -201,12 +202,53 @@ pub(crate) fn with_idempotency_key(doc: &mut OpenApi) {
 }
 
 /// `schema` (an object's) with `fields` required: a create and a PATCH share one body type,
-/// and only the create needs them.
+/// and only the create needs them. A PATCH field may be null (as if absent); a required one may
+/// not, so its null alternative goes.
 pub(crate) fn requiring(schema: RefOr<Schema>, fields: &[&str]) -> RefOr<Schema> {
     match schema {
         RefOr::T(Schema::Object(mut object)) => {
             object.required = fields.iter().map(|f| (*f).to_owned()).collect();
+            for field in fields {
+                if let Some(property) = object.properties.get_mut(*field) {
+                    let given =
+                        std::mem::replace(property, RefOr::T(Schema::Object(Default::default())));
+                    *property = without_null(given);
+                }
+            }
             RefOr::T(Schema::Object(object))
+        }
+        other => other,
+    }
+}
+
+/// `schema` without its null alternative: `["string", "null"]` becomes `"string"`, and
+/// `oneOf: [null, X]` becomes `X`.
+fn without_null(schema: RefOr<Schema>) -> RefOr<Schema> {
+    let is_null = |item: &RefOr<Schema>| {
+        matches!(item, RefOr::T(Schema::Object(o))
+            if matches!(&o.schema_type, SchemaType::Type(Type::Null)))
+    };
+    match schema {
+        RefOr::T(Schema::Object(mut object)) => {
+            if let SchemaType::Array(types) = &object.schema_type {
+                let mut kept: Vec<Type> = types
+                    .iter()
+                    .filter(|t| **t != Type::Null)
+                    .cloned()
+                    .collect();
+                object.schema_type = match kept.len() {
+                    1 => SchemaType::Type(kept.remove(0)),
+                    _ => SchemaType::Array(kept),
+                };
+            }
+            RefOr::T(Schema::Object(object))
+        }
+        RefOr::T(Schema::OneOf(mut one_of)) if one_of.items.iter().any(is_null) => {
+            one_of.items.retain(|item| !is_null(item));
+            match one_of.items.len() {
+                1 => one_of.items.remove(0),
+                _ => RefOr::T(Schema::OneOf(one_of)),
+            }
         }
         other => other,
     }

@@ -14,6 +14,10 @@ use crate::http::error::{ApiError, FieldError};
 pub(crate) const DEFAULT_LIMIT: u64 = 20;
 /// Largest page size.
 pub(crate) const MAX_LIMIT: u64 = 100;
+/// Largest page number, whatever the page size: its offset fits the database's 64-bit
+/// integers, and the number is exact in the document's JSON (below 2^53). The query structs'
+/// `#[param(maximum = …)]` repeat it as a literal.
+pub(crate) const MAX_PAGE: u64 = 1_000_000_000_000_000;
 
 /// Checks `page` and `limit` from a query string.
 pub(crate) fn page_from(page: Option<u64>, limit: Option<u64>) -> Result<Page, ApiError> {
@@ -23,10 +27,11 @@ pub(crate) fn page_from(page: Option<u64>, limit: Option<u64>) -> Result<Page, A
     if page == 0 {
         problems.push(FieldError::new(["page"], "must be at least 1"));
     }
-    // The offset `(page - 1) * limit` must fit the database's 64-bit integers.
-    let offset = page.saturating_sub(1).checked_mul(limit);
-    if offset.is_none_or(|o| i64::try_from(o).is_err()) {
-        problems.push(FieldError::new(["page"], "is too large"));
+    if page > MAX_PAGE {
+        problems.push(FieldError::new(
+            ["page"],
+            format!("must be at most {MAX_PAGE}"),
+        ));
     }
     if !(1..=MAX_LIMIT).contains(&limit) {
         problems.push(FieldError::new(
@@ -88,7 +93,7 @@ impl<T: Serialize> IntoResponse for PageResponse<T> {
 #[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub(crate) struct ListQuery {
-    #[param(minimum = 1, default = 1)]
+    #[param(minimum = 1, maximum = 1_000_000_000_000_000_u64, default = 1)]
     page: Option<u64>,
     #[param(minimum = 1, maximum = 100)]
     limit: Option<u64>,

@@ -36,7 +36,7 @@ struct InboundBody {
     /// The person's phone number (E.164 recommended).
     #[schema(min_length = 1)]
     from: String,
-    #[schema(required = false, value_type = String)]
+    #[schema(value_type = Option<String>)]
     name: Option<String>,
     #[schema(min_length = 1, max_length = 4096)]
     text: String,

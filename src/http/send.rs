@@ -39,7 +39,7 @@ pub(crate) fn router() -> OpenApiRouter<AppState> {
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 struct SendIdentity {
-    #[schema(required = false, value_type = String)]
+    #[schema(value_type = Option<String>)]
     name: Option<String>,
     /// E.164 recommended (`+351912345678`).
     #[schema(min_length = 1)]
@@ -57,7 +57,7 @@ struct SendBody {
     #[schema(pattern = "^[a-z]{2,3}(_[A-Z]{2})?$", example = "en_US")]
     template_language: String,
     /// `header`, `body` and `button`, each an array of parameter objects.
-    #[schema(required = false, value_type = Object)]
+    #[schema(value_type = Option<Object>)]
     template_components: Option<Value>,
 }
 

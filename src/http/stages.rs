@@ -55,9 +55,9 @@ impl From<stage::Model> for StageRecord {
 struct CreateStageBody {
     #[schema(min_length = 3, max_length = 100)]
     name: String,
-    #[schema(required = false, value_type = String)]
+    #[schema(value_type = Option<String>)]
     description: Option<String>,
-    #[schema(required = false, value_type = Object)]
+    #[schema(value_type = Option<Object>)]
     metadata: Option<Value>,
 }
 
@@ -137,11 +137,11 @@ async fn get_stage(
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 struct UpdateStageBody {
-    #[schema(required = false, value_type = String, min_length = 3, max_length = 100)]
+    #[schema(value_type = Option<String>, min_length = 3, max_length = 100)]
     name: Option<String>,
     #[serde(default, deserialize_with = "present")]
     description: Option<Option<String>>,
-    #[schema(required = false, value_type = Object)]
+    #[schema(value_type = Option<Object>)]
     metadata: Option<Value>,
 }
 

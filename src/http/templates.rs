@@ -80,7 +80,7 @@ struct CreateTemplateBody {
     components: Vec<Value>,
     /// The message text; becomes the BODY component when none is given.
     content: Option<String>,
-    #[schema(required = false, value_type = bool)]
+    #[schema(value_type = Option<bool>)]
     is_carousel: Option<bool>,
 }
 

@@ -63,10 +63,10 @@ struct CreatedWorker {
 struct CreateWorkerBody {
     #[schema(min_length = 1, max_length = 100)]
     name: String,
-    #[schema(required = false, value_type = String)]
+    #[schema(value_type = Option<String>)]
     description: Option<String>,
     /// An IANA zone name.
-    #[schema(required = false, value_type = String, example = "Europe/Lisbon")]
+    #[schema(value_type = Option<String>, example = "Europe/Lisbon")]
     timezone: Option<String>,
 }
 

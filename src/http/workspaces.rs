@@ -59,7 +59,7 @@ impl From<workspace::Model> for WorkspaceRecord {
 struct CreateWorkspaceBody {
     #[schema(min_length = 1, max_length = 100)]
     name: String,
-    #[schema(required = false, value_type = String, max_length = 2000)]
+    #[schema(value_type = Option<String>, max_length = 2000)]
     description: Option<String>,
 }
 
@@ -150,7 +150,7 @@ async fn get_workspace(
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 struct UpdateWorkspaceBody {
-    #[schema(required = false, value_type = String, min_length = 1, max_length = 100)]
+    #[schema(value_type = Option<String>, min_length = 1, max_length = 100)]
     name: Option<String>,
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<String>, max_length = 2000)]

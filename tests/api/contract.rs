@@ -329,15 +329,34 @@ fn with(body: &Value, path: &[Value], value: Option<Value>) -> Value {
 /// Values the document allows for a field, and values it does not, from its schema.
 fn probes(doc: &Document, schema: &Value) -> (Vec<Value>, Vec<Value>) {
     let schema = doc.resolve(schema);
+    // A nullable reference is `oneOf: [null, $ref]`: its rules are the other alternative's.
+    for key in ["oneOf", "anyOf"] {
+        if let Some(alternatives) = schema[key].as_array() {
+            let mut given = alternatives.iter().filter(|a| a["type"] != "null");
+            if let (Some(only), None) = (given.next(), given.next()) {
+                let (mut allowed, refused) = probes(doc, only);
+                allowed.push(Value::Null);
+                return (allowed, refused);
+            }
+        }
+    }
     let mut allowed = Vec::new();
     let mut refused = Vec::new();
+    if schema["type"]
+        .as_array()
+        .is_some_and(|types| types.contains(&json!("null")))
+    {
+        allowed.push(Value::Null);
+    }
     if let Some(values) = schema["enum"].as_array() {
         allowed.extend(values.iter().cloned());
         refused.push(json!("not-a-documented-value"));
     }
-    if schema["type"] == "array"
-        && let Some(item) = schema.get("items")
-    {
+    let is_array = match &schema["type"] {
+        Value::Array(types) => types.contains(&json!("array")),
+        one => one == "array",
+    };
+    if is_array && let Some(item) = schema.get("items") {
         let (items, wrong) = probes(doc, item);
         allowed.extend(items.into_iter().map(|v| json!([v])));
         refused.extend(wrong.into_iter().map(|v| json!([v])));
@@ -354,6 +373,7 @@ fn probes(doc: &Document, schema: &Value) -> (Vec<Value>, Vec<Value>) {
     }
     if schema["pattern"].is_string() {
         refused.push(json!("!!"));
+        allowed.extend(schema.get("example").filter(|e| e.is_string()).cloned());
     }
     if let Some(max) = schema["maximum"].as_u64() {
         allowed.push(json!(max));
@@ -381,12 +401,14 @@ async fn rules_broken(
     let operation = format!("{} {}", case.method, case.template);
     for name in schema["required"].as_array().into_iter().flatten() {
         let path = [at.clone(), vec![name.clone()]].concat();
-        *tried += 1;
-        let (status, body) = answer(app, case, &with(&case.body, &path, None)).await;
-        if !refused_at(status, &body, &path) {
-            broken.push(format!(
-                "{operation}: without required {path:?}: {status} {body}"
-            ));
+        for (value, shown) in [(None, "without"), (Some(Value::Null), "null for")] {
+            *tried += 1;
+            let (status, body) = answer(app, case, &with(&case.body, &path, value)).await;
+            if !refused_at(status, &body, &path) {
+                broken.push(format!(
+                    "{operation}: {shown} required {path:?}: {status} {body}"
+                ));
+            }
         }
     }
     for (name, field) in schema["properties"].as_object().into_iter().flatten() {

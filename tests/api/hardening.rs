@@ -8,7 +8,7 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::helpers::{TestApp, expect_status, spawn_app_with};
+use crate::helpers::{TestApp, expect_error, expect_status, spawn_app_with};
 
 /// Waits until the server closes `stream` (a read answers end of file or an error).
 async fn closed_by_server(stream: &mut TcpStream, within: Duration) -> bool {
@@ -135,7 +135,7 @@ async fn nul_characters_are_refused_naming_the_field() {
     ];
     for (method, path, body, field) in bodies {
         let response = app.send_json(method, path, &body).await;
-        let refused = crate::helpers::expect_error(response, 400, "validation_failed").await;
+        let refused = expect_error(response, 400, "validation_failed").await;
         assert_eq!(refused["details"][0]["path"], field, "{path}");
     }
     let in_path = app.get("/identity/crm%00-1").await;
@@ -185,15 +185,17 @@ async fn a_page_number_too_large_for_the_database_is_a_400_on_every_list() {
         let response = app
             .get(&format!("{list}?page=18446744073709551615&limit=100"))
             .await;
-        let refused = crate::helpers::expect_error(response, 400, "validation_failed").await;
+        let refused = expect_error(response, 400, "validation_failed").await;
         assert_eq!(
             refused["details"][0]["path"],
             serde_json::json!(["page"]),
             "{list}"
         );
     }
-    let last_fitting = app.get("/workers?page=92233720368547758&limit=100").await;
-    expect_status(last_fitting, 200).await;
+    let last = app.get("/workers?page=1000000000000000&limit=100").await;
+    expect_status(last, 200).await;
+    let past_the_last = app.get("/workers?page=1000000000000001&limit=1").await;
+    expect_error(past_the_last, 400, "validation_failed").await;
 }
 
 #[tokio::test]

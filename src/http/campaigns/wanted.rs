@@ -12,6 +12,13 @@ use crate::domain::within_free_form_limit;
 use crate::http::error::{ApiError, FieldError};
 use crate::http::validation::{Checked, checked, problem, too_large};
 
+crate::http::openapi::string_schema!(
+    /// A fallback chain over `name`, `phone`, `email`, `external_id`, `stage`, `default`,
+    /// `metadata.<key>` and `memory.<key>`, separated by commas; the first non-empty value wins.
+    SourceExpression,
+    pattern = r"^\s*(name|phone|email|external_id|stage|default|(metadata|memory)(\.[^.,]+)*\.[^.,]*[^.,\s])\s*(,\s*(name|phone|email|external_id|stage|default|(metadata|memory)(\.[^.,]+)*\.[^.,]*[^.,\s])\s*)*$"
+);
+
 /// Longest campaign name.
 const MAX_NAME: usize = 200;
 
@@ -19,25 +26,25 @@ const MAX_NAME: usize = 200;
 #[serde(rename_all = "camelCase")]
 pub(super) struct CampaignBody {
     /// The channel whose template the campaign sends; fixed at creation.
-    #[schema(required = false, value_type = uuid::Uuid)]
+    #[schema(value_type = Option<uuid::Uuid>)]
     pub(super) channel_uid: Option<String>,
-    #[schema(required = false, value_type = String, min_length = 1, max_length = 200)]
+    #[schema(value_type = Option<String>, min_length = 1, max_length = 200)]
     pub(super) name: Option<String>,
     #[serde(default, deserialize_with = "crate::http::validation::present")]
     #[schema(value_type = Option<Object>)]
     pub(super) description: Option<Option<Value>>,
-    #[schema(required = false, value_type = CampaignStatus)]
+    #[schema(value_type = Option<CampaignStatus>)]
     pub(super) status: Option<String>,
     /// An approved template of the channel.
-    #[schema(required = false, value_type = String, min_length = 1)]
+    #[schema(value_type = Option<String>, min_length = 1)]
     pub(super) template_name: Option<String>,
     /// The template's language (`en_US`); when not given, the template's own.
-    #[schema(required = false, value_type = String)]
+    #[schema(value_type = Option<String>)]
     pub(super) template_language: Option<String>,
-    #[schema(required = false, value_type = ParamsStrategy)]
+    #[schema(value_type = Option<ParamsStrategy>)]
     pub(super) template_params_strategy: Option<String>,
     /// Template parameter → source expression (`name`, or a fallback chain `name,default`).
-    #[schema(required = false, value_type = std::collections::HashMap<String, String>)]
+    #[schema(value_type = Option<std::collections::HashMap<String, SourceExpression>>)]
     pub(super) template_parameters: Option<Map<String, Value>>,
 }
 

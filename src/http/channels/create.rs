@@ -24,18 +24,18 @@ pub(super) struct CreateChannelBody {
     #[schema(required = true, value_type = String, min_length = 3, max_length = 100)]
     name: Option<String>,
     /// Meta's token; with `phoneNumberId` and `businessId`, a live channel active at once.
-    #[schema(required = false, value_type = String, min_length = 1, max_length = 4096)]
+    #[schema(value_type = Option<String>, min_length = 1, max_length = 4096)]
     access_token: Option<String>,
-    #[schema(required = false, value_type = String, pattern = r"^[A-Za-z0-9_-]{1,64}$")]
+    #[schema(value_type = Option<String>, pattern = r"^[A-Za-z0-9_-]{1,64}$")]
     phone_number_id: Option<String>,
     /// Required but for a sandbox channel; alone (with the name), an inactive channel awaiting
     /// credentials.
-    #[schema(required = false, value_type = String, pattern = r"^[A-Za-z0-9_-]{1,64}$")]
+    #[schema(value_type = Option<String>, pattern = r"^[A-Za-z0-9_-]{1,64}$")]
     business_id: Option<String>,
     /// `cloud_api` when not given.
-    #[schema(required = false, value_type = Integration)]
+    #[schema(value_type = Option<Integration>)]
     integration: Option<String>,
-    #[schema(required = false, value_type = Object)]
+    #[schema(value_type = Option<Object>)]
     settings: Option<Value>,
 }
 

@@ -33,11 +33,11 @@ pub(super) struct CreateFlowBody {
     /// Identities, each addressed like any identity (id, external id, phone or e-mail).
     #[schema(required = true, value_type = Vec<String>, min_items = 1, max_items = 100000)]
     contact_uids: Option<Vec<String>>,
-    #[schema(required = false, value_type = String, max_length = 2000)]
+    #[schema(value_type = Option<String>, max_length = 2000)]
     description: Option<String>,
-    #[schema(required = false, value_type = FlowConfiguration)]
+    #[schema(value_type = Option<FlowConfiguration>)]
     configuration: Option<Value>,
-    #[schema(required = false, value_type = NewFlowStatus)]
+    #[schema(value_type = Option<NewFlowStatus>)]
     status: Option<String>,
 }
 

@@ -35,7 +35,7 @@ struct SetStageBody {
     /// A stage id or a stage name.
     #[schema(min_length = 1)]
     stage_id: String,
-    #[schema(required = false, value_type = Object)]
+    #[schema(value_type = Option<Object>)]
     metadata: Option<Value>,
 }
 

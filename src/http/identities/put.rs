@@ -28,16 +28,16 @@ pub(super) struct PutIdentityBody {
     #[schema(value_type = Option<String>, max_length = 200)]
     name: Option<Option<String>>,
     /// E.164 recommended.
-    #[schema(required = false, value_type = String)]
+    #[schema(value_type = Option<String>)]
     phone: Option<String>,
-    #[schema(required = false, value_type = String, format = Email, max_length = 254)]
+    #[schema(value_type = Option<String>, format = Email, max_length = 254)]
     email: Option<String>,
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<String>, max_length = 200)]
     external_id: Option<Option<String>>,
-    #[schema(required = false, value_type = Object)]
+    #[schema(value_type = Option<Object>)]
     metadata: Option<Value>,
-    #[schema(required = false, value_type = bool)]
+    #[schema(value_type = Option<bool>)]
     opted_out: Option<bool>,
 }
 

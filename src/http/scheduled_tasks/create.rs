@@ -38,10 +38,10 @@ pub(super) struct CreateTaskBody {
     #[schema(required = true, value_type = String, example = "2027-12-01T09:00:00Z")]
     scheduled_at: Option<String>,
     /// A cron expression (five or six fields) to repeat the task.
-    #[schema(required = false, value_type = String, example = "0 9 * * MON-FRI")]
+    #[schema(value_type = Option<String>, example = "0 9 * * MON-FRI")]
     recurrence: Option<String>,
     /// An IANA zone; UTC when not given.
-    #[schema(required = false, value_type = String, example = "Europe/Lisbon")]
+    #[schema(value_type = Option<String>, example = "Europe/Lisbon")]
     timezone: Option<String>,
 }
 
