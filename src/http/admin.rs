@@ -41,6 +41,9 @@ pub(crate) struct ActorTree {
     supervisors: Vec<SupervisorRecord>,
 }
 
+/// Show the live actor tree.
+///
+/// Supervisors and the actors under them, with their state. Needs the operator token.
 #[utoipa::path(
     get,
     path = "/admin/actors",

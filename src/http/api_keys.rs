@@ -75,10 +75,14 @@ struct CreateApiKeyBody {
     /// A number or a numeric string; checked by hand to name the field in the error.
     #[schema(value_type = String, pattern = "^[0-9]+$", example = "1")]
     workspace_id: Value,
-    #[schema(value_type = Option<chrono::DateTime<Utc>>)]
+    #[schema(value_type = Option<chrono::DateTime<Utc>>, example = "2030-01-01T00:00:00Z")]
     expires_at: Option<DateTime<Utc>>,
 }
 
+/// Create an API key.
+///
+/// The answer carries the key itself (`prl_…`) once; store it then. Permissions: `read`, `write`,
+/// `admin`.
 #[utoipa::path(
     post,
     path = "/workspace/api-keys",
@@ -155,6 +159,9 @@ struct ListApiKeysQuery {
     limit: Option<u64>,
 }
 
+/// List API keys.
+///
+/// The keys of a workspace, oldest first; a key itself is shown only once, when it is created.
 #[utoipa::path(
     get,
     path = "/workspace/api-keys",
@@ -183,6 +190,9 @@ async fn list_api_keys(
     ))
 }
 
+/// Revoke an API key.
+///
+/// The key stops working at once.
 #[utoipa::path(
     delete,
     path = "/workspace/api-keys/{key_id}",

@@ -73,7 +73,7 @@ struct CreatedAssistant {
 
 crate::http::openapi::string_schema!(
     /// An ISO 639-1 language with an optional region: `pt` or `pt-BR`.
-    LanguageCode, pattern = "^[a-z]{2}(-[A-Z]{2})?$"
+    LanguageCode, pattern = "^[a-z]{2}(-[A-Z]{2})?$", example = "pt-BR"
 );
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -84,7 +84,7 @@ struct CreateAssistantBody {
     instructions: String,
     #[schema(value_type = Option<Vec<LanguageCode>>)]
     languages: Option<Vec<String>>,
-    #[schema(value_type = Option<String>, pattern = "^PROVIDER_ONE$")]
+    #[schema(value_type = Option<String>, pattern = "^PROVIDER_ONE$", example = "PROVIDER_ONE")]
     provider: Option<String>,
     #[schema(value_type = Option<String>, min_length = 1, max_length = 200)]
     model: Option<String>,
@@ -92,6 +92,9 @@ struct CreateAssistantBody {
     settings: Option<Value>,
 }
 
+/// List a worker's assistants.
+///
+/// Oldest first, in pages.
 #[utoipa::path(
     get,
     path = "/workers/{worker_id}/assistants",
@@ -119,6 +122,9 @@ async fn list_assistants(
     ))
 }
 
+/// Create an assistant for a worker.
+///
+/// Its instructions, model and languages; MCP servers are attached separately.
 #[utoipa::path(
     post,
     path = "/workers/{worker_id}/assistants",
@@ -162,6 +168,7 @@ async fn create_assistant(
     ))
 }
 
+/// Read an assistant.
 #[utoipa::path(
     get,
     path = "/assistant/{assistant_id}",
@@ -191,7 +198,7 @@ struct UpdateAssistantBody {
     instructions: Option<String>,
     #[schema(value_type = Option<Vec<LanguageCode>>)]
     languages: Option<Vec<String>>,
-    #[schema(value_type = Option<String>, pattern = "^PROVIDER_ONE$")]
+    #[schema(value_type = Option<String>, pattern = "^PROVIDER_ONE$", example = "PROVIDER_ONE")]
     provider: Option<String>,
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<String>, min_length = 1, max_length = 200)]
@@ -200,6 +207,9 @@ struct UpdateAssistantBody {
     settings: Option<Value>,
 }
 
+/// Change an assistant.
+///
+/// Only the fields given change.
 #[utoipa::path(
     patch,
     path = "/assistant/{assistant_id}",
@@ -240,6 +250,7 @@ async fn update_assistant(
     ))
 }
 
+/// Delete an assistant.
 #[utoipa::path(
     delete,
     path = "/assistant/{assistant_id}",

@@ -149,6 +149,9 @@ async fn check_template(
     problems.finish()
 }
 
+/// Create a template campaign.
+///
+/// An approved template of a channel, and where each of its parameters comes from for each person.
 #[utoipa::path(
     post,
     path = "/campaigns",
@@ -201,6 +204,7 @@ struct CampaignListQuery {
     limit: Option<u64>,
 }
 
+/// List campaigns.
 #[utoipa::path(
     get,
     path = "/campaigns",
@@ -251,6 +255,7 @@ async fn list_campaigns(
     ))
 }
 
+/// Read a campaign.
 #[utoipa::path(
     get,
     path = "/campaigns/{uid}",
@@ -272,6 +277,9 @@ async fn get_campaign(
     ))
 }
 
+/// Change a campaign.
+///
+/// Only the fields given change.
 #[utoipa::path(
     patch,
     path = "/campaigns/{uid}",
@@ -309,6 +317,9 @@ async fn update_campaign(
     ))
 }
 
+/// Delete a campaign.
+///
+/// The flows that ran it stay readable.
 #[utoipa::path(
     delete,
     path = "/campaigns/{uid}",

@@ -41,6 +41,7 @@ pub(crate) fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(sync_worker))
 }
 
+/// List channels.
 #[utoipa::path(
     get,
     path = "/channels",
@@ -66,6 +67,7 @@ async fn list_channels(
     ))
 }
 
+/// Read a channel.
 #[utoipa::path(
     get,
     path = "/channels/{channel_id}",
@@ -98,12 +100,13 @@ struct UpdateChannelBody {
     active: Option<bool>,
     #[schema(value_type = Option<String>, min_length = 1, max_length = 4096)]
     access_token: Option<String>,
-    #[schema(value_type = Option<String>, pattern = r"^[A-Za-z0-9_-]{1,64}$")]
+    #[schema(value_type = Option<String>, pattern = r"^[A-Za-z0-9_-]{1,64}$", example = "102290129340398")]
     phone_number_id: Option<String>,
-    #[schema(value_type = Option<String>, pattern = r"^[A-Za-z0-9_-]{1,64}$")]
+    #[schema(value_type = Option<String>, pattern = r"^[A-Za-z0-9_-]{1,64}$", example = "102290129340398")]
     business_id: Option<String>,
 }
 
+/// Change a channel.
 #[utoipa::path(
     put,
     path = "/channels/{channel_id}",
@@ -185,6 +188,7 @@ async fn update_channel(
     ))
 }
 
+/// Delete a channel.
 #[utoipa::path(
     delete,
     path = "/channels/{channel_id}",
@@ -222,6 +226,9 @@ async fn delete_channel(
     ))
 }
 
+/// Sync a worker to a channel.
+///
+/// Messages arriving on the channel go to this worker's assistant from now on.
 #[utoipa::path(
     post,
     path = "/channels/{channel_id}/worker/{worker_id}",

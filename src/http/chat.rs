@@ -80,6 +80,10 @@ impl From<TurnOutcome> for ChatData {
     }
 }
 
+/// Talk to an assistant and wait for its answer.
+///
+/// The person's memory and stage join the assistant's instructions; the answer is kept in the
+/// conversation.
 #[utoipa::path(
     post,
     path = "/conversation/{identity_id}/chat/{channel_id}",
@@ -129,6 +133,10 @@ struct StreamQuery {
     message: Option<String>,
 }
 
+/// Talk to an assistant and stream its answer.
+///
+/// Server-Sent Events whose data is JSON with a `type`: `token` per piece of the answer, then
+/// `complete` with the whole reply (or `error`).
 #[utoipa::path(
     get,
     path = "/conversation/{identity_id}/streaming",

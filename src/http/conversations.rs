@@ -118,6 +118,9 @@ struct ConversationQuery {
     limit: Option<u64>,
 }
 
+/// List conversations.
+///
+/// Filter by identity and channel.
 #[utoipa::path(
     get,
     path = "/conversations",
@@ -155,6 +158,7 @@ async fn list_conversations(
     ))
 }
 
+/// Read a conversation.
 #[utoipa::path(
     get,
     path = "/conversations/{conversation_id}",
@@ -174,6 +178,9 @@ async fn get_conversation(
     Ok(Envelope::ok("Conversation retrieved successfully", record))
 }
 
+/// List a conversation's messages.
+///
+/// Oldest first, with delivery status for outgoing ones.
 #[utoipa::path(
     get,
     path = "/conversations/{conversation_id}/messages",

@@ -267,44 +267,37 @@ pub(crate) struct ErrorBody<'a> {
     error: &'a str,
     /// Per-field problems (empty when the refusal is not about fields).
     #[schema(value_type = Vec<FieldError>)]
-    details: &'a [FieldError],
+    details: std::borrow::Cow<'a, [FieldError]>,
+}
+
+impl ApiError {
+    /// The refusal's body, as it is sent: the message a client may see and the per-field (or
+    /// Meta's) details.
+    pub(crate) fn body(&self) -> ErrorBody<'static> {
+        let details = match self {
+            Self::MetaRefused(refusal) => vec![FieldError {
+                path: Vec::new(),
+                message: refusal.message.clone(),
+                code: refusal.code,
+            }],
+            Self::BadRequest { details, .. } | Self::BadGateway { details, .. } => details.clone(),
+            _ => Vec::new(),
+        };
+        ErrorBody {
+            message: self.public_message(),
+            error: self.code(),
+            details: std::borrow::Cow::Owned(details),
+        }
+    }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let status = self.status();
-        let code = self.code();
-        let meta_details;
-        let (message, details, report) = match &self {
-            Self::MetaRefused(refusal) => {
-                meta_details = [FieldError {
-                    path: Vec::new(),
-                    message: refusal.message.clone(),
-                    code: refusal.code,
-                }];
-                (self.to_string(), &meta_details[..], None)
-            }
-            Self::Internal(cause) => (
-                self.public_message(),
-                &[][..],
-                Some(InternalErrorReport(format!("{cause:#}"))),
-            ),
-            Self::BadRequest { details, .. } | Self::BadGateway { details, .. } => {
-                (self.to_string(), details.as_slice(), None)
-            }
-            _ => (self.to_string(), &[][..], None),
-        };
-        let mut response = (
-            status,
-            Json(ErrorBody {
-                message,
-                error: code,
-                details,
-            }),
-        )
-            .into_response();
-        if let Some(report) = report {
-            response.extensions_mut().insert(report);
+        let mut response = (self.status(), Json(self.body())).into_response();
+        if let Self::Internal(cause) = &self {
+            response
+                .extensions_mut()
+                .insert(InternalErrorReport(format!("{cause:#}")));
         }
         response
     }

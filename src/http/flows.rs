@@ -121,6 +121,7 @@ struct FlowListQuery {
     limit: Option<u64>,
 }
 
+/// List flows.
 #[utoipa::path(
     get,
     path = "/flows",
@@ -191,6 +192,7 @@ pub(super) async fn find_flow(state: &AppState, caller: &Caller, raw: &str) -> R
         .ok_or(ApiError::NotFound("Flow"))
 }
 
+/// Read a flow and its live statistics.
 #[utoipa::path(
     get,
     path = "/flows/{uid}",
@@ -223,6 +225,9 @@ struct UpdateFlowBody {
     description: Option<Option<String>>,
 }
 
+/// Start, pause, resume or cancel a flow.
+///
+/// Or change its description.
 #[utoipa::path(
     patch,
     path = "/flows/{uid}",
@@ -289,6 +294,9 @@ async fn update_flow(
     ))
 }
 
+/// Delete a flow.
+///
+/// A flow that is sending is refused (409): pause or cancel it first.
 #[utoipa::path(
     delete,
     path = "/flows/{uid}",

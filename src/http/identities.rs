@@ -129,6 +129,7 @@ pub(crate) async fn record(
         .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("identity record went missing")))
 }
 
+/// List identities.
 #[utoipa::path(
     get,
     path = "/identity",
@@ -155,6 +156,9 @@ async fn list_identities(
     ))
 }
 
+/// Read an identity.
+///
+/// By its id, or by a path that resolves to one: `external_id`, a phone (`+351…`) or an e-mail.
 #[utoipa::path(
     get,
     path = "/identity/{identity_id}",
@@ -176,6 +180,9 @@ async fn get_identity(
     ))
 }
 
+/// Delete an identity.
+///
+/// With its memory and conversations.
 #[utoipa::path(
     delete,
     path = "/identity/{identity_id}",

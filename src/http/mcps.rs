@@ -92,7 +92,11 @@ struct CreatedMcp {
 pub(super) struct HeaderBody {
     /// An HTTP header name; not one Parley or the HTTP client sets (`X-Parley-*`, `Mcp-*`,
     /// `Proxy-*`, hop-by-hop and framing headers).
-    #[schema(min_length = 1, pattern = r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")]
+    #[schema(
+        min_length = 1,
+        pattern = r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$",
+        example = "Authorization"
+    )]
     pub(super) key: String,
     #[schema(max_length = 16384)]
     pub(super) value: String,
@@ -107,7 +111,7 @@ pub(super) struct McpBody {
     pub(super) transport: Option<String>,
     /// An `http` or `https` URL without credentials, leading outside Parley's host and
     /// network (DESIGN §11).
-    #[schema(value_type = Option<String>, max_length = 2048, pattern = "^[Hh][Tt][Tt][Pp][Ss]?://[^/]")]
+    #[schema(value_type = Option<String>, max_length = 2048, pattern = "^[Hh][Tt][Tt][Pp][Ss]?://[^/]", example = "https://mcp.example.com/mcp")]
     pub(super) url: Option<String>,
     #[schema(value_type = Option<Vec<HeaderBody>>, max_items = 20)]
     pub(super) headers: Option<Vec<HeaderBody>>,
@@ -118,6 +122,10 @@ crate::http::openapi::create_body!(
     NewMcpBody = McpBody, ["name", "transport", "url"]
 );
 
+/// Register an MCP server.
+///
+/// Its tools become available to the assistants it is attached to. The URL must lead outside
+/// Parley's host and network.
 #[utoipa::path(
     post,
     path = "/workspace/mcps",
@@ -144,6 +152,7 @@ async fn create_mcp(
     ))
 }
 
+/// List MCP servers.
 #[utoipa::path(
     get,
     path = "/workspace/mcps",
@@ -168,6 +177,7 @@ async fn list_mcps(
     ))
 }
 
+/// Read an MCP server.
 #[utoipa::path(
     get,
     path = "/workspace/mcps/{mcp_id}",
@@ -189,6 +199,9 @@ async fn get_mcp(
     ))
 }
 
+/// Change an MCP server.
+///
+/// Only the fields given change.
 #[utoipa::path(
     patch,
     path = "/workspace/mcps/{mcp_id}",
@@ -218,6 +231,7 @@ async fn update_mcp(
     ))
 }
 
+/// Delete an MCP server.
 #[utoipa::path(
     delete,
     path = "/workspace/mcps/{mcp_id}",
@@ -247,6 +261,9 @@ async fn delete_mcp(
     ))
 }
 
+/// List an MCP server's tools.
+///
+/// Asked of the server now.
 #[utoipa::path(
     get,
     path = "/workspace/mcps/{mcp_id}/tools",

@@ -50,6 +50,9 @@ impl From<memory_entry::Model> for MemoryRecord {
     }
 }
 
+/// Read what assistants remember about a person.
+///
+/// Entries are dotted keys (`profile.name`) with a value and metadata.
 #[utoipa::path(
     get,
     path = "/memory/from/{identity_id}",
@@ -72,6 +75,28 @@ async fn get_memory(
     ))
 }
 
+/// A memory entry's value: any JSON but null.
+struct MemoryValue;
+
+impl utoipa::PartialSchema for MemoryValue {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, SchemaType, Type};
+        let kinds = [
+            Type::String,
+            Type::Number,
+            Type::Boolean,
+            Type::Object,
+            Type::Array,
+        ];
+        ObjectBuilder::new()
+            .schema_type(SchemaType::Array(kinds.to_vec()))
+            .examples(["Porto"])
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for MemoryValue {}
+
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 struct PutMemoryBody {
     /// Dotted lower-case segments of letters, digits and `_` (`profile.name`), at most 8.
@@ -83,6 +108,7 @@ struct PutMemoryBody {
     )]
     key: String,
     /// A string or structured value; not null, at most 64 KiB of JSON.
+    #[schema(value_type = MemoryValue)]
     #[serde(default)]
     #[schema(required = true)]
     value: Value,
@@ -91,6 +117,9 @@ struct PutMemoryBody {
     metadata: Option<Value>,
 }
 
+/// Remember something about a person.
+///
+/// The value replaces an entry with the same key.
 #[utoipa::path(
     put,
     path = "/memory/from/{identity_id}",
@@ -152,6 +181,7 @@ async fn put_memory(
     })
 }
 
+/// Forget one memory entry.
 #[utoipa::path(
     delete,
     path = "/memory/from/{identity_id}/{key}",

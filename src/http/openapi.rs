@@ -14,7 +14,8 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement
 use utoipa::openapi::{Content, OpenApi, Ref, RefOr, Required};
 use utoipa_swagger_ui::SwaggerUi;
 
-use crate::http::error::Refusal;
+use crate::http::error::{ApiError, FieldError, Refusal};
+use crate::http::pagination::MAX_LIMIT;
 
 /// Where the document is served.
 pub(crate) const DOCUMENT_PATH: &str = "/openapi.json";
@@ -74,6 +75,102 @@ const CONFLICT: (&str, &str, &str) = (
     "The request contradicts the current state (a unique value taken, an idempotency key reused, …).",
 );
 
+/// The 400 of an operation without a body: its query or path is refused.
+const BAD_QUERY: (&str, &str, &str) = (
+    "400",
+    "BadQuery",
+    "The query or path is not acceptable as sent (see `details`).",
+);
+
+/// What the docs page's Authorize dialog says.
+const AUTHORIZE_TEXT: &str = "An API key, sent as `Authorization: Bearer <key>`. The demo \
+    (`parley serve --demo`) prints one with every permission in its banner and keeps it across \
+    restarts; on a real deployment, `parley admin bootstrap` makes the first workspace and its \
+    admin key, and `POST /workspace/api-keys` makes more.";
+
+/// An example of the refusal `name` (a component of `COMMON_REFUSALS`, `CONFLICT` or
+/// `BAD_QUERY`), built from the error the handlers return, so that it reads as the API answers.
+fn common_example(name: &str) -> ApiError {
+    match name {
+        "BadRequest" => ApiError::invalid(vec![FieldError::new(["name"], "is required")]),
+        "BadQuery" => ApiError::invalid(vec![FieldError::new(
+            ["limit"],
+            format!("must be between 1 and {MAX_LIMIT}"),
+        )]),
+        "Unauthenticated" => ApiError::Unauthenticated,
+        "Forbidden" => ApiError::Forbidden("This API key lacks the 'write' permission".to_owned()),
+        "PayloadTooLarge" => ApiError::PayloadTooLarge(1024 * 1024),
+        "RateLimited" => ApiError::RateLimited(
+            "Too many failed authentications from this address; slow down".to_owned(),
+        ),
+        "Unavailable" => ApiError::not_ready("The channels' supervisor is restarting"),
+        "Conflict" => {
+            ApiError::Conflict("A resource with the same unique value already exists".to_owned())
+        }
+        _ => ApiError::Internal(anyhow::anyhow!("an example")),
+    }
+}
+
+/// What is not found at `path`: the thing its last path parameter names.
+fn missing_thing(path: &str) -> &'static str {
+    let last = path
+        .rsplit('/')
+        .find(|segment| segment.starts_with('{'))
+        .unwrap_or("");
+    match last {
+        "{workspace_id}" => "Workspace",
+        "{key_id}" => "API key",
+        "{worker_id}" if !path.starts_with("/channels") => "Worker",
+        "{assistant_id}" => "Assistant",
+        "{stage_id}" => "Stage",
+        "{identity_id}" => "Identity",
+        "{key}" => "Memory entry",
+        "{conversation_id}" => "Conversation",
+        "{mcp_id}" => "MCP server",
+        "{uid}" if path.starts_with("/flows") => "Flow",
+        "{uid}" => "Campaign",
+        "{id}" => "Scheduled task",
+        _ => "Channel",
+    }
+}
+
+/// An example of an upstream's refusal (`status` 502 or 504) at `path`.
+fn upstream_example(status: &str, path: &str) -> ApiError {
+    let model = path.starts_with("/conversation/");
+    let mcp = path.contains("mcp");
+    match (status, model, mcp) {
+        ("504", true, _) => ApiError::UpstreamTimeout(
+            "The language model did not answer in time; the message is kept".to_owned(),
+        ),
+        ("504", false, _) => ApiError::UpstreamTimeout(
+            "Meta did not answer in time; the send goes on and its outcome is recorded on the \
+             message"
+                .to_owned(),
+        ),
+        (_, true, _) => ApiError::UpstreamFailed(
+            "The language model failed to answer; the message is kept".to_owned(),
+        ),
+        (_, _, true) => ApiError::BadGateway {
+            code: "mcp_unreachable",
+            message: "The MCP server 'Clock' did not answer: connection refused".to_owned(),
+            details: vec![FieldError::new(
+                ["mcp_servers", "0b7c9a52-2f41-4a7e-9d55-3c1f0e8a6b21"],
+                "Clock: connection refused",
+            )],
+        },
+        _ => ApiError::UpstreamFailed(
+            "Meta could not be reached to verify the channel's credentials".to_owned(),
+        ),
+    }
+}
+
+/// A refusal's content: the error body, with `example`.
+fn refusal_content(example: &ApiError) -> Content {
+    let mut content = Content::new(Some(Ref::from_schema_name("Error")));
+    content.example = serde_json::to_value(example.body()).ok();
+    content
+}
+
 #[derive(utoipa::OpenApi)]
 #[openapi(
     info(
@@ -120,20 +217,18 @@ pub(crate) fn document(routed: OpenApi) -> OpenApi {
         SecurityScheme::Http(
             HttpBuilder::new()
                 .scheme(HttpAuthScheme::Bearer)
-                .description(Some("An API key: `Authorization: Bearer <key>`"))
+                .description(Some(AUTHORIZE_TEXT))
                 .build(),
         ),
     );
-    for (_, name, description) in COMMON_REFUSALS.iter().chain([&CONFLICT]) {
+    let shared = COMMON_REFUSALS.iter().chain([&CONFLICT, &BAD_QUERY]);
+    for (_, name, description) in shared.filter(|(status, _, _)| *status != "404") {
         components.responses.insert(
             (*name).to_owned(),
             RefOr::T(
                 ResponseBuilder::new()
                     .description(*description)
-                    .content(
-                        "application/json",
-                        Content::new(Some(Ref::from_schema_name("Error"))),
-                    )
+                    .content("application/json", refusal_content(&common_example(name)))
                     .build(),
             ),
         );
@@ -149,24 +244,65 @@ pub(crate) fn document(routed: OpenApi) -> OpenApi {
         ];
         for (operation, writes) in operations {
             if let Some(operation) = operation.as_mut() {
-                complete(operation, public, writes);
+                complete(operation, path, public, writes);
             }
         }
     }
     doc
 }
 
-fn complete(operation: &mut Operation, public: bool, writes: bool) {
+/// Adds the common refusals, each with an example as the API would answer it at `path`, and
+/// the security requirement.
+fn complete(operation: &mut Operation, path: &str, public: bool, writes: bool) {
+    let has_body = operation.request_body.is_some();
     let refusals = COMMON_REFUSALS
         .iter()
         .chain(writes.then_some(&CONFLICT))
         .filter(|(status, _, _)| !public || !matches!(*status, "403" | "429"));
-    for (status, name, _) in refusals {
+    for (status, name, description) in refusals {
+        let response = match (*status, has_body) {
+            ("404", _) => RefOr::T(
+                ResponseBuilder::new()
+                    .description(*description)
+                    .content(
+                        "application/json",
+                        refusal_content(&ApiError::NotFound(missing_thing(path))),
+                    )
+                    .build(),
+            ),
+            ("400", false) => RefOr::Ref(Ref::from_response_name(BAD_QUERY.1)),
+            _ => RefOr::Ref(Ref::from_response_name(*name)),
+        };
         operation
             .responses
             .responses
             .entry((*status).to_owned())
-            .or_insert_with(|| RefOr::Ref(Ref::from_response_name(*name)));
+            .or_insert(response);
+    }
+    for (status, response) in &mut operation.responses.responses {
+        if let RefOr::T(response) = response
+            && response.description.is_empty()
+        {
+            response.description = match status.as_str() {
+                "409" => CONFLICT.2,
+                "502" => "An upstream (Meta, the language model, an MCP server) failed or refused.",
+                "504" => "An upstream did not answer in time.",
+                "201" => "Created.",
+                _ => "Done.",
+            }
+            .to_owned();
+        }
+        if let RefOr::T(response) = response
+            && let Some(content) = response.content.get_mut("application/json")
+            && content.example.is_none()
+        {
+            let example = match status.as_str() {
+                "409" => common_example(CONFLICT.1),
+                "502" | "504" => upstream_example(status, path),
+                _ => continue,
+            };
+            content.example = refusal_content(&example).example;
+        }
     }
     if !public {
         operation.security = Some(vec![SecurityRequirement::new::<_, _, &str>(BEARER, [])]);
@@ -283,28 +419,30 @@ macro_rules! create_body {
 }
 pub(crate) use create_body;
 
-/// A string schema: `description`, and the values it may take or the pattern it matches.
+/// A string schema: `description`, and the values it may take or the pattern it matches (with
+/// an example of it, which the docs page fills in).
 pub(crate) fn string_of(
     description: &str,
     values: Option<&[&str]>,
-    pattern: Option<&str>,
+    pattern: Option<(&str, &str)>,
 ) -> RefOr<Schema> {
     ObjectBuilder::new()
         .schema_type(Type::String)
         .description(Some(description.trim()))
         .enum_values(values.map(<[&str]>::to_vec))
-        .pattern(pattern)
+        .pattern(pattern.map(|(pattern, _)| pattern))
+        .examples(pattern.map(|(_, example)| example))
         .into()
 }
 
 /// Declares `$name`, the schema of a string field a handler checks by hand: against a list of
-/// values (`one_of`, the very list the handler uses) or a pattern.
+/// values (`one_of`, the very list the handler uses) or a pattern, with an example.
 macro_rules! string_schema {
     ($(#[doc = $doc:literal])* $name:ident, one_of = $values:expr) => {
         $crate::http::openapi::string_schema!(@declare $name, concat!($($doc, " "),*), Some(&$values[..]), None);
     };
-    ($(#[doc = $doc:literal])* $name:ident, pattern = $pattern:literal) => {
-        $crate::http::openapi::string_schema!(@declare $name, concat!($($doc, " "),*), None, Some($pattern));
+    ($(#[doc = $doc:literal])* $name:ident, pattern = $pattern:literal, example = $example:literal) => {
+        $crate::http::openapi::string_schema!(@declare $name, concat!($($doc, " "),*), None, Some(($pattern, $example)));
     };
     (@declare $name:ident, $description:expr, $values:expr, $pattern:expr) => {
         #[doc = $description]

@@ -56,9 +56,14 @@ pub(crate) struct PageResponse<T> {
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 struct PageInfo {
+    #[schema(example = 1)]
     page: u64,
+    #[schema(example = 20)]
     limit: u64,
+    /// Records in every page together.
+    #[schema(example = 42)]
     total: u64,
+    #[schema(example = 3)]
     total_pages: u64,
 }
 

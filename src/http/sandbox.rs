@@ -42,6 +42,10 @@ struct InboundBody {
     text: String,
 }
 
+/// Make a person send a message on a sandbox channel.
+///
+/// As if it came from WhatsApp: the synced worker's assistant answers, and its reply lands in the
+/// outbox.
 #[utoipa::path(
     post,
     path = "/channels/{channel_id}/sandbox/inbound",
@@ -129,6 +133,9 @@ impl From<message::Model> for OutboxRecord {
     }
 }
 
+/// Read what a sandbox channel sent.
+///
+/// Oldest first: replies and templates, with their delivery statuses.
 #[utoipa::path(
     get,
     path = "/channels/{channel_id}/sandbox/outbox",

@@ -111,6 +111,7 @@ pub(super) fn tell(state: &AppState, task_id: Uuid) {
     state.actors.scheduler().changed(task_id);
 }
 
+/// List scheduled tasks.
 #[utoipa::path(
     get,
     path = "/scheduled-tasks",
@@ -142,6 +143,7 @@ async fn find_task(state: &AppState, caller: &Caller, raw: &str) -> Result<sched
         .ok_or(ApiError::NotFound("Scheduled task"))
 }
 
+/// Read a scheduled task.
 #[utoipa::path(
     get,
     path = "/scheduled-tasks/{id}",
@@ -163,6 +165,7 @@ async fn get_task(
     ))
 }
 
+/// Delete a scheduled task.
 #[utoipa::path(
     delete,
     path = "/scheduled-tasks/{id}",
@@ -186,6 +189,7 @@ async fn delete_task(
     ))
 }
 
+/// Pause a scheduled task.
 #[utoipa::path(
     patch,
     path = "/scheduled-tasks/{id}/pause",
@@ -211,6 +215,8 @@ async fn pause_task(
     Ok(Envelope::ok("Scheduled task paused", moved.await?.into()))
 }
 
+/// Resume a paused task.
+///
 /// Resuming: a task whose time passed while paused runs at once (its next run stays where it
 /// was).
 #[utoipa::path(
@@ -260,6 +266,9 @@ async fn move_task(
     find_task(state, caller, raw).await
 }
 
+/// List a task's runs.
+///
+/// Newest first; the newest runs are kept.
 #[utoipa::path(
     get,
     path = "/scheduled-tasks/{id}/runs",

@@ -61,6 +61,9 @@ struct SendBody {
     template_components: Option<Value>,
 }
 
+/// Send a template to one person.
+///
+/// The person is found or created from `identity`; the answer says when Meta accepted the message.
 #[utoipa::path(
     post,
     path = "/channels/{channel_id}/waba/send",

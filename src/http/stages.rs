@@ -61,6 +61,9 @@ struct CreateStageBody {
     metadata: Option<Value>,
 }
 
+/// Create a journey stage.
+///
+/// A stage's instructions join the assistant's when a person is at that stage.
 #[utoipa::path(
     post,
     path = "/stages",
@@ -93,6 +96,7 @@ async fn create_stage(
     ))
 }
 
+/// List journey stages.
 #[utoipa::path(
     get,
     path = "/stages",
@@ -117,6 +121,7 @@ async fn list_stages(
     ))
 }
 
+/// Read a journey stage.
 #[utoipa::path(
     get,
     path = "/stages/{stage_id}",
@@ -145,6 +150,7 @@ struct UpdateStageBody {
     metadata: Option<Value>,
 }
 
+/// Change a journey stage.
 #[utoipa::path(
     put,
     path = "/stages/{stage_id}",
@@ -190,6 +196,7 @@ async fn update_stage(
     Ok(Envelope::ok("Stage updated successfully", updated.into()))
 }
 
+/// Delete a journey stage.
 #[utoipa::path(
     delete,
     path = "/stages/{stage_id}",

@@ -32,6 +32,9 @@ pub(crate) fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(list_templates, create_template))
 }
 
+/// List a channel's message templates.
+///
+/// From Meta for a live channel; a sandbox channel keeps its own.
 #[utoipa::path(
     get,
     path = "/channels/{channel_id}/waba/templates",
@@ -69,7 +72,7 @@ struct MetaTemplate(Value);
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct CreateTemplateBody {
-    #[schema(pattern = "^[a-z0-9_]{1,512}$")]
+    #[schema(pattern = "^[a-z0-9_]{1,512}$", example = "order_update")]
     name: String,
     #[serde(rename = "type")]
     #[schema(value_type = TemplateCategory)]
@@ -84,6 +87,9 @@ struct CreateTemplateBody {
     is_carousel: Option<bool>,
 }
 
+/// Create a message template.
+///
+/// Submitted to Meta for approval on a live channel; approved at once on a sandbox channel.
 #[utoipa::path(
     post,
     path = "/channels/{channel_id}/waba/templates",

@@ -80,6 +80,9 @@ async fn verify_webhook(
     }
 }
 
+/// Receive Meta's webhook for one channel.
+///
+/// Signed by Meta with the app secret (`X-Hub-Signature-256`); needs no API key.
 #[utoipa::path(
     post,
     path = "/webhooks/waba/{channel_id}",
@@ -122,6 +125,9 @@ async fn receive_for_channel(
     Ok(summary.answer())
 }
 
+/// Receive Meta's webhook (routed by phone number id).
+///
+/// Signed by Meta with the app secret (`X-Hub-Signature-256`); needs no API key.
 #[utoipa::path(
     post,
     path = "/webhooks/waba",

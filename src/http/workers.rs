@@ -70,6 +70,9 @@ struct CreateWorkerBody {
     timezone: Option<String>,
 }
 
+/// Create a worker.
+///
+/// A worker answers on the channels synced to it, through its assistants.
 #[utoipa::path(
     post,
     path = "/workers",
@@ -114,6 +117,7 @@ async fn create_worker(
     ))
 }
 
+/// List workers.
 #[utoipa::path(
     get,
     path = "/workers",
@@ -138,6 +142,7 @@ async fn list_workers(
     ))
 }
 
+/// Read a worker.
 #[utoipa::path(
     get,
     path = "/workers/{worker_id}",
@@ -156,6 +161,7 @@ async fn get_worker(
     Ok(Envelope::ok("Worker retrieved successfully", found.into()))
 }
 
+/// Delete a worker.
 #[utoipa::path(
     delete,
     path = "/workers/{worker_id}",

@@ -63,6 +63,10 @@ struct CreateWorkspaceBody {
     description: Option<String>,
 }
 
+/// Create a workspace.
+///
+/// A tenant of its own: channels, workers, identities and keys are never shared between workspaces.
+/// Needs an admin key.
 #[utoipa::path(
     post,
     path = "/workspace",
@@ -102,6 +106,9 @@ async fn create_workspace(
     ))
 }
 
+/// List the workspaces the key reaches.
+///
+/// The workspaces of the key's user.
 #[utoipa::path(
     get,
     path = "/workspace",
@@ -127,11 +134,12 @@ async fn list_workspaces(
     ))
 }
 
+/// Read a workspace.
 #[utoipa::path(
     get,
     path = "/workspace/{workspace_id}",
     tag = "workspaces",
-    params(("workspace_id" = String, Path, description = "Workspace id")),
+    params(("workspace_id" = String, Path, description = "Workspace id", pattern = "^[0-9]+$", example = "1")),
     responses((status = 200, body = Envelope<WorkspaceRecord>)),
 )]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
@@ -157,11 +165,12 @@ struct UpdateWorkspaceBody {
     description: Option<Option<String>>,
 }
 
+/// Rename or describe a workspace.
 #[utoipa::path(
     patch,
     path = "/workspace/{workspace_id}",
     tag = "workspaces",
-    params(("workspace_id" = String, Path, description = "Workspace id")),
+    params(("workspace_id" = String, Path, description = "Workspace id", pattern = "^[0-9]+$", example = "1")),
     request_body = UpdateWorkspaceBody,
     responses((status = 200, body = Envelope<WorkspaceRecord>)),
 )]

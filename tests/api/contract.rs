@@ -89,6 +89,11 @@ impl Document {
         {
             found.push(format!("{at}: {value} is not one of {values:?}"));
         }
+        found.extend(
+            bounds_broken(schema, value)
+                .into_iter()
+                .map(|why| format!("{at}: {value} {why}")),
+        );
         if let Value::Object(object) = value {
             for name in schema["required"].as_array().into_iter().flatten() {
                 let name = name.as_str().expect("a field name");
@@ -114,6 +119,51 @@ impl Document {
             }
         }
     }
+}
+
+/// Which of the schema's bounds (pattern, lengths, range, item count, uuid and date-time
+/// formats) `value` breaks.
+fn bounds_broken(schema: &Value, value: &Value) -> Vec<String> {
+    let mut broken = Vec::new();
+    if let Value::String(text) = value {
+        let chars = text.chars().count() as u64;
+        if let Some(pattern) = schema["pattern"].as_str() {
+            let regex = regex::Regex::new(pattern).expect("a documented pattern compiles");
+            if !regex.is_match(text) {
+                broken.push(format!("does not match {pattern}"));
+            }
+        }
+        if schema["maxLength"].as_u64().is_some_and(|max| chars > max) {
+            broken.push("is longer than maxLength".to_owned());
+        }
+        if schema["minLength"].as_u64().is_some_and(|min| chars < min) {
+            broken.push("is shorter than minLength".to_owned());
+        }
+        let fits_format = match schema["format"].as_str() {
+            Some("uuid") => uuid::Uuid::parse_str(text).is_ok(),
+            Some("date-time") => chrono::DateTime::parse_from_rfc3339(text).is_ok(),
+            _ => true,
+        };
+        if !fits_format {
+            broken.push(format!("is not a {}", schema["format"]));
+        }
+    }
+    if let Some(number) = value.as_f64() {
+        if schema["maximum"].as_f64().is_some_and(|max| number > max) {
+            broken.push("is above maximum".to_owned());
+        }
+        if schema["minimum"].as_f64().is_some_and(|min| number < min) {
+            broken.push("is below minimum".to_owned());
+        }
+    }
+    if let Value::Array(items) = value
+        && schema["maxItems"]
+            .as_u64()
+            .is_some_and(|max| items.len() as u64 > max)
+    {
+        broken.push("has more than maxItems".to_owned());
+    }
+    broken
 }
 
 fn is_of_type(value: &Value, name: &str) -> bool {
@@ -373,7 +423,7 @@ fn probes(doc: &Document, schema: &Value) -> (Vec<Value>, Vec<Value>) {
     }
     if schema["pattern"].is_string() {
         refused.push(json!("!!"));
-        allowed.extend(schema.get("example").filter(|e| e.is_string()).cloned());
+        allowed.extend(example_of(schema).filter(|e| e.is_string()).cloned());
     }
     if let Some(max) = schema["maximum"].as_u64() {
         allowed.push(json!(max));
@@ -555,4 +605,176 @@ async fn answers_read_back_match_their_documented_schemas() {
     renamed["data"][0]["status"] = json!("Queued");
     doc.mismatches(flows, &renamed, "GET /flows", &mut found);
     assert_eq!(found.len(), 1, "{found:?}");
+}
+
+/// A schema's (or content's, or parameter's) example: `example`, or the first of `examples`
+/// when they are a list (a content's `examples` are named, not listed).
+fn example_of(node: &Value) -> Option<&Value> {
+    node.get("example")
+        .or_else(|| node["examples"].as_array().and_then(|list| list.first()))
+}
+
+/// Every `example` of the document, with the schema it illustrates and where it is.
+fn examples<'a>(node: &'a Value, at: &str, found: &mut Vec<(String, &'a Value, &'a Value)>) {
+    match node {
+        Value::Object(object) => {
+            if let Some(example) = example_of(node) {
+                // A content or parameter's example illustrates its `schema`; a schema's, itself.
+                let schema = object.get("schema").unwrap_or(node);
+                found.push((at.to_owned(), schema, example));
+            }
+            for (key, child) in object {
+                if key != "example" && key != "examples" {
+                    examples(child, &format!("{at}/{key}"), found);
+                }
+            }
+        }
+        Value::Array(items) => {
+            for (index, child) in items.iter().enumerate() {
+                examples(child, &format!("{at}/{index}"), found);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[tokio::test]
+async fn every_example_in_the_document_fits_its_schema() {
+    let app = spawn_app().await;
+    let doc = Document::of(&app).await;
+    let mut found = Vec::new();
+    examples(&doc.0, "", &mut found);
+    let mut broken = Vec::new();
+    for (at, schema, example) in &found {
+        doc.mismatches(schema, example, at, &mut broken);
+    }
+    assert!(broken.is_empty(), "{}", broken.join("\n"));
+    assert!(found.len() >= 20, "only {} examples", found.len());
+
+    // The check itself sees a bad example.
+    let mut seen = Vec::new();
+    let schema = json!({"type": "string", "pattern": "^[a-z]+$", "maxLength": 3});
+    doc.mismatches(&schema, &json!("Abcd"), "probe", &mut seen);
+    assert_eq!(seen.len(), 2, "{seen:?}");
+}
+
+/// The body the docs page's "Try it out" fills in for `schema`, as Swagger UI samples it: a
+/// documented example first, then the first enum value, then a value of the first type
+/// (`"string"`, `0`, `true`, one item, every property, three additional properties).
+fn swagger_sample(doc: &Document, schema: &Value) -> Value {
+    let schema = doc.resolve(schema);
+    if let Some(example) = example_of(schema) {
+        return example.clone();
+    }
+    for key in ["oneOf", "anyOf", "allOf"] {
+        if let Some(first) = schema[key].as_array().and_then(|a| a.first()) {
+            return swagger_sample(doc, first);
+        }
+    }
+    if let Some(first) = schema["enum"].as_array().and_then(|a| a.first()) {
+        return first.clone();
+    }
+    let kind = match &schema["type"] {
+        Value::Array(types) => types.first().cloned().unwrap_or(Value::Null),
+        one => one.clone(),
+    };
+    match kind.as_str() {
+        Some("string") => match schema["format"].as_str() {
+            Some("uuid") => json!("3fa85f64-5717-4562-b3fc-2c963f66afa6"),
+            Some("date-time") => json!(chrono::Utc::now().to_rfc3339()),
+            Some("email") => json!("user@example.com"),
+            _ => json!("string"),
+        },
+        Some("integer" | "number") => schema.get("minimum").cloned().unwrap_or(json!(0)),
+        Some("boolean") => json!(true),
+        Some("null") => Value::Null,
+        Some("array") => json!([swagger_sample(doc, &schema["items"])]),
+        _ => {
+            let mut object = Map::new();
+            for (name, property) in schema["properties"].as_object().into_iter().flatten() {
+                object.insert(name.clone(), swagger_sample(doc, property));
+            }
+            if schema["additionalProperties"].is_object() {
+                for n in 1..=3 {
+                    let value = swagger_sample(doc, &schema["additionalProperties"]);
+                    object.insert(format!("additionalProp{n}"), value);
+                }
+            }
+            Value::Object(object)
+        }
+    }
+}
+
+/// Fields with a pattern but no example: "Try it out" would fill in `"string"`.
+fn patterns_without_example(doc: &Document, schema: &Value, at: &str, found: &mut Vec<String>) {
+    let schema = doc.resolve(schema);
+    if schema["pattern"].is_string() && example_of(schema).is_none() {
+        found.push(at.to_owned());
+    }
+    for (name, property) in schema["properties"].as_object().into_iter().flatten() {
+        patterns_without_example(doc, property, &format!("{at}.{name}"), found);
+    }
+    for key in ["items", "additionalProperties"] {
+        if schema[key].is_object() {
+            patterns_without_example(doc, &schema[key], &format!("{at}[]"), found);
+        }
+    }
+    for key in ["oneOf", "anyOf", "allOf"] {
+        for alternative in schema[key].as_array().into_iter().flatten() {
+            patterns_without_example(doc, alternative, at, found);
+        }
+    }
+}
+
+#[tokio::test]
+async fn try_it_out_with_the_docs_pages_own_bodies_is_never_refused_as_malformed() {
+    let app = spawn_app().await;
+    let doc = Document::of(&app).await;
+    let mut broken = Vec::new();
+    let mut tried = 0;
+    let paths = doc.0["paths"].as_object().expect("paths");
+    for (template, item) in paths {
+        for (method, operation) in item.as_object().expect("an item") {
+            let body = &operation["requestBody"]["content"]["application/json"]["schema"];
+            if body.is_null() || template.starts_with("/webhooks") {
+                continue;
+            }
+            let at = format!("{} {template}", method.to_uppercase());
+            patterns_without_example(&doc, body, &at, &mut broken);
+            let mut path = template.clone();
+            for parameter in operation["parameters"].as_array().into_iter().flatten() {
+                if parameter["in"] == "path" {
+                    let sample = example_of(parameter)
+                        .cloned()
+                        .unwrap_or_else(|| swagger_sample(&doc, &parameter["schema"]));
+                    let text = sample
+                        .as_str()
+                        .map_or_else(|| sample.to_string(), str::to_owned);
+                    path = path.replace(
+                        &format!("{{{}}}", parameter["name"].as_str().expect("a name")),
+                        &text,
+                    );
+                }
+            }
+            let method = Method::from_bytes(method.to_uppercase().as_bytes()).expect("a method");
+            let sample = swagger_sample(&doc, body);
+            let response = app.send_json(method, &path, &sample).await;
+            let status = response.status().as_u16();
+            tried += 1;
+            let answer: Value = response.json().await.unwrap_or(Value::Null);
+            // An example's ids name nothing in this workspace: that refusal is the data's.
+            let names_nothing = answer["details"].as_array().is_some_and(|details| {
+                details.iter().all(|d| {
+                    d["message"]
+                        .as_str()
+                        .is_some_and(|m| m.starts_with("names no"))
+                })
+            });
+            if status == 400 && !names_nothing || status >= 500 && status != 502 {
+                broken.push(format!("{at} with {sample}: {status} {answer}"));
+            }
+        }
+    }
+    assert!(broken.is_empty(), "{}", broken.join("\n"));
+    assert!(tried >= 25, "only {tried} bodies tried");
 }

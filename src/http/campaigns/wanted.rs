@@ -16,7 +16,8 @@ crate::http::openapi::string_schema!(
     /// A fallback chain over `name`, `phone`, `email`, `external_id`, `stage`, `default`,
     /// `metadata.<key>` and `memory.<key>`, separated by commas; the first non-empty value wins.
     SourceExpression,
-    pattern = r"^\s*(name|phone|email|external_id|stage|default|(metadata|memory)(\.[^.,]+)*\.[^.,]*[^.,\s])\s*(,\s*(name|phone|email|external_id|stage|default|(metadata|memory)(\.[^.,]+)*\.[^.,]*[^.,\s])\s*)*$"
+    pattern = r"^\s*(name|phone|email|external_id|stage|default|(metadata|memory)(\.[^.,]+)*\.[^.,]*[^.,\s])\s*(,\s*(name|phone|email|external_id|stage|default|(metadata|memory)(\.[^.,]+)*\.[^.,]*[^.,\s])\s*)*$",
+    example = "name,default"
 );
 
 /// Longest campaign name.

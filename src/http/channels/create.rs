@@ -26,11 +26,11 @@ pub(super) struct CreateChannelBody {
     /// Meta's token; with `phoneNumberId` and `businessId`, a live channel active at once.
     #[schema(value_type = Option<String>, min_length = 1, max_length = 4096)]
     access_token: Option<String>,
-    #[schema(value_type = Option<String>, pattern = r"^[A-Za-z0-9_-]{1,64}$")]
+    #[schema(value_type = Option<String>, pattern = r"^[A-Za-z0-9_-]{1,64}$", example = "102290129340398")]
     phone_number_id: Option<String>,
     /// Required but for a sandbox channel; alone (with the name), an inactive channel awaiting
     /// credentials.
-    #[schema(value_type = Option<String>, pattern = r"^[A-Za-z0-9_-]{1,64}$")]
+    #[schema(value_type = Option<String>, pattern = r"^[A-Za-z0-9_-]{1,64}$", example = "102290129340398")]
     business_id: Option<String>,
     /// `cloud_api` when not given.
     #[schema(value_type = Option<Integration>)]
@@ -39,6 +39,10 @@ pub(super) struct CreateChannelBody {
     settings: Option<Value>,
 }
 
+/// Register a WhatsApp Business channel.
+///
+/// `integration: sandbox` needs no Meta account: its messages stay in Parley (see the sandbox
+/// endpoints). A live channel's credentials are checked with Meta first.
 #[utoipa::path(
     post,
     path = "/channels/waba",

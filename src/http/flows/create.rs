@@ -83,6 +83,10 @@ pub(super) struct FlowConfiguration {
     timeout_ms: Option<u64>,
 }
 
+/// Run a campaign to many people.
+///
+/// A flow sends the campaign's template to each contact with pacing, bounded concurrency and
+/// retries; `status: draft` waits for a PATCH to `queued`.
 #[utoipa::path(
     post,
     path = "/flows",

@@ -55,6 +55,9 @@ pub(super) struct RecipientQuery {
     limit: Option<u64>,
 }
 
+/// List a flow's recipients.
+///
+/// Each with its status, attempts and message.
 #[utoipa::path(
     get,
     path = "/flows/{uid}/recipients",

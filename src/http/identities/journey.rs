@@ -39,6 +39,9 @@ struct SetStageBody {
     metadata: Option<Value>,
 }
 
+/// Move a person to a stage.
+///
+/// The move is kept in the person's stage history.
 #[utoipa::path(
     post,
     path = "/identity/{identity_id}/stage",
@@ -95,6 +98,9 @@ impl From<identity_stage::Model> for StageEntryRecord {
     }
 }
 
+/// List a person's stage history.
+///
+/// Oldest first.
 #[utoipa::path(
     get,
     path = "/identity/{identity_id}/stages",
@@ -124,9 +130,14 @@ async fn list_identity_stages(
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 struct MergeBody {
     /// The identity merged into the path's one, addressed like any identity.
+    #[schema(example = "crm-2")]
     source_id: String,
 }
 
+/// Merge two identities into one.
+///
+/// The source's phones, e-mails, memory and conversations move to this identity; the source is gone
+/// afterwards.
 #[utoipa::path(
     post,
     path = "/identity/{identity_id}/merge",

@@ -27,8 +27,8 @@ pub(super) struct PutIdentityBody {
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<String>, max_length = 200)]
     name: Option<Option<String>>,
-    /// E.164 recommended.
-    #[schema(value_type = Option<String>)]
+    /// With its country code; E.164 recommended.
+    #[schema(value_type = Option<String>, example = "+351912345678")]
     phone: Option<String>,
     #[schema(value_type = Option<String>, format = Email, max_length = 254)]
     email: Option<String>,
@@ -116,6 +116,10 @@ impl Owners {
     }
 }
 
+/// Create or update an identity.
+///
+/// Keyed by the path given (id, `external_id`, phone or e-mail): the identity it resolves to is
+/// updated, or a new one is made.
 #[utoipa::path(
     put,
     path = "/identity/{identity_id}",

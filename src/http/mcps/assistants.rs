@@ -21,6 +21,7 @@ use crate::http::error::{ApiError, Result};
 use crate::http::extract::Path;
 use crate::http::validation::parse_uuid;
 
+/// Give an assistant an MCP server's tools.
 #[utoipa::path(
     put,
     path = "/assistant/{assistant_id}/mcp/{mcp_id}",
@@ -60,6 +61,7 @@ pub(super) async fn attach_mcp(
     ))
 }
 
+/// Take an MCP server's tools from an assistant.
 #[utoipa::path(
     delete,
     path = "/assistant/{assistant_id}/mcp/{mcp_id}",
@@ -98,6 +100,7 @@ pub(super) struct AssistantToolRecord {
     input_schema: Value,
 }
 
+/// List the tools an assistant can use.
 #[utoipa::path(
     get,
     path = "/assistant/{assistant_id}/mcp/tools",

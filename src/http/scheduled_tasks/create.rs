@@ -26,6 +26,15 @@ use crate::http::validation::{Checked, checked, problem};
 const MAX_NAME: usize = 200;
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[schema(example = json!({
+    "name": "Monday reminder",
+    "task_type": "send_message",
+    "payload": {"identity_id": "+351912345678", "channel_id": "3fa85f64-5717-4562-b3fc-2c963f66afa6",
+                "message": "Your order ships today."},
+    "scheduled_at": "2027-12-06T09:00:00",
+    "recurrence": "0 9 * * MON",
+    "timezone": "Europe/Lisbon"
+}))]
 pub(super) struct CreateTaskBody {
     #[schema(required = true, value_type = String, min_length = 1, max_length = 200)]
     name: Option<String>,
@@ -35,7 +44,7 @@ pub(super) struct CreateTaskBody {
     #[schema(required = true, value_type = Object)]
     payload: Option<Value>,
     /// ISO 8601; without an offset, read in `timezone`.
-    #[schema(required = true, value_type = String, example = "2027-12-01T09:00:00Z")]
+    #[schema(required = true, value_type = String, example = "2027-12-06T09:00:00")]
     scheduled_at: Option<String>,
     /// A cron expression (five or six fields) to repeat the task.
     #[schema(value_type = Option<String>, example = "0 9 * * MON-FRI")]
@@ -232,6 +241,10 @@ fn at_time(raw: &str, timezone: Option<&str>) -> Checked<DateTime<Utc>> {
     }
 }
 
+/// Schedule a task.
+///
+/// Once at `scheduled_at`, or on a cron `recurrence` in a timezone. Types: send a template, set a
+/// stage, and more (see `task_type`).
 #[utoipa::path(
     post,
     path = "/scheduled-tasks",
