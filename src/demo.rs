@@ -4,6 +4,7 @@
 //! MCP server with one tool ([`mcp_clock`]) registered and attached like any other, plus the curl
 //! lines to try it.
 
+mod kept;
 mod mcp_clock;
 mod model;
 
@@ -20,9 +21,10 @@ use parley_persistence::{
 use serde_json::json;
 use uuid::Uuid;
 
+use self::kept::Kept;
 use self::mcp_clock::DemoClock;
 use self::model::DemoModel;
-use crate::config::Settings;
+use crate::config::{Secret, Settings};
 use crate::domain::{AssistantSettings, Name, Permissions};
 use crate::startup::{Application, open_database};
 use crate::tenancy::{BootstrapRequest, bootstrap, issue_api_key};
@@ -43,6 +45,9 @@ const INSTRUCTIONS: &str = "You are Parley's demo assistant. \
 struct Demo {
     api_key: String,
     channel_id: Uuid,
+    assistant_id: Option<Uuid>,
+    /// The operator token it made, when none was configured.
+    operator_token: Option<String>,
 }
 
 /// Serves the demo until `shutdown` resolves.
@@ -53,15 +58,28 @@ pub async fn serve(
     mut settings: Settings,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let model = DemoModel::start()
-        .await
+    let mut kept = Kept::load(&settings.data_dir);
+    let model = DemoModel::start(kept::loopback(kept.model_port).await?)
         .context("starting the demo's built-in model")?;
     settings.llm.base_url = Some(model.base_url());
     settings.llm.model = Some("parley-demo".to_owned());
     settings.llm.api_key = None;
-    let clock = DemoClock::start()
-        .await
+    let clock = DemoClock::start(kept::loopback(kept.clock_port).await?)
         .context("starting the demo's built-in MCP server")?;
+    kept.model_port = Some(model.port());
+    kept.clock_port = Some(clock.port());
+    let operator_token = match &settings.server.operator_token {
+        Some(configured) if !configured.expose().is_empty() => None,
+        _ => {
+            let token = match kept.operator_token.take() {
+                Some(token) => token,
+                None => kept::new_token()?,
+            };
+            settings.server.operator_token = Some(Secret(token.clone()));
+            kept.operator_token = Some(token.clone());
+            Some(token)
+        }
+    };
     // The demo's own MCP server listens on loopback; tenant URLs may reach it, nothing else there.
     let clock_url = reqwest::Url::parse(&clock.url()).context("the demo clock's URL")?;
     if let (Some(host), Some(port)) = (clock_url.host_str(), clock_url.port_or_known_default()) {
@@ -73,9 +91,12 @@ pub async fn serve(
             .join(",");
     }
     let db = open_database(&settings).await?;
-    let demo = prepare(&db, &clock.url())
+    let mut demo = prepare(&db, &clock.url(), kept.api_key.as_deref())
         .await
         .context("preparing the demo workspace")?;
+    demo.operator_token = operator_token;
+    kept.api_key = Some(demo.api_key.clone());
+    kept.save(&settings.data_dir)?;
     let app = Application::build(settings).await?;
     let base = format!("http://{}", app.local_addr()?);
     print_walkthrough(&base, &demo);
@@ -85,20 +106,53 @@ pub async fn serve(
 }
 
 /// Creates (or finds) the demo workspace, worker, assistant and sandbox channel, attaches the
-/// clock at `clock_url` to the assistant, and issues a fresh key for this run.
-async fn prepare(db: &DatabaseConnection, clock_url: &str) -> anyhow::Result<Demo> {
-    let (workspace_id, api_key) = demo_workspace(db).await?;
+/// clock at `clock_url` to the assistant, and keeps the last run's key (`kept_key`) while it
+/// still works.
+async fn prepare(
+    db: &DatabaseConnection,
+    clock_url: &str,
+    kept_key: Option<&str>,
+) -> anyhow::Result<Demo> {
+    let (workspace_id, api_key) = demo_workspace(db, kept_key).await?;
     let channel = demo_channel(db, workspace_id).await?;
     demo_clock(db, workspace_id, &channel, clock_url).await?;
     demo_template(db, &channel).await?;
+    let assistant_id = match channel.worker_id {
+        Some(worker_id) => assistants::list_for_worker(db, workspace_id, worker_id)
+            .await?
+            .first()
+            .map(|a| a.id),
+        None => None,
+    };
     Ok(Demo {
         api_key,
         channel_id: channel.id,
+        assistant_id,
+        operator_token: None,
     })
 }
 
-/// The demo workspace (bootstrapped on the first run) and a fresh key with every permission.
-async fn demo_workspace(db: &DatabaseConnection) -> anyhow::Result<(i64, String)> {
+/// Whether `key` is a live key of the workspace: known, not revoked, not expired.
+async fn still_works(
+    db: &DatabaseConnection,
+    workspace_id: i64,
+    key: &str,
+) -> anyhow::Result<bool> {
+    let hash = crate::domain::hash_api_key(key);
+    let found = parley_persistence::api_keys::find_by_hash(db, &hash).await?;
+    Ok(found.is_some_and(|(key, _)| {
+        key.workspace_id == workspace_id
+            && key.revoked_at.is_none()
+            && key.expires_at.is_none_or(|at| at > clock::now())
+    }))
+}
+
+/// The demo workspace (bootstrapped on the first run) and its key with every permission: the
+/// last run's while it still works, else a new one.
+async fn demo_workspace(
+    db: &DatabaseConnection,
+    kept_key: Option<&str>,
+) -> anyhow::Result<(i64, String)> {
     let now = clock::now();
     let business = tenancy::find_or_create_business(db, WORKSPACE, now).await?;
     let owner =
@@ -109,6 +163,11 @@ async fn demo_workspace(db: &DatabaseConnection) -> anyhow::Result<(i64, String)
         .into_iter()
         .find(|w| w.name == WORKSPACE);
     if let Some(workspace) = existing {
+        if let Some(key) = kept_key
+            && still_works(db, workspace.id, key).await?
+        {
+            return Ok((workspace.id, key.to_owned()));
+        }
         let name = Name::try_from("demo").map_err(|e| anyhow::anyhow!("{e}"))?;
         let (_, secret) =
             issue_api_key(db, workspace.id, owner.id, &name, &Permissions::all(), None).await?;
@@ -242,12 +301,23 @@ async fn demo_template(db: &DatabaseConnection, channel: &channel::Model) -> any
 fn print_walkthrough(base: &str, demo: &Demo) {
     let key = &demo.api_key;
     let channel = demo.channel_id;
+    let assistant = demo
+        .assistant_id
+        .map_or_else(|| "(none)".to_owned(), |id| id.to_string());
+    let operator = match &demo.operator_token {
+        Some(token) => format!(
+            "Operator token: {token}\n  the actor tree: PARLEY_OPERATOR_TOKEN={token} parley admin actors --url {base}\n  metrics: curl -s -H 'Authorization: Bearer {token}' {base}/metrics"
+        ),
+        None => "Operator token: the configured one (server.operator_token)".to_owned(),
+    };
     println!(
         r#"
 Parley demo is running offline at {base}
-API key (all permissions): {key}
+API key (all permissions, kept across restarts): {key}
 API docs (try every endpoint; Authorize with the key): {base}/docs
-Metrics (Prometheus, with the key): {base}/metrics
+Sandbox channel: {channel}
+Demo assistant: {assistant}
+{operator}
 
 1. A person writes to the sandbox WhatsApp channel:
    curl -s -H 'Authorization: Bearer {key}' -H 'Content-Type: application/json' \

@@ -25,15 +25,14 @@ pub(crate) struct DemoClock {
 }
 
 impl DemoClock {
-    /// Starts the server on a free loopback port.
+    /// Starts serving on `listener`.
     ///
     /// # Errors
-    /// Fails when no loopback port can be bound.
-    pub(crate) async fn start() -> std::io::Result<Self> {
+    /// Fails when the listener's address cannot be read.
+    pub(crate) fn start(listener: tokio::net::TcpListener) -> std::io::Result<Self> {
         let app = Router::new()
             .route("/mcp/tools", get(tools))
             .route("/mcp/call", post(call));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let (tx, rx) = oneshot::channel::<()>();
         tokio::spawn(async move {
@@ -47,6 +46,11 @@ impl DemoClock {
             addr,
             _shutdown: tx,
         })
+    }
+
+    /// The loopback port it listens on.
+    pub(crate) fn port(&self) -> u16 {
+        self.addr.port()
     }
 
     /// The URL to register.

@@ -1,7 +1,8 @@
 //! The demo's built-in model: a deterministic OpenAI-compatible Chat Completions server on a
 //! loopback port, so that `parley serve --demo` runs with nothing outside the machine. It
-//! remembers a name given as "my name is …" and a timezone given as "my timezone is …"
-//! (through the `remember` tool), tells the name back when asked "what is my name", asks the
+//! remembers a name given as "my name is …" or "call me …" and a timezone given as "my timezone
+//! is …" (through the `remember` tool), tells the name back when asked "what is my name" (from
+//! "name is …" or "called …" in its instructions), asks the
 //! demo's MCP clock when asked "what time is it" (in the remembered timezone), and otherwise
 //! repeats what it was told.
 
@@ -23,13 +24,12 @@ pub(crate) struct DemoModel {
 }
 
 impl DemoModel {
-    /// Starts the model on a free loopback port.
+    /// Starts serving on `listener`.
     ///
     /// # Errors
-    /// Fails when no loopback port can be bound.
-    pub(crate) async fn start() -> std::io::Result<Self> {
+    /// Fails when the listener's address cannot be read.
+    pub(crate) fn start(listener: tokio::net::TcpListener) -> std::io::Result<Self> {
         let app = Router::new().route("/v1/chat/completions", post(chat_completions));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let (tx, rx) = oneshot::channel::<()>();
         tokio::spawn(async move {
@@ -43,6 +43,11 @@ impl DemoModel {
             addr,
             _shutdown: tx,
         })
+    }
+
+    /// The loopback port it listens on.
+    pub(crate) fn port(&self) -> u16 {
+        self.addr.port()
     }
 
     /// The base URL to configure (`…/v1`).
@@ -144,6 +149,7 @@ fn answer(request: &Value) -> Answer {
     for (phrase, key) in [
         ("my timezone is ", "profile.timezone"),
         ("my name is ", "profile.name"),
+        ("call me ", "profile.name"),
     ] {
         if let Some(at) = lower.find(phrase) {
             let value = said[at + phrase.len()..]
@@ -167,7 +173,8 @@ fn answer(request: &Value) -> Answer {
         return Answer::Text("I have no clock to look at.".to_owned());
     }
     if lower.contains("what is my name") || lower.contains("what's my name") {
-        return Answer::Text(match told(system, "name is ") {
+        let known = told(system, "name is ").or_else(|| told(system, "called "));
+        return Answer::Text(match known {
             Some(name) => format!("Your name is {name}."),
             None => "I don't know your name yet. Tell me: \"my name is …\"".to_owned(),
         });
@@ -263,6 +270,21 @@ mod tests {
         assert_eq!(
             answer(&asked("My timezone is Europe/Lisbon", "")),
             Answer::remember("profile.timezone", "Europe/Lisbon")
+        );
+    }
+
+    #[test]
+    fn call_me_is_a_name_and_called_in_the_instructions_is_read_back() {
+        assert_eq!(
+            answer(&asked("Hi, call me Mia", "")),
+            Answer::remember("profile.name", "Mia")
+        );
+        assert_eq!(
+            answer(&asked(
+                "What is my name?",
+                "You help Maria. They like to be called Mia."
+            )),
+            Answer::Text("Your name is Mia.".to_owned())
         );
     }
 

@@ -15,7 +15,7 @@ use uuid::Uuid;
 use crate::domain::{Permission, Phone, TEXT_LIMIT};
 use crate::http::AppState;
 use crate::http::auth::Caller;
-use crate::http::envelope::{Envelope, with_snake_case_aliases};
+use crate::http::envelope::Envelope;
 use crate::http::error::Refusal;
 use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Json, Path, Query};
@@ -102,7 +102,7 @@ async fn inject_inbound(
     state.actors.inbound().dispatch(event);
     Ok(Envelope::created(
         "Message accepted; the assistant's reply will appear in the outbox",
-        with_snake_case_aliases(&json!({"eventId": event_id, "platformMessageId": wamid})),
+        json!({"eventId": event_id, "platformMessageId": wamid}),
     ))
 }
 
@@ -141,7 +141,7 @@ impl From<message::Model> for OutboxRecord {
     path = "/channels/{channel_id}/sandbox/outbox",
     tag = "sandbox",
     params(("channel_id" = String, Path, format = Uuid, description = "Channel id"), ListQuery),
-    responses((status = 200, body = PageResponse<Value>), (status = 502, body = Refusal)),
+    responses((status = 200, body = PageResponse<OutboxRecord>), (status = 502, body = Refusal)),
 )]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn list_outbox(
@@ -149,7 +149,7 @@ async fn list_outbox(
     State(state): State<AppState>,
     Path(channel_id): Path<String>,
     Query(query): Query<ListQuery>,
-) -> Result<PageResponse<Value>> {
+) -> Result<PageResponse<OutboxRecord>> {
     caller.require(Permission::Read)?;
     let page = query.page()?;
     let channel = find_channel(&state, &caller, &channel_id).await?;
@@ -158,6 +158,6 @@ async fn list_outbox(
         "Outbox retrieved successfully",
         page,
         paged,
-        |m| with_snake_case_aliases(&OutboxRecord::from(m)),
+        OutboxRecord::from,
     ))
 }

@@ -15,7 +15,7 @@ use uuid::Uuid;
 use crate::domain::{Permission, Phone};
 use crate::http::AppState;
 use crate::http::auth::Caller;
-use crate::http::envelope::{Envelope, with_snake_case_aliases};
+use crate::http::envelope::Envelope;
 use crate::http::error::Refusal;
 use crate::http::error::{ApiError, PathSegment, Result};
 use crate::http::extract::{Json, Path};
@@ -70,7 +70,7 @@ struct SendBody {
     tag = "messages",
     params(("channel_id" = String, Path, format = Uuid, description = "Channel id")),
     request_body = SendBody,
-    responses((status = 200, body = Envelope<Value>), (status = 502, body = Refusal), (status = 504, body = Refusal)),
+    responses((status = 200, body = Envelope<SentRecord>), (status = 502, body = Refusal), (status = 504, body = Refusal)),
 )]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id, channel_id = %channel_id))]
 async fn send_template(
@@ -78,7 +78,7 @@ async fn send_template(
     State(state): State<AppState>,
     Path(channel_id): Path<String>,
     Json(body): Json<SendBody>,
-) -> Result<Envelope<Value>> {
+) -> Result<Envelope<SentRecord>> {
     caller.require(Permission::Write)?;
     let channel = find_channel(&state, &caller, &channel_id).await?;
     let mut problems = Problems::default();
@@ -131,7 +131,7 @@ async fn send_template(
             )
         })?
         .map_err(ApiError::from)?;
-    let record = with_snake_case_aliases(&SentRecord::from(sent));
+    let record = SentRecord::from(sent);
     Ok(Envelope::ok("Template message sent", record))
 }
 

@@ -7,43 +7,75 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-#[tokio::test]
-async fn the_offline_demo_answers_remembers_calls_its_mcp_tool_and_sends_a_flow() {
-    parley_actors::llm::install_crypto_provider();
-    let dir = tempfile::tempdir().expect("dir");
+/// What the demo's banner says.
+struct Banner {
+    base: String,
+    key: String,
+    docs: String,
+    channel: String,
+    assistant: String,
+    operator_token: String,
+}
+
+/// Starts `parley serve --demo` on `dir` and reads its banner.
+fn start_demo(dir: &std::path::Path) -> (std::process::Child, Banner) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_parley"))
         .args(["serve", "--demo", "--bind", "127.0.0.1:0", "--data-dir"])
-        .arg(dir.path())
+        .arg(dir)
         .env("PARLEY_LOG", "warn")
         .env_remove("PARLEY_DATABASE_URL")
+        .env_remove("PARLEY_OPERATOR_TOKEN")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn the demo");
     let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let (mut base, mut key, mut channel) = (String::new(), String::new(), String::new());
-    let mut docs = String::new();
-    while channel.is_empty() {
+    let mut banner = Banner {
+        base: String::new(),
+        key: String::new(),
+        docs: String::new(),
+        channel: String::new(),
+        assistant: String::new(),
+        operator_token: String::new(),
+    };
+    while banner.operator_token.is_empty() {
         let line = lines
             .next()
             .expect("the demo prints its walkthrough")
             .expect("line");
-        if let Some(rest) = line.strip_prefix("Parley demo is running offline at ") {
-            base = rest.trim().to_owned();
-        } else if let Some(rest) =
-            line.strip_prefix("API docs (try every endpoint; Authorize with the key): ")
+        let after = |prefix: &str| line.strip_prefix(prefix).map(|rest| rest.trim().to_owned());
+        if let Some(base) = after("Parley demo is running offline at ") {
+            banner.base = base;
+        } else if let Some(docs) = after("API docs (try every endpoint; Authorize with the key): ")
         {
-            docs = rest.trim().to_owned();
-        } else if let Some(rest) = line.strip_prefix("API key (all permissions): ") {
-            key = rest.trim().to_owned();
-        } else if let Some(at) = line.find("/channels/") {
-            channel = line[at + 10..]
-                .split('/')
-                .next()
-                .unwrap_or_default()
-                .to_owned();
+            banner.docs = docs;
+        } else if let Some(key) = after("API key (all permissions, kept across restarts): ") {
+            banner.key = key;
+        } else if let Some(channel) = after("Sandbox channel: ") {
+            banner.channel = channel;
+        } else if let Some(assistant) = after("Demo assistant: ") {
+            banner.assistant = assistant;
+        } else if let Some(token) = after("Operator token: ") {
+            banner.operator_token = token;
         }
     }
+    // The rest of the walkthrough is read (and dropped) so that the demo never blocks on it.
+    std::thread::spawn(move || lines.for_each(drop));
+    (child, banner)
+}
+
+#[tokio::test]
+async fn the_offline_demo_answers_remembers_calls_its_mcp_tool_and_sends_a_flow() {
+    parley_actors::llm::install_crypto_provider();
+    let dir = tempfile::tempdir().expect("dir");
+    let (mut child, banner) = start_demo(dir.path());
+    let Banner {
+        base,
+        key,
+        docs,
+        channel,
+        ..
+    } = banner;
     let http = reqwest::Client::new();
 
     // The printout links the docs page, and the page is there.
@@ -218,4 +250,83 @@ async fn the_offline_demo_answers_remembers_calls_its_mcp_tool_and_sends_a_flow(
 
     child.kill().expect("stop the demo");
     child.wait().expect("reaped");
+}
+
+#[tokio::test]
+async fn a_restarted_demo_keeps_its_key_its_clocks_address_and_prints_its_operator_token() {
+    parley_actors::llm::install_crypto_provider();
+    let dir = tempfile::tempdir().expect("dir");
+    let http = reqwest::Client::new();
+    let clock_url = |base: String, key: String| {
+        let http = http.clone();
+        async move {
+            let servers: Value = http
+                .get(format!("{base}/workspace/mcps"))
+                .bearer_auth(&key)
+                .send()
+                .await
+                .expect("mcps")
+                .json()
+                .await
+                .expect("json");
+            servers["data"][0]["url"]
+                .as_str()
+                .expect("a url")
+                .to_owned()
+        }
+    };
+
+    let (mut first, before) = start_demo(dir.path());
+    let clock_before = clock_url(before.base.clone(), before.key.clone()).await;
+    // The assistant the banner names is the demo's, and the operator token reads the metrics.
+    let assistant = http
+        .get(format!("{}/assistant/{}", before.base, before.assistant))
+        .bearer_auth(&before.key)
+        .send()
+        .await
+        .expect("assistant");
+    assert_eq!(assistant.status().as_u16(), 200);
+    let metrics = http
+        .get(format!("{}/metrics", before.base))
+        .bearer_auth(&before.operator_token)
+        .send()
+        .await
+        .expect("metrics");
+    assert_eq!(metrics.status().as_u16(), 200);
+    let actors = Command::new(env!("CARGO_BIN_EXE_parley"))
+        .args(["admin", "actors", "--url", &before.base])
+        .env("PARLEY_OPERATOR_TOKEN", &before.operator_token)
+        .output()
+        .expect("parley admin actors");
+    assert!(actors.status.success(), "{actors:?}");
+    assert!(String::from_utf8_lossy(&actors.stdout).starts_with("root"));
+    first.kill().expect("stop the demo");
+    first.wait().expect("reaped");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let kept = std::fs::metadata(dir.path().join("demo.json")).expect("the demo keeps a file");
+        assert_eq!(kept.permissions().mode() & 0o777, 0o600);
+    }
+
+    let (mut second, after) = start_demo(dir.path());
+    assert_eq!(after.key, before.key, "the same key is printed again");
+    assert_eq!(after.operator_token, before.operator_token);
+    assert_eq!(after.assistant, before.assistant);
+    assert_eq!(
+        clock_url(after.base.clone(), after.key.clone()).await,
+        clock_before
+    );
+    let keys: Value = http
+        .get(format!("{}/workspace/api-keys", after.base))
+        .bearer_auth(&after.key)
+        .send()
+        .await
+        .expect("keys")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(keys["pagination"]["total"], 1, "no key piles up: {keys}");
+    second.kill().expect("stop the demo");
+    second.wait().expect("reaped");
 }
