@@ -2,23 +2,27 @@
 
 use axum::extract::State;
 use chrono::{DateTime, Utc};
-use parley_persistence::assistants::{self, AssistantFields};
+use parley_persistence::assistants;
 use parley_persistence::entities::assistant;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use uuid::Uuid;
 
-use crate::domain::{AssistantSettings, Instructions, LanguageTag, Name, Permission};
+use crate::domain::Permission;
 use crate::http::AppState;
 use crate::http::auth::Caller;
 use crate::http::envelope::Envelope;
-use crate::http::error::{ApiError, PathSegment, Result};
+use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Json, Path, Query};
 use crate::http::lookup::find_worker;
 use crate::http::pagination::{ListQuery, PageResponse};
 use crate::http::validation::{Problems, parse_uuid, present};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
+
+mod input;
+
+use self::input::AssistantInput;
 
 /// The only provider the specification supports.
 const PROVIDER_ONE: &str = "PROVIDER_ONE";
@@ -285,119 +289,4 @@ async fn find_assistant(state: &AppState, caller: &Caller, raw: &str) -> Result<
     assistants::find(&state.db, caller.workspace_id, id)
         .await?
         .ok_or(ApiError::NotFound("Assistant"))
-}
-
-/// The assistant fields a request gives; `None` keeps the current value on update.
-struct AssistantInput {
-    name: Option<String>,
-    instructions: Option<String>,
-    languages: Option<Vec<String>>,
-    provider: Option<String>,
-    model: Option<Option<String>>,
-    settings: Option<Value>,
-}
-
-impl AssistantInput {
-    /// Validates the given fields over `current` (or over nothing, on create), recording every
-    /// problem; `None` when something required is missing or invalid.
-    fn into_fields(
-        self,
-        problems: &mut Problems,
-        current: Option<&assistant::Model>,
-    ) -> Option<AssistantFields> {
-        let name = match self.name {
-            Some(name) => problems
-                .parse(["name"], Name::try_from(name.as_str()))
-                .map(Name::into_inner),
-            None => current.map(|c| c.name.clone()),
-        };
-        let instructions = match self.instructions {
-            Some(text) => problems
-                .parse(["instructions"], Instructions::try_from(text.as_str()))
-                .map(Instructions::into_inner),
-            None => current.map(|c| c.instructions.clone()),
-        };
-        let languages = match self.languages {
-            Some(tags) => {
-                let mut valid = Vec::with_capacity(tags.len());
-                for (index, tag) in tags.iter().enumerate() {
-                    let path = [PathSegment::from("languages"), PathSegment::from(index)];
-                    if let Some(tag) = problems.parse(path, LanguageTag::try_from(tag.as_str())) {
-                        valid.push(Value::String(tag.as_str().to_owned()));
-                    }
-                }
-                Some(Value::Array(valid))
-            }
-            None => current.map(|c| c.languages.clone()),
-        };
-        let provider = match self.provider {
-            Some(provider) if provider == PROVIDER_ONE => Some(provider),
-            Some(_) => {
-                problems.add(["provider"], format!("must be {PROVIDER_ONE}"));
-                None
-            }
-            None => current.map(|c| c.provider.clone()),
-        };
-        let model = match self.model {
-            Some(Some(model)) => {
-                let model = model.trim().to_owned();
-                if model.is_empty() || model.chars().count() > MAX_MODEL_CHARS {
-                    problems.add(
-                        ["model"],
-                        format!("must be 1 to {MAX_MODEL_CHARS} characters"),
-                    );
-                }
-                Some(model)
-            }
-            Some(None) => None,
-            None => current.and_then(|c| c.model.clone()),
-        };
-        let base = current.map_or_else(
-            || serde_json::to_value(AssistantSettings::default()).unwrap_or(Value::Null),
-            |c| c.settings.clone(),
-        );
-        let settings = parse_settings(problems, base, self.settings);
-        Some(AssistantFields {
-            name: name?,
-            instructions: instructions?,
-            languages: languages?,
-            provider: provider?,
-            model,
-            settings: settings?,
-        })
-    }
-}
-
-/// Lays the given `settings` object over `base`, then checks every field.
-fn parse_settings(problems: &mut Problems, base: Value, given: Option<Value>) -> Option<Value> {
-    let mut merged: Map<String, Value> = match base {
-        Value::Object(map) => map,
-        _ => Map::new(),
-    };
-    match given {
-        None | Some(Value::Null) => {}
-        Some(Value::Object(map)) => merged.extend(map),
-        Some(_) => {
-            problems.add(["settings"], "must be an object");
-            return None;
-        }
-    }
-    let parsed: AssistantSettings = match serde_path_to_error::deserialize(Value::Object(merged)) {
-        Ok(parsed) => parsed,
-        Err(error) => {
-            let mut path = vec![PathSegment::from("settings")];
-            path.extend(error.path().iter().map(|s| PathSegment::Key(s.to_string())));
-            problems.add(path, error.inner().to_string());
-            return None;
-        }
-    };
-    let invalid = parsed.problems();
-    for problem in &invalid {
-        problems.add(["settings", problem.field], problem.problem);
-    }
-    if invalid.is_empty() {
-        serde_json::to_value(parsed).ok()
-    } else {
-        None
-    }
 }
