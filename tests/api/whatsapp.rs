@@ -414,7 +414,12 @@ async fn a_sandbox_channel_runs_the_pipeline_without_meta() {
         )
         .await;
     let injected = expect_status(injected, 201).await;
-    assert!(injected["data"]["platform_message_id"].is_string());
+    assert!(injected["data"]["platformMessageId"].is_string());
+    assert!(injected["data"]["eventId"].is_string());
+    assert!(
+        injected["data"].get("platform_message_id").is_none(),
+        "no snake_case alias"
+    );
 
     let outbox_path = format!("/channels/{channel}/sandbox/outbox");
     eventually("the reply in the outbox", || async {
