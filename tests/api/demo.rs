@@ -64,6 +64,18 @@ fn start_demo(dir: &std::path::Path) -> (std::process::Child, Banner) {
     (child, banner)
 }
 
+/// The JSON answer to a GET of `url` with `key`.
+async fn read(http: &reqwest::Client, url: String, key: &str) -> Value {
+    http.get(&url)
+        .bearer_auth(key)
+        .send()
+        .await
+        .expect("a GET")
+        .json()
+        .await
+        .expect("json")
+}
+
 #[tokio::test]
 async fn the_offline_demo_answers_remembers_calls_its_mcp_tool_and_sends_a_flow() {
     parley_actors::llm::install_crypto_provider();
@@ -95,15 +107,12 @@ async fn the_offline_demo_answers_remembers_calls_its_mcp_tool_and_sends_a_flow(
 
     let deadline = Instant::now() + Duration::from_secs(20);
     let outbox = loop {
-        let outbox: Value = http
-            .get(format!("{base}/channels/{channel}/sandbox/outbox"))
-            .bearer_auth(&key)
-            .send()
-            .await
-            .expect("outbox")
-            .json()
-            .await
-            .expect("json");
+        let outbox: Value = read(
+            &http,
+            format!("{base}/channels/{channel}/sandbox/outbox"),
+            &key,
+        )
+        .await;
         if outbox["pagination"]["total"] == 1 {
             break outbox;
         }
@@ -134,15 +143,7 @@ async fn the_offline_demo_answers_remembers_calls_its_mcp_tool_and_sends_a_flow(
     assert_eq!(answer["message"], "Your name is Maria.");
 
     // The built-in MCP clock, registered and attached like any server.
-    let servers: Value = http
-        .get(format!("{base}/workspace/mcps"))
-        .bearer_auth(&key)
-        .send()
-        .await
-        .expect("mcps")
-        .json()
-        .await
-        .expect("json");
+    let servers: Value = read(&http, format!("{base}/workspace/mcps"), &key).await;
     assert_eq!(servers["data"][0]["name"], "demo_clock", "{servers}");
     let chat = |message: &'static str| {
         http.post(format!("{base}/conversation/+351912345678/chat/{channel}"))
@@ -210,33 +211,22 @@ async fn the_offline_demo_answers_remembers_calls_its_mcp_tool_and_sends_a_flow(
     let uid = flow["data"]["uid"].as_str().expect("a flow uid").to_owned();
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let read: Value = http
-            .get(format!("{base}/flows/{uid}"))
-            .bearer_auth(&key)
-            .send()
-            .await
-            .expect("flow")
-            .json()
-            .await
-            .expect("json");
-        if read["data"]["status"] == "completed" {
+        let flow: Value = read(&http, format!("{base}/flows/{uid}"), &key).await;
+        if flow["data"]["status"] == "completed" {
             break;
         }
         assert!(
             Instant::now() < deadline,
-            "the demo flow never completed: {read}"
+            "the demo flow never completed: {flow}"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let outbox: Value = http
-        .get(format!("{base}/channels/{channel}/sandbox/outbox"))
-        .bearer_auth(&key)
-        .send()
-        .await
-        .expect("outbox")
-        .json()
-        .await
-        .expect("json");
+    let outbox: Value = read(
+        &http,
+        format!("{base}/channels/{channel}/sandbox/outbox"),
+        &key,
+    )
+    .await;
     let texts: Vec<&str> = outbox["data"]
         .as_array()
         .into_iter()
@@ -260,15 +250,7 @@ async fn a_restarted_demo_keeps_its_key_its_clocks_address_and_prints_its_operat
     let clock_url = |base: String, key: String| {
         let http = http.clone();
         async move {
-            let servers: Value = http
-                .get(format!("{base}/workspace/mcps"))
-                .bearer_auth(&key)
-                .send()
-                .await
-                .expect("mcps")
-                .json()
-                .await
-                .expect("json");
+            let servers: Value = read(&http, format!("{base}/workspace/mcps"), &key).await;
             servers["data"][0]["url"]
                 .as_str()
                 .expect("a url")
@@ -317,15 +299,12 @@ async fn a_restarted_demo_keeps_its_key_its_clocks_address_and_prints_its_operat
         clock_url(after.base.clone(), after.key.clone()).await,
         clock_before
     );
-    let keys: Value = http
-        .get(format!("{}/workspace/api-keys", after.base))
-        .bearer_auth(&after.key)
-        .send()
-        .await
-        .expect("keys")
-        .json()
-        .await
-        .expect("json");
+    let keys: Value = read(
+        &http,
+        format!("{}/workspace/api-keys", after.base),
+        &after.key,
+    )
+    .await;
     assert_eq!(keys["pagination"]["total"], 1, "no key piles up: {keys}");
     second.kill().expect("stop the demo");
     second.wait().expect("reaped");
