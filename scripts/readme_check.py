@@ -119,7 +119,7 @@ def main():
                 script = "set -euo pipefail\n" + "\n".join(checked(p) for p in parts)
                 script = script.replace("localhost:8080", address)
                 env = dict(os.environ, KEY=banner["key"], C=banner["channel"])
-                print(f"== README check: {group} ({len(parts)} block(s))", flush=True)
+                print(f"\n== README check: {group} ({len(parts)} block(s))", flush=True)
                 run = subprocess.run(["bash", "-c", script], env=env, timeout=120)
                 if run.returncode != 0:
                     failed.append(group)
@@ -127,8 +127,8 @@ def main():
             demo.terminate()
             demo.wait(timeout=30)
     if failed:
-        sys.exit(f"README check failed: {', '.join(failed)}")
-    print(f"README check: {len(found)} blocks in {len(groups)} groups ran as written")
+        sys.exit(f"\nREADME check failed: {', '.join(failed)}")
+    print(f"\nREADME check: {len(found)} blocks in {len(groups)} groups ran as written")
 
 
 if __name__ == "__main__":

@@ -173,6 +173,8 @@ async fn create_assistant(
 }
 
 /// Read an assistant.
+///
+/// Its instructions, model, languages and settings.
 #[utoipa::path(
     get,
     path = "/assistant/{assistant_id}",
@@ -255,6 +257,8 @@ async fn update_assistant(
 }
 
 /// Delete an assistant.
+///
+/// Its MCP servers are detached; its conversations stay.
 #[utoipa::path(
     delete,
     path = "/assistant/{assistant_id}",

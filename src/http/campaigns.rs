@@ -205,6 +205,8 @@ struct CampaignListQuery {
 }
 
 /// List campaigns.
+///
+/// Newest first, in cursor pages; filter by status, channel and name (any case, partial).
 #[utoipa::path(
     get,
     path = "/campaigns",
@@ -256,6 +258,8 @@ async fn list_campaigns(
 }
 
 /// Read a campaign.
+///
+/// With its template, parameter sources and status.
 #[utoipa::path(
     get,
     path = "/campaigns/{uid}",

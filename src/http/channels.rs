@@ -42,6 +42,9 @@ pub(crate) fn router() -> OpenApiRouter<AppState> {
 }
 
 /// List channels.
+///
+/// WhatsApp Business and sandbox channels, in pages; an access token is never shown
+/// (`hasAccessToken`).
 #[utoipa::path(
     get,
     path = "/channels",
@@ -68,6 +71,8 @@ async fn list_channels(
 }
 
 /// Read a channel.
+///
+/// With `credentialsError` when Meta refused its credentials.
 #[utoipa::path(
     get,
     path = "/channels/{channel_id}",
@@ -107,6 +112,8 @@ struct UpdateChannelBody {
 }
 
 /// Change a channel.
+///
+/// Only the fields given change; new credentials are checked with Meta first.
 #[utoipa::path(
     put,
     path = "/channels/{channel_id}",
@@ -189,6 +196,9 @@ async fn update_channel(
 }
 
 /// Delete a channel.
+///
+/// Refused (409 `channel_has_active_flows`) while a flow on it is queued, running or paused; its
+/// conversations stay readable.
 #[utoipa::path(
     delete,
     path = "/channels/{channel_id}",

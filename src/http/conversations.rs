@@ -159,6 +159,9 @@ async fn list_conversations(
 }
 
 /// Read a conversation.
+///
+/// Its identity, channel, status (`open`, or `closed` after `conversation_idle_hours` without
+/// messages) and times.
 #[utoipa::path(
     get,
     path = "/conversations/{conversation_id}",

@@ -122,6 +122,8 @@ struct FlowListQuery {
 }
 
 /// List flows.
+///
+/// In cursor pages; filter by campaign, channel, contact and status.
 #[utoipa::path(
     get,
     path = "/flows",
@@ -193,6 +195,9 @@ pub(super) async fn find_flow(state: &AppState, caller: &Caller, raw: &str) -> R
 }
 
 /// Read a flow and its live statistics.
+///
+/// Its status, `statistics` (total, pending, sent, delivered, read, failed, skipped, retries) and
+/// `metadata` (error counts, the last failures, start and end).
 #[utoipa::path(
     get,
     path = "/flows/{uid}",

@@ -130,6 +130,8 @@ pub(crate) async fn record(
 }
 
 /// List identities.
+///
+/// The workspace's people, in pages, with their phones, e-mails and stage.
 #[utoipa::path(
     get,
     path = "/identity",

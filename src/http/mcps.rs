@@ -153,6 +153,8 @@ async fn create_mcp(
 }
 
 /// List MCP servers.
+///
+/// Header values are shown as `****`.
 #[utoipa::path(
     get,
     path = "/workspace/mcps",
@@ -178,6 +180,8 @@ async fn list_mcps(
 }
 
 /// Read an MCP server.
+///
+/// Header values are shown as `****`; query values of its URL too.
 #[utoipa::path(
     get,
     path = "/workspace/mcps/{mcp_id}",
@@ -232,6 +236,8 @@ async fn update_mcp(
 }
 
 /// Delete an MCP server.
+///
+/// It is detached from every assistant.
 #[utoipa::path(
     delete,
     path = "/workspace/mcps/{mcp_id}",

@@ -182,6 +182,8 @@ async fn put_memory(
 }
 
 /// Forget one memory entry.
+///
+/// The entry with this key; forgetting one that does not exist is a 404.
 #[utoipa::path(
     delete,
     path = "/memory/from/{identity_id}/{key}",

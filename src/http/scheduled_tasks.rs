@@ -112,6 +112,8 @@ pub(super) fn tell(state: &AppState, task_id: Uuid) {
 }
 
 /// List scheduled tasks.
+///
+/// The workspace's tasks, in pages.
 #[utoipa::path(
     get,
     path = "/scheduled-tasks",
@@ -144,6 +146,8 @@ async fn find_task(state: &AppState, caller: &Caller, raw: &str) -> Result<sched
 }
 
 /// Read a scheduled task.
+///
+/// Its status, next and last run, run count and last error.
 #[utoipa::path(
     get,
     path = "/scheduled-tasks/{id}",
@@ -166,6 +170,8 @@ async fn get_task(
 }
 
 /// Delete a scheduled task.
+///
+/// With its runs; it does not run again.
 #[utoipa::path(
     delete,
     path = "/scheduled-tasks/{id}",
@@ -190,6 +196,8 @@ async fn delete_task(
 }
 
 /// Pause a scheduled task.
+///
+/// Only a `scheduled` task can be paused (409 otherwise); it runs again when resumed.
 #[utoipa::path(
     patch,
     path = "/scheduled-tasks/{id}/pause",

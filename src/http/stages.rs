@@ -97,6 +97,8 @@ async fn create_stage(
 }
 
 /// List journey stages.
+///
+/// The workspace's journey stages, in pages.
 #[utoipa::path(
     get,
     path = "/stages",
@@ -122,6 +124,8 @@ async fn list_stages(
 }
 
 /// Read a journey stage.
+///
+/// With its instructions.
 #[utoipa::path(
     get,
     path = "/stages/{stage_id}",
@@ -151,6 +155,8 @@ struct UpdateStageBody {
 }
 
 /// Change a journey stage.
+///
+/// Its name, description and instructions.
 #[utoipa::path(
     put,
     path = "/stages/{stage_id}",
@@ -197,6 +203,8 @@ async fn update_stage(
 }
 
 /// Delete a journey stage.
+///
+/// The people at it are left without a stage; their stage history stays.
 #[utoipa::path(
     delete,
     path = "/stages/{stage_id}",

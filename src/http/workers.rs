@@ -118,6 +118,8 @@ async fn create_worker(
 }
 
 /// List workers.
+///
+/// The workspace's workers, in pages.
 #[utoipa::path(
     get,
     path = "/workers",
@@ -143,6 +145,8 @@ async fn list_workers(
 }
 
 /// Read a worker.
+///
+/// With its timezone and description.
 #[utoipa::path(
     get,
     path = "/workers/{worker_id}",
@@ -162,6 +166,9 @@ async fn get_worker(
 }
 
 /// Delete a worker.
+///
+/// Its assistants go with it; the channels synced to it are left without a worker until another is
+/// synced.
 #[utoipa::path(
     delete,
     path = "/workers/{worker_id}",

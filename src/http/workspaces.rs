@@ -135,6 +135,8 @@ async fn list_workspaces(
 }
 
 /// Read a workspace.
+///
+/// One of the key's workspaces.
 #[utoipa::path(
     get,
     path = "/workspace/{workspace_id}",
@@ -166,6 +168,8 @@ struct UpdateWorkspaceBody {
 }
 
 /// Rename or describe a workspace.
+///
+/// Its name and description. Needs an admin key.
 #[utoipa::path(
     patch,
     path = "/workspace/{workspace_id}",

@@ -22,6 +22,8 @@ use crate::http::extract::Path;
 use crate::http::validation::parse_uuid;
 
 /// Give an assistant an MCP server's tools.
+///
+/// Its tools are listed first: 502 when the server cannot list them. Attaching twice is harmless.
 #[utoipa::path(
     put,
     path = "/assistant/{assistant_id}/mcp/{mcp_id}",
@@ -62,6 +64,8 @@ pub(super) async fn attach_mcp(
 }
 
 /// Take an MCP server's tools from an assistant.
+///
+/// Detaching one that is not attached is harmless.
 #[utoipa::path(
     delete,
     path = "/assistant/{assistant_id}/mcp/{mcp_id}",
@@ -101,6 +105,9 @@ pub(super) struct AssistantToolRecord {
 }
 
 /// List the tools an assistant can use.
+///
+/// Every tool its MCP servers offer, named `<server>__<tool>`, next to `remember`, `forget` and
+/// `set_stage`.
 #[utoipa::path(
     get,
     path = "/assistant/{assistant_id}/mcp/tools",
