@@ -4,6 +4,7 @@
 //! and tasks.
 
 use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -13,11 +14,19 @@ use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLim
 
 use super::ChannelSettings;
 
+/// Recipients the pair limiter holds before it first forgets those whose limit has refilled.
+const PAIRS_KEPT: usize = 1_024;
+
 /// The limiters of one number; cheap to clone.
 #[derive(Clone)]
 pub(super) struct Limits {
     number: Arc<DefaultDirectRateLimiter>,
+    /// One state per recipient written to lately. A recipient whose limit has refilled has
+    /// nothing to remember and is forgotten once the map doubles since the last sweep, so a
+    /// channel's memory follows the people it writes to now, not every person it ever wrote to.
     pairs: Arc<DefaultKeyedRateLimiter<String>>,
+    /// The pair limiter's size after its last sweep.
+    pairs_after_sweep: Arc<AtomicUsize>,
     /// Until when the whole number waits after Meta said it is over its throughput (130429).
     slowed_until: Arc<Mutex<Option<Instant>>>,
 }
@@ -33,6 +42,7 @@ impl Limits {
         Self {
             number: Arc::new(RateLimiter::direct(number_quota(per_second))),
             pairs: Arc::new(RateLimiter::keyed(pair_quota)),
+            pairs_after_sweep: Arc::new(AtomicUsize::new(0)),
             slowed_until: Arc::new(Mutex::new(None)),
         }
     }
@@ -47,7 +57,21 @@ impl Limits {
             tokio::time::sleep_until(until).await;
         }
         self.pairs.until_key_ready(recipient).await;
+        self.forget_refilled_pairs();
         self.number.until_ready().await;
+    }
+
+    /// Forgets recipients whose pair limit has refilled, once the map has doubled since the
+    /// last sweep (and holds more than `PAIRS_KEPT`): each sweep costs the map's size, and the
+    /// doubling spreads that over as many sends.
+    fn forget_refilled_pairs(&self) {
+        let kept = self.pairs_after_sweep.load(Ordering::Relaxed);
+        if self.pairs.len() > PAIRS_KEPT.max(kept.saturating_mul(2)) {
+            self.pairs.retain_recent();
+            self.pairs.shrink_to_fit();
+            self.pairs_after_sweep
+                .store(self.pairs.len(), Ordering::Relaxed);
+        }
     }
 
     /// Meta said the number is over its throughput: every sender of the number waits `wait`.
@@ -76,6 +100,49 @@ fn number_quota(per_second: NonZeroU32) -> Quota {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn recipients_whose_pair_limit_refilled_are_forgotten() {
+        let settings = ChannelSettings {
+            per_second: 1_000_000,
+            pair_burst: 1,
+            pair_period: Duration::from_millis(1),
+            max_retries: 0,
+            retry_backoff: Duration::from_millis(1),
+            public_url: None,
+        };
+        let limits = Limits::new(&settings);
+        for round in 0..4 {
+            for person in 0..3_000 {
+                limits.until_ready(&format!("{round}-{person}")).await;
+            }
+            // Every limit refills in a millisecond.
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        // 12,000 recipients were written to; the limiter holds at most about two rounds'.
+        let held = limits.pairs.len();
+        assert!(held <= 6_000, "{held} recipients held");
+    }
+
+    #[test]
+    fn a_recipient_within_its_limit_is_not_forgotten() {
+        let settings = ChannelSettings {
+            per_second: 1_000_000,
+            pair_burst: 1,
+            pair_period: Duration::from_secs(60),
+            max_retries: 0,
+            retry_backoff: Duration::from_millis(1),
+            public_url: None,
+        };
+        let limits = Limits::new(&settings);
+        for person in 0..3_000 {
+            assert!(limits.pairs.check_key(&format!("{person}")).is_ok());
+            limits.forget_refilled_pairs();
+        }
+        // None has refilled: all are held, and each one's next message must wait.
+        assert_eq!(limits.pairs.len(), 3_000);
+        assert!(limits.pairs.check_key(&"0".to_owned()).is_err());
+    }
 
     #[test]
     fn a_numbers_messages_never_burst_beyond_its_rate() {
