@@ -11,7 +11,12 @@
 //! Each run reports its throughput and the webhook-to-reply latency of its messages (from the
 //! webhook's post to the fake Graph API accepting the reply to that sender).
 //!
-//! Run: `cargo run --release -p parley-benches --bin webhook_throughput -- [messages]`
+//! With `--rate R` the load is steady instead of a burst (open loop): one webhook every 1/R s,
+//! each posted on time whatever the answers before it, and the report is what a person feels at
+//! that load: `at R msg/s: p50 … p99 …` from the webhook's post to the reply at the fake Graph
+//! API, for each side.
+//!
+//! Run: `cargo run --release -p parley-benches --bin webhook_throughput -- [messages] [--rate R]`
 //! With `PARLEY_BENCH_SPANS=1` it also prints the mean wall time of Parley's stage spans per
 //! message (waits included: under load a span's time is mostly its wait for a connection or
 //! the writer lock).
@@ -40,23 +45,49 @@ const SECRET: &str = "bench-secret";
 const NUMBER: &str = "106540352242922";
 const CONCURRENCY: usize = 16;
 
+/// How the webhooks are posted.
+#[derive(Clone, Copy)]
+enum Pace {
+    /// All at once, `CONCURRENCY` in flight.
+    Burst,
+    /// This many per second, evenly spaced, each on time (open loop).
+    Steady(f64),
+}
+
+impl Pace {
+    fn describe(self) -> String {
+        match self {
+            Self::Burst => format!("{CONCURRENCY} webhooks in flight"),
+            Self::Steady(rate) => format!("open loop at {rate:.0} webhooks/s"),
+        }
+    }
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let messages: usize = std::env::args()
-        .nth(1)
-        .map_or(Ok(1000), |a| a.parse())
-        .context("messages")?;
+    let mut args = std::env::args().skip(1);
+    let (mut messages, mut rate) = (1000_usize, None);
+    while let Some(arg) = args.next() {
+        if arg == "--rate" {
+            let value = args.next().context("--rate needs a number")?;
+            rate = Some(value.parse::<f64>().context("--rate")?);
+        } else {
+            messages = arg.parse().context("messages")?;
+        }
+    }
+    let pace = rate.filter(|r| *r > 0.0).map_or(Pace::Burst, Pace::Steady);
     parley_actors::llm::install_crypto_provider();
     let spans = SpanTimes::install();
 
-    let baseline = run_baseline(messages).await?;
+    let baseline = run_baseline(messages, pace).await?;
     if let Some(spans) = &spans {
         spans.reset();
     }
-    let parley = run_parley(messages).await?;
+    let parley = run_parley(messages, pace).await?;
 
     println!(
-        "webhook_throughput: {messages} messages from distinct senders, {CONCURRENCY} webhooks in flight, {}, instant fakes",
+        "webhook_throughput: {messages} messages from distinct senders, {}, {}, instant fakes",
+        pace.describe(),
         database_kind()
     );
     println!(
@@ -75,6 +106,15 @@ async fn main() -> anyhow::Result<()> {
         );
     }
     println!("ratio Parley/baseline: {:.2}", parley.rate / baseline.rate);
+    if let Pace::Steady(rate) = pace {
+        for (label, run) in [("bare axum handler", &baseline), ("Parley", &parley)] {
+            println!(
+                "{label}: at {rate:.0} msg/s: p50 {} p99 {}",
+                ms(run.latency.p50),
+                ms(run.latency.p99)
+            );
+        }
+    }
     if let Some(spans) = spans {
         spans.print(messages);
     }
@@ -130,32 +170,57 @@ fn payloads(messages: usize) -> Vec<(String, String)> {
         .collect()
 }
 
-/// Posts every webhook, `CONCURRENCY` at a time; returns when each sender's was posted.
+/// Posts every webhook at `pace`; returns when each sender's was posted.
 async fn post_all(
     url: &str,
     bodies: Vec<(String, String)>,
+    pace: Pace,
 ) -> anyhow::Result<Vec<(String, Instant)>> {
     let http = reqwest::Client::new();
-    let results: Vec<anyhow::Result<(String, Instant)>> = futures_util::stream::iter(bodies)
-        .map(|(from, body)| {
-            let request = http
-                .post(url)
-                .header("content-type", "application/json")
-                .header(
-                    "x-hub-signature-256",
-                    signature::sign(SECRET.as_bytes(), body.as_bytes()),
-                )
-                .body(body);
-            async move {
-                let posted = Instant::now();
-                let status = request.send().await?.status();
-                anyhow::ensure!(status.is_success(), "webhook answered {status}");
-                Ok((from, posted))
+    let post = |(from, body): (String, String)| {
+        let request = http
+            .post(url)
+            .header("content-type", "application/json")
+            .header(
+                "x-hub-signature-256",
+                signature::sign(SECRET.as_bytes(), body.as_bytes()),
+            )
+            .body(body);
+        async move {
+            let posted = Instant::now();
+            let status = request.send().await?.status();
+            anyhow::ensure!(status.is_success(), "webhook answered {status}");
+            Ok((from, posted))
+        }
+    };
+    let results: Vec<anyhow::Result<(String, Instant)>> = match pace {
+        Pace::Burst => {
+            futures_util::stream::iter(bodies)
+                .map(post)
+                .buffer_unordered(CONCURRENCY)
+                .collect()
+                .await
+        }
+        Pace::Steady(rate) => {
+            // Each post is its own task, started on its time: a slow answer delays nothing.
+            let start = tokio::time::Instant::now();
+            let spacing = Duration::from_secs_f64(1.0 / rate);
+            let mut posts = Vec::with_capacity(bodies.len());
+            for (n, body) in bodies.into_iter().enumerate() {
+                let due = start + spacing.mul_f64(n as f64);
+                let posting = post(body);
+                posts.push(tokio::spawn(async move {
+                    tokio::time::sleep_until(due).await;
+                    posting.await
+                }));
             }
-        })
-        .buffer_unordered(CONCURRENCY)
-        .collect()
-        .await;
+            let mut results = Vec::with_capacity(posts.len());
+            for posted in posts {
+                results.push(posted.await.context("a post task")?);
+            }
+            results
+        }
+    };
     results.into_iter().collect()
 }
 
@@ -172,7 +237,7 @@ async fn wait_for(graph: &FakeGraph, count: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn run_parley(messages: usize) -> anyhow::Result<Run> {
+async fn run_parley(messages: usize, pace: Pace) -> anyhow::Result<Run> {
     let server = BenchServer::start(|settings| {
         settings.whatsapp.app_secret = Some(SECRET.into());
         settings.whatsapp.pair_burst = 1000;
@@ -187,7 +252,8 @@ async fn run_parley(messages: usize) -> anyhow::Result<Run> {
         .await?;
     let bodies = payloads(messages);
     let started = Instant::now();
-    let posted = post_all(&format!("{}/webhooks/waba/{channel}", server.base), bodies).await?;
+    let url = format!("{}/webhooks/waba/{channel}", server.base);
+    let posted = post_all(&url, bodies, pace).await?;
     wait_for(&server.graph, messages).await?;
     let run = Run::of(messages, started, &posted, &server.graph)?;
     server.stop().await?;
@@ -204,7 +270,7 @@ struct Baseline {
     channel_id: Uuid,
 }
 
-async fn run_baseline(messages: usize) -> anyhow::Result<Run> {
+async fn run_baseline(messages: usize, pace: Pace) -> anyhow::Result<Run> {
     let dir = tempfile::tempdir()?;
     let graph = FakeGraph::start().await;
     let model = FakeModel::start().await;
@@ -254,7 +320,7 @@ async fn run_baseline(messages: usize) -> anyhow::Result<Run> {
     let server = tokio::spawn(async move { axum::serve(listener, app).await });
 
     let started = Instant::now();
-    let posted = post_all(&format!("http://{addr}/hook"), payloads(messages)).await?;
+    let posted = post_all(&format!("http://{addr}/hook"), payloads(messages), pace).await?;
     wait_for(&graph, messages).await?;
     let run = Run::of(messages, started, &posted, &graph)?;
     server.abort();
