@@ -101,17 +101,21 @@ fn number_quota(per_second: NonZeroU32) -> Quota {
 mod tests {
     use super::*;
 
-    #[tokio::test]
-    async fn recipients_whose_pair_limit_refilled_are_forgotten() {
-        let settings = ChannelSettings {
+    /// Limits of a number that is never the bottleneck, one message per recipient per `period`.
+    fn one_per_recipient_every(period: Duration) -> Limits {
+        Limits::new(&ChannelSettings {
             per_second: 1_000_000,
             pair_burst: 1,
-            pair_period: Duration::from_millis(1),
+            pair_period: period,
             max_retries: 0,
             retry_backoff: Duration::from_millis(1),
             public_url: None,
-        };
-        let limits = Limits::new(&settings);
+        })
+    }
+
+    #[tokio::test]
+    async fn recipients_whose_pair_limit_refilled_are_forgotten() {
+        let limits = one_per_recipient_every(Duration::from_millis(1));
         for round in 0..4 {
             for person in 0..3_000 {
                 limits.until_ready(&format!("{round}-{person}")).await;
@@ -126,15 +130,7 @@ mod tests {
 
     #[test]
     fn a_recipient_within_its_limit_is_not_forgotten() {
-        let settings = ChannelSettings {
-            per_second: 1_000_000,
-            pair_burst: 1,
-            pair_period: Duration::from_secs(60),
-            max_retries: 0,
-            retry_backoff: Duration::from_millis(1),
-            public_url: None,
-        };
-        let limits = Limits::new(&settings);
+        let limits = one_per_recipient_every(Duration::from_secs(60));
         for person in 0..3_000 {
             assert!(limits.pairs.check_key(&format!("{person}")).is_ok());
             limits.forget_refilled_pairs();
