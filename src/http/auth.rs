@@ -41,9 +41,7 @@ impl Caller {
         if self.permissions.contains(permission) {
             Ok(())
         } else {
-            Err(ApiError::Forbidden(format!(
-                "This API key lacks the '{permission}' permission"
-            )))
+            Err(ApiError::lacking(permission))
         }
     }
 }
@@ -192,9 +190,7 @@ impl AuthFailures {
         }
         match limiter.check_key(&peer.ip()) {
             Ok(()) => ApiError::Unauthenticated,
-            Err(_) => ApiError::RateLimited(
-                "Too many failed authentications from this address; slow down".to_owned(),
-            ),
+            Err(_) => ApiError::too_many_failures(),
         }
     }
 }

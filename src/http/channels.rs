@@ -315,9 +315,7 @@ pub(super) async fn verify_number(
             }
             other => {
                 tracing::warn!(error = %other, "Meta could not verify a channel's credentials");
-                ApiError::UpstreamFailed(
-                    "Meta could not be reached to verify the channel's credentials".to_owned(),
-                )
+                ApiError::credentials_unverified()
             }
         })
 }

@@ -161,6 +161,49 @@ impl ApiError {
         }
     }
 
+    /// 403: the key lacks `permission`.
+    pub(crate) fn lacking(permission: crate::domain::Permission) -> Self {
+        Self::Forbidden(format!("This API key lacks the '{permission}' permission"))
+    }
+
+    /// 429: too many failed authentications from one address.
+    pub(crate) fn too_many_failures() -> Self {
+        Self::RateLimited("Too many failed authentications from this address; slow down".to_owned())
+    }
+
+    /// 409: a unique value is already taken.
+    pub(crate) fn taken() -> Self {
+        Self::Conflict("A resource with the same unique value already exists".to_owned())
+    }
+
+    /// 504: the language model did not answer in time.
+    pub(crate) fn model_timed_out() -> Self {
+        Self::UpstreamTimeout(
+            "The language model did not answer in time; the message is kept".to_owned(),
+        )
+    }
+
+    /// 502: the language model failed after its retries.
+    pub(crate) fn model_failed() -> Self {
+        Self::UpstreamFailed("The language model failed to answer; the message is kept".to_owned())
+    }
+
+    /// 504: Meta did not answer a send in time (the send goes on).
+    pub(crate) fn send_timed_out() -> Self {
+        Self::UpstreamTimeout(
+            "Meta did not answer in time; the send goes on and its outcome is recorded on the \
+             message"
+                .to_owned(),
+        )
+    }
+
+    /// 502: Meta could not be asked about a channel's credentials.
+    pub(crate) fn credentials_unverified() -> Self {
+        Self::UpstreamFailed(
+            "Meta could not be reached to verify the channel's credentials".to_owned(),
+        )
+    }
+
     /// 503 `not_ready`: a part of the service is (re)starting.
     pub(crate) fn not_ready(message: impl Into<String>) -> Self {
         Self::Unavailable {
@@ -306,9 +349,7 @@ impl IntoResponse for ApiError {
 impl From<PersistenceError> for ApiError {
     fn from(err: PersistenceError) -> Self {
         match err {
-            PersistenceError::Conflict(_) => {
-                Self::Conflict("A resource with the same unique value already exists".to_owned())
-            }
+            PersistenceError::Conflict(_) => Self::taken(),
             // A concurrent delete won the race: what this request refers to is gone.
             PersistenceError::Vanished(_) => Self::NotFound("A resource this request refers to"),
             PersistenceError::Database(db) => Self::Internal(anyhow::Error::new(db)),

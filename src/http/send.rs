@@ -123,13 +123,7 @@ async fn send_template(
     let limit = Duration::from_secs(state.settings.server.send_timeout_secs);
     let sent = tokio::time::timeout(limit, state.actors.outbox().send_template(send))
         .await
-        .map_err(|_| {
-            ApiError::UpstreamTimeout(
-                "Meta did not answer in time; the send goes on and its outcome is recorded on \
-                 the message"
-                    .to_owned(),
-            )
-        })?
+        .map_err(|_| ApiError::send_timed_out())?
         .map_err(ApiError::from)?;
     let record = SentRecord::from(sent);
     Ok(Envelope::ok("Template message sent", record))

@@ -413,20 +413,7 @@ async fn a_task_due_while_the_server_was_down_runs_once_at_start_up_marked_late(
     }
 
     let (second, _) = serve(&app);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let record: Value = app
-            .get(&format!("/scheduled-tasks/{task}"))
-            .await
-            .json()
-            .await
-            .expect("json");
-        if record["data"]["status"] == "completed" {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the task never ran: {record}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_until_completed(&app, &task).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     kill(second);
     let runs: Value = app
@@ -510,23 +497,7 @@ async fn task_sends_stopped_before_their_message_was_handed_over_run_again_after
     let (second, _) = serve_with(&app, &[("PARLEY_SCHEDULER_SWEEP_MS", "200")]);
     let sent = app.wait_for_sends(3).await;
     for task in &tasks {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let record: Value = app
-                .get(&format!("/scheduled-tasks/{task}"))
-                .await
-                .json()
-                .await
-                .expect("json");
-            if record["data"]["status"] == "completed" {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the task never ran again: {record}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        wait_until_completed(&app, task).await;
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
     kill(second);
@@ -551,5 +522,23 @@ async fn task_sends_stopped_before_their_message_was_handed_over_run_again_after
             .filter_map(|r| r["status"].as_str())
             .collect();
         assert!(statuses.contains(&"succeeded"), "{runs}");
+    }
+}
+
+/// Waits (20 s at most) until the scheduled task `task` reads `completed`.
+async fn wait_until_completed(app: &TestApp, task: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let record: Value = app
+            .get(&format!("/scheduled-tasks/{task}"))
+            .await
+            .json()
+            .await
+            .expect("json");
+        if record["data"]["status"] == "completed" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the task never ran: {record}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

@@ -60,6 +60,11 @@ async fn flow(app: &TestApp, body: Value) -> Value {
     app.created("/flows", body).await
 }
 
+/// The first page of the flow's recipients, as answered.
+async fn recipients_of(app: &TestApp, uid: &str) -> Value {
+    expect_status(app.get(&format!("/flows/{uid}/recipients")).await, 200).await
+}
+
 /// Polls the flow until `check` holds for its record.
 async fn wait_flow(app: &TestApp, uid: &str, check: impl Fn(&Value) -> bool) -> Value {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
@@ -365,12 +370,7 @@ async fn a_sandbox_flow_reaches_every_identity_once_and_completes() {
     assert!(done["metadata"]["startedAt"].is_string());
     assert!(done["metadata"]["finishedAt"].is_string());
 
-    let recipients = expect_status(
-        app.get(&format!("/flows/{}/recipients", uid(&created)))
-            .await,
-        200,
-    )
-    .await;
+    let recipients = recipients_of(&app, &uid(&created)).await;
     let listed: Vec<(&str, &str)> = recipients["data"]
         .as_array()
         .expect("present")
@@ -849,12 +849,7 @@ async fn a_flows_own_retries_govern_its_sends_and_every_attempt_at_meta_is_count
     assert_eq!(done["statistics"]["sent"], 1, "{done}");
     assert_eq!(done["statistics"]["retries"], 2, "{done}");
     assert_eq!(app.graph.rejected().len() + app.graph.sent().len(), 3);
-    let recipients = expect_status(
-        app.get(&format!("/flows/{}/recipients", uid(&created)))
-            .await,
-        200,
-    )
-    .await;
+    let recipients = recipients_of(&app, &uid(&created)).await;
     assert_eq!(recipients["data"][0]["attempts"], 3);
     // The success does not keep the throttle it came through.
     assert_eq!(recipients["data"][0]["error"], Value::Null, "{recipients}");
@@ -879,12 +874,7 @@ async fn a_flows_own_retries_govern_its_sends_and_every_attempt_at_meta_is_count
         app.graph.rejected().len() + app.graph.sent().len(),
         before + 1
     );
-    let recipients = expect_status(
-        app.get(&format!("/flows/{}/recipients", uid(&created)))
-            .await,
-        200,
-    )
-    .await;
+    let recipients = recipients_of(&app, &uid(&created)).await;
     assert_eq!(recipients["data"][0]["attempts"], 1, "{recipients}");
 }
 
@@ -923,12 +913,7 @@ async fn a_skipped_recipient_made_no_attempt_and_configuration_and_ids_are_read_
         f["status"] != "queued" && f["status"] != "running"
     })
     .await;
-    let recipients = expect_status(
-        app.get(&format!("/flows/{}/recipients", uid(&created)))
-            .await,
-        200,
-    )
-    .await;
+    let recipients = recipients_of(&app, &uid(&created)).await;
     assert_eq!(recipients["data"][0]["status"], "skipped", "{recipients}");
     assert_eq!(recipients["data"][0]["attempts"], 0, "{recipients}");
 }

@@ -121,15 +121,11 @@ impl From<TurnError> for ApiError {
             },
             TurnError::Llm(e @ LlmError::Timeout(_)) => {
                 tracing::warn!(error = %e, "the language model timed out");
-                Self::UpstreamTimeout(
-                    "The language model did not answer in time; the message is kept".to_owned(),
-                )
+                Self::model_timed_out()
             }
             TurnError::Llm(e) => {
                 tracing::warn!(error = %e, "the language model failed");
-                Self::UpstreamFailed(
-                    "The language model failed to answer; the message is kept".to_owned(),
-                )
+                Self::model_failed()
             }
             TurnError::Timeout => Self::UpstreamTimeout(
                 "The turn did not finish in time; it goes on and its reply will be stored"

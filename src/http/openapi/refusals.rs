@@ -5,6 +5,7 @@ use utoipa::openapi::path::Operation;
 use utoipa::openapi::response::ResponseBuilder;
 use utoipa::openapi::{Components, Content, Ref, RefOr};
 
+use crate::domain::Permission;
 use crate::http::error::{ApiError, FieldError};
 use crate::http::pagination::MAX_LIMIT;
 
@@ -143,15 +144,11 @@ fn common_example(name: &str) -> ApiError {
             format!("must be between 1 and {MAX_LIMIT}"),
         )]),
         "Unauthenticated" => ApiError::Unauthenticated,
-        "Forbidden" => ApiError::Forbidden("This API key lacks the 'write' permission".to_owned()),
+        "Forbidden" => ApiError::lacking(Permission::Write),
         "PayloadTooLarge" => ApiError::PayloadTooLarge(1024 * 1024),
-        "RateLimited" => ApiError::RateLimited(
-            "Too many failed authentications from this address; slow down".to_owned(),
-        ),
+        "RateLimited" => ApiError::too_many_failures(),
         "Unavailable" => ApiError::not_ready("The channels' supervisor is restarting"),
-        "Conflict" => {
-            ApiError::Conflict("A resource with the same unique value already exists".to_owned())
-        }
+        "Conflict" => ApiError::taken(),
         _ => ApiError::Internal(anyhow::anyhow!("an example")),
     }
 }
@@ -184,17 +181,9 @@ fn upstream_example(status: &str, path: &str) -> ApiError {
     let model = path.starts_with("/conversation/");
     let mcp = path.contains("mcp");
     match (status, model, mcp) {
-        ("504", true, _) => ApiError::UpstreamTimeout(
-            "The language model did not answer in time; the message is kept".to_owned(),
-        ),
-        ("504", false, _) => ApiError::UpstreamTimeout(
-            "Meta did not answer in time; the send goes on and its outcome is recorded on the \
-             message"
-                .to_owned(),
-        ),
-        (_, true, _) => ApiError::UpstreamFailed(
-            "The language model failed to answer; the message is kept".to_owned(),
-        ),
+        ("504", true, _) => ApiError::model_timed_out(),
+        ("504", false, _) => ApiError::send_timed_out(),
+        (_, true, _) => ApiError::model_failed(),
         (_, _, true) => ApiError::BadGateway {
             code: "mcp_unreachable",
             message: "The MCP server 'Clock' did not answer: connection refused".to_owned(),
@@ -203,9 +192,7 @@ fn upstream_example(status: &str, path: &str) -> ApiError {
                 "Clock: connection refused",
             )],
         },
-        _ => ApiError::UpstreamFailed(
-            "Meta could not be reached to verify the channel's credentials".to_owned(),
-        ),
+        _ => ApiError::credentials_unverified(),
     }
 }
 
