@@ -223,13 +223,9 @@ async fn admit(state: &ChannelState, outgoing: &Outgoing) -> Result<Option<Strin
     // Meta refuses it with 131047 otherwise); free text that answers nothing is checked here.
     if let (OutboundContent::Text { context: None, .. }, Some(identity_id)) =
         (&outgoing.content, outgoing.identity_id)
+        && !service_window_open(&state.deps.db, identity_id, channel.id).await?
     {
-        let last = deliveries::last_inbound_at(&state.deps.db, identity_id, channel.id).await?;
-        let open = last
-            .is_some_and(|at| parley_persistence::clock::now() - at < chrono::Duration::hours(24));
-        if !open {
-            return Err(SendError::WindowClosed);
-        }
+        return Err(SendError::WindowClosed);
     }
     if channel.integration == Integration::Sandbox {
         return Ok(None);
@@ -239,6 +235,20 @@ async fn admit(state: &ChannelState, outgoing: &Outgoing) -> Result<Option<Strin
         .clone()
         .map(Some)
         .ok_or_else(|| SendError::CredentialsInvalid("the channel has no access token".to_owned()))
+}
+
+/// Whether free text may go to the identity on the channel: the person wrote on it within the
+/// last 24 hours (WhatsApp's customer service window).
+///
+/// # Errors
+/// Fails on a database error.
+pub(crate) async fn service_window_open(
+    db: &parley_persistence::DatabaseConnection,
+    identity_id: uuid::Uuid,
+    channel_id: uuid::Uuid,
+) -> Result<bool, parley_persistence::PersistenceError> {
+    let last = deliveries::last_inbound_at(db, identity_id, channel_id).await?;
+    Ok(last.is_some_and(|at| parley_persistence::clock::now() - at < chrono::Duration::hours(24)))
 }
 
 async fn register(state: &ChannelState) -> Result<bool, GraphError> {

@@ -7,6 +7,7 @@
 //! the idle timeout, and spawns it again with that cache on the next message.
 
 mod context;
+mod handoff;
 mod history;
 pub mod registry;
 mod request;
@@ -23,6 +24,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use uuid::Uuid;
 
 use self::context::Context;
+pub use self::handoff::ModeChange;
 use self::registry::RegistryMsg;
 pub use self::request::{
     ToolCallRecord, TurnError, TurnEvent, TurnOrigin, TurnOutcome, TurnRequest,
@@ -57,6 +59,8 @@ pub struct ConversationSettings {
     pub max_tool_rounds: u32,
     /// Longest an API caller waits for a turn.
     pub turn_timeout: Duration,
+    /// How often conversations handed to a person are looked at for their automatic return.
+    pub handoff_sweep: Duration,
 }
 
 impl ConversationSettings {
@@ -151,6 +155,11 @@ pub(crate) struct ConversationState {
 pub(crate) enum ConversationMsg {
     /// Answer a message.
     Turn(TurnRequest, RpcReplyPort<Result<TurnOutcome, TurnError>>),
+    /// Change who answers the identity's conversation on a channel; answers the conversation.
+    Mode(
+        ModeChange,
+        RpcReplyPort<Result<parley_persistence::entities::conversation::Model, TurnError>>,
+    ),
     /// The debounce window of this generation closed.
     Flush(u64),
     /// Something this actor may cache changed.
@@ -215,6 +224,9 @@ impl Actor for ConversationActor {
                 tracing::debug!(channel_id = %request.channel_id, "turn received");
                 Box::pin(turn_arrived(state, &myself, request, reply)).await;
             }
+            ConversationMsg::Mode(change, reply) => {
+                let _ = reply.send(Box::pin(handoff::change(state, change)).await);
+            }
             ConversationMsg::Flush(generation) => {
                 if generation == state.generation {
                     Box::pin(flush(state)).await;
@@ -271,27 +283,31 @@ async fn turn_arrived(
 }
 
 /// Loads the identity's context when it is not cached and picks the assistant for the
-/// request's channel.
+/// request's channel; refuses an API caller's turn in a conversation a person has (before a
+/// streaming caller hears that its turn was accepted).
 #[tracing::instrument(name = "prepare", level = "debug", skip_all)]
 async fn prepare(
     state: &mut ConversationState,
     request: &TurnRequest,
 ) -> Result<Routed, TurnError> {
-    let (workspace_id, identity_id) = state.key;
-    let db = &state.deps.db;
-    if state.context.is_none() {
-        state.context = Some(
-            Context::load(db, workspace_id, identity_id)
-                .await?
-                .ok_or(TurnError::IdentityNotFound)?,
-        );
-    }
+    let workspace_id = state.key.0;
+    // The identity first: an unknown identity is refused before an unknown channel.
+    state.context().await?;
     let route = state
         .shared
-        .route(db, workspace_id, request.channel_id)
+        .route(&state.deps.db, workspace_id, request.channel_id)
         .await?;
-    let context = state.context.as_ref().ok_or(TurnError::IdentityNotFound)?;
-    route.choose(context.language().as_deref())
+    let deps = Arc::clone(&state.deps);
+    let context = state.context().await?;
+    let routed = route.choose(context.language().as_deref())?;
+    if matches!(request.origin, TurnOrigin::Api { .. })
+        && turn::place::open_on(&deps, context, request.channel_id)
+            .await?
+            .is_some_and(|open| open.mode == parley_persistence::ConversationMode::Human)
+    {
+        return Err(TurnError::HumanMode);
+    }
+    Ok(routed)
 }
 
 async fn answer(
@@ -367,6 +383,22 @@ fn rest_check(state: &ConversationState, myself: &ActorRef<ConversationMsg>) {
 }
 
 impl ConversationState {
+    /// The identity's context, read when it is not cached.
+    ///
+    /// # Errors
+    /// [`TurnError::IdentityNotFound`] when the identity no longer exists, or a storage error.
+    async fn context(&mut self) -> Result<&mut Context, TurnError> {
+        let (workspace_id, identity_id) = self.key;
+        if self.context.is_none() {
+            self.context = Some(
+                Context::load(&self.deps.db, workspace_id, identity_id)
+                    .await?
+                    .ok_or(TurnError::IdentityNotFound)?,
+            );
+        }
+        self.context.as_mut().ok_or(TurnError::IdentityNotFound)
+    }
+
     /// What the registry keeps once this actor stopped to rest: its cache, if it has one.
     fn into_rested(self) -> Option<Rested> {
         let last_activity = self.last_activity;

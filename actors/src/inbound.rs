@@ -43,6 +43,8 @@ pub struct InboundDeps {
 pub(crate) enum Processed {
     /// Answered (or its reply's failure is recorded on the reply).
     Answered,
+    /// Stored for the person the conversation was handed to; the assistant stays quiet.
+    Held,
     /// It can never be answered (no assistant on the channel, an unreadable message); kept
     /// failed for operators.
     Refused(String),
@@ -102,6 +104,7 @@ pub(crate) async fn process(
     };
     match outcome {
         Ok(outcome) => deliver(&deps.outbox, outcome).await,
+        Err(TurnError::HumanMode) => Processed::Held,
         Err(error) if error.is_transient() => Processed::Retry(describe(&error)),
         Err(error) => Processed::Refused(error.to_string()),
     }

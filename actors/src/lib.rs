@@ -46,8 +46,8 @@ pub use changes::Change;
 pub use channel::registry::Channels;
 pub use conversation::registry::Conversations;
 pub use conversation::{
-    ConversationDeps, ConversationSettings, ToolCallRecord, TurnError, TurnEvent, TurnOrigin,
-    TurnOutcome, TurnRequest,
+    ConversationDeps, ConversationSettings, ModeChange, ToolCallRecord, TurnError, TurnEvent,
+    TurnOrigin, TurnOutcome, TurnRequest,
 };
 pub use flow::Flows;
 pub use outbound::Outbox;

@@ -31,6 +31,12 @@ pub const ACTOR_RESTARTS: &str = "parley_actor_restarts_total";
 pub const FLOW_RECIPIENTS: &str = "parley_flow_recipients_total";
 /// Scheduled-task runs by outcome (`succeeded`, `failed`).
 pub const TASK_RUNS: &str = "parley_scheduled_task_runs_total";
+/// Conversations handed to a person, by who asked (`api`, `tool`).
+pub const HANDOFFS: &str = "parley_handoffs_total";
+/// Conversations given back to the assistant, by why (`api`, `timeout`).
+pub const RESUMES: &str = "parley_handoff_resumes_total";
+/// Operators' messages to people, by outcome (`sent`, `failed`).
+pub const OPERATOR_MESSAGES: &str = "parley_operator_messages_total";
 
 /// Gives every metric above its help text and unit; call once after installing a recorder.
 pub fn describe() {
@@ -57,6 +63,12 @@ pub fn describe() {
     describe_counter!(ACTOR_RESTARTS, "Supervisors restarted, by kind");
     describe_counter!(FLOW_RECIPIENTS, "Flow recipients reaching a state");
     describe_counter!(TASK_RUNS, "Scheduled-task runs by outcome");
+    describe_counter!(HANDOFFS, "Conversations handed to a person, by who asked");
+    describe_counter!(RESUMES, "Conversations given back to the assistant, by why");
+    describe_counter!(
+        OPERATOR_MESSAGES,
+        "Operators' messages to people, by outcome"
+    );
 }
 
 pub(crate) fn model_call(mode: &'static str, ok: bool, elapsed: Duration) {
@@ -109,4 +121,18 @@ pub(crate) fn task_run(result: &'static str) {
 
 fn outcome(ok: bool) -> &'static str {
     if ok { "ok" } else { "error" }
+}
+
+pub(crate) fn handoff(by: &'static str) {
+    counter!(HANDOFFS, "by" => by).increment(1);
+}
+
+pub(crate) fn resume(why: &'static str) {
+    counter!(RESUMES, "why" => why).increment(1);
+}
+
+/// An operator's message went out (`sent`) or did not (`failed`).
+pub(crate) fn operator_message(sent: bool) {
+    let outcome = if sent { "sent" } else { "failed" };
+    counter!(OPERATOR_MESSAGES, "outcome" => outcome).increment(1);
 }

@@ -13,13 +13,16 @@
 //! Each send runs in a task of its own, so a caller that stops waiting (a client that hangs
 //! up) never leaves a message half done.
 
+mod operator;
 mod parcel;
 pub mod reports;
 mod resume;
 
 use parley_persistence::conversations;
 use parley_persistence::entities::channel;
-use parley_persistence::{DatabaseConnection, GroupCommit, MessageStatus, PersistenceError, clock};
+use parley_persistence::{
+    DatabaseConnection, GroupCommit, MessageStatus, PersistenceError, Role, clock,
+};
 use uuid::Uuid;
 
 pub use self::parcel::{Parcel, pending};
@@ -55,7 +58,7 @@ pub struct TemplateSend {
 }
 
 /// A message that went out.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 pub struct Sent {
     /// The stored outbound message.
     pub message_id: Uuid,
@@ -94,6 +97,9 @@ pub enum OutboundError {
     /// The identity has no phone number to send to.
     #[error("the identity has no phone number")]
     NoPhone,
+    /// Free text outside the 24-hour window since the person's last message; nothing stored.
+    #[error("outside the 24-hour window since the person's last message; send a template")]
+    OutsideWindow,
     /// The database failed.
     #[error("storage failed: {0}")]
     Storage(String),
@@ -202,24 +208,31 @@ impl Outbox {
     ) -> Result<Sent, OutboundError> {
         let outbox = self.clone();
         detached(async move {
-            let phone = people::phone_of(&outbox.db, thread.identity_id)
-                .await?
-                .ok_or(OutboundError::NoPhone)?;
-            let content = OutboundContent::Text {
-                body: text.clone(),
-                context: None,
-            };
             outbox
-                .send_to(
-                    thread,
-                    &phone,
-                    (content, text),
-                    message_id,
-                    Retries::Channel,
-                )
+                .text_as(Role::Assistant, thread, text, message_id)
                 .await
         })
         .await
+    }
+
+    /// Free text to the thread's identity at its phone, stored as written by `role`.
+    async fn text_as(
+        &self,
+        role: Role,
+        thread: Thread,
+        text: String,
+        message_id: Option<Uuid>,
+    ) -> Result<Sent, OutboundError> {
+        let phone = people::phone_of(&self.db, thread.identity_id)
+            .await?
+            .ok_or(OutboundError::NoPhone)?;
+        let content = OutboundContent::Text {
+            body: text.clone(),
+            context: None,
+        };
+        let shown = (content, text);
+        self.send_as(role, thread, &phone, shown, message_id, Retries::Channel)
+            .await
     }
 
     /// Sends a template already found and rendered (a flow renders its campaign's template
@@ -272,6 +285,27 @@ impl Outbox {
         message_id: Option<Uuid>,
         retries: Retries,
     ) -> Result<Sent, OutboundError> {
+        self.send_as(
+            Role::Assistant,
+            thread,
+            phone,
+            (content, text),
+            message_id,
+            retries,
+        )
+        .await
+    }
+
+    /// As [`Outbox::send_to`], the message stored as written by `role`.
+    async fn send_as(
+        &self,
+        role: Role,
+        thread: Thread,
+        phone: &Phone,
+        (content, text): (OutboundContent, String),
+        message_id: Option<Uuid>,
+        retries: Retries,
+    ) -> Result<Sent, OutboundError> {
         let outgoing = Outgoing {
             to: phone.digits().to_owned(),
             identity_id: Some(thread.identity_id),
@@ -281,6 +315,7 @@ impl Outbox {
         let conversation = thread::current(&self.db, thread, self.idle_after, None, now).await?;
         let mut message = pending(&outgoing, text.clone());
         message.id = message_id;
+        message.role = role;
         let stored =
             conversations::store_message(&self.writer, &conversation, message, now).await?;
         self.stored(thread, now);

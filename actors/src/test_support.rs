@@ -58,6 +58,7 @@ pub(crate) async fn deps() -> (ConversationDeps, tempfile::TempDir, FakeModel) {
             actor_idle: Duration::from_secs(600),
             max_tool_rounds: 8,
             turn_timeout: Duration::from_secs(30),
+            handoff_sweep: Duration::from_secs(60),
         },
         announced: std::sync::Arc::default(),
     };

@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use crate::entities::{conversation, message};
 use crate::page::fetch_page;
-use crate::values::{ConversationStatus, Direction, MessageStatus, Role};
+use crate::values::{ConversationMode, ConversationStatus, Direction, MessageStatus, Role};
 use crate::{GroupCommit, Page, Paged, PersistenceError, Result};
 
 /// Which conversations to list.
@@ -20,6 +20,8 @@ pub struct ConversationFilter {
     pub identity_id: Option<Uuid>,
     /// Only this channel's.
     pub channel_id: Option<Uuid>,
+    /// Only those answered this way.
+    pub mode: Option<ConversationMode>,
 }
 
 /// The workspace's conversations, most recently active first.
@@ -39,6 +41,9 @@ pub async fn list(
     }
     if let Some(channel_id) = filter.channel_id {
         query = query.filter(conversation::Column::ChannelId.eq(channel_id));
+    }
+    if let Some(mode) = filter.mode {
+        query = query.filter(conversation::Column::Mode.eq(mode));
     }
     let query = query
         .order_by_desc(conversation::Column::LastMessageAt)
@@ -108,6 +113,10 @@ pub async fn start(
             status: ConversationStatus::Open,
             started_at: now,
             last_message_at: now,
+            mode: ConversationMode::Assistant,
+            mode_changed_at: None,
+            handoff_reason: None,
+            human_active_at: None,
         };
         let inserted =
             conversation::Entity::insert(conversation::ActiveModel::from(started.clone()))

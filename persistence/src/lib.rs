@@ -16,6 +16,7 @@ pub mod entities;
 mod error;
 pub mod flows;
 mod group_commit;
+pub mod handoff;
 pub mod idempotency;
 pub mod identities;
 pub mod mcp_servers;
@@ -39,9 +40,9 @@ pub use group_commit::{GroupCommit, WRITE_BATCH, Writes};
 pub use page::{Cursor, CursorPage, Page, Paged};
 pub use sea_orm::{ConnectionTrait, DatabaseConnection, DatabaseTransaction, TransactionTrait};
 pub use values::{
-    CampaignStatus, ContactKind, ConversationStatus, Direction, EventStatus, FailureReason,
-    FlowStatus, Integration, McpTransport, MessageStatus, ParamsStrategy, RecipientStatus, Role,
-    RunStatus, SkipReason, TaskStatus, TaskType,
+    CampaignStatus, ContactKind, ConversationMode, ConversationStatus, Direction, EventStatus,
+    FailureReason, FlowStatus, Integration, McpTransport, MessageStatus, ParamsStrategy,
+    RecipientStatus, Role, RunStatus, SkipReason, TaskStatus, TaskType,
 };
 
 /// Result of a persistence operation.

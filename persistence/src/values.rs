@@ -99,6 +99,11 @@ string_values! {
         Assistant = "assistant",
         /// A tool's result.
         Tool = "tool",
+        /// A person of the business, writing through the console or the API while the
+        /// conversation was handed to them.
+        Operator = "operator",
+        /// A note for the model, stored in the conversation (a person handled it for a while).
+        System = "system",
     }
 }
 
@@ -158,6 +163,16 @@ string_values! {
         Open = "open",
         /// Idle past `conversation_idle_hours`, or its channel was deleted.
         Closed = "closed",
+    }
+}
+
+string_values! {
+    /// Who answers a conversation.
+    ConversationMode {
+        /// The assistant answers every message.
+        Assistant = "assistant",
+        /// A person has taken it over: messages are stored, the assistant stays quiet.
+        Human = "human",
     }
 }
 

@@ -80,6 +80,7 @@ impl Settings {
                 actor_idle: Duration::from_secs(self.actors.conversation_actor_idle_secs),
                 max_tool_rounds: llm.max_tool_rounds,
                 turn_timeout: Duration::from_secs(self.actors.turn_timeout_secs),
+                handoff_sweep: Duration::from_millis(self.actors.handoff_sweep_ms.max(10)),
             },
             announced: Arc::default(),
         }

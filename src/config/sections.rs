@@ -292,6 +292,9 @@ pub struct ActorSettings {
     pub scheduler_min_interval_secs: u64,
     /// Runs kept per task: older ones are deleted as new ones are recorded.
     pub scheduler_runs_kept: u64,
+    /// How often conversations handed to a person are looked at for their automatic return
+    /// to the assistant, in milliseconds.
+    pub handoff_sweep_ms: u64,
 }
 
 impl Default for ActorSettings {
@@ -314,6 +317,7 @@ impl Default for ActorSettings {
             scheduler_task_quota: 1_000,
             scheduler_min_interval_secs: 60,
             scheduler_runs_kept: 100,
+            handoff_sweep_ms: 30_000,
         }
     }
 }

@@ -19,7 +19,7 @@ use tokio::task::JoinError;
 use tokio_stream::Stream;
 use uuid::Uuid;
 
-use crate::domain::{Permission, TEXT_LIMIT};
+use crate::domain::Permission;
 use crate::http::AppState;
 use crate::http::auth::Caller;
 use crate::http::envelope::Envelope;
@@ -27,7 +27,7 @@ use crate::http::error::Refusal;
 use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Json, Path, Query};
 use crate::http::lookup::identity_id_of;
-use crate::http::validation::{Problems, object_or_empty, parse_uuid};
+use crate::http::validation::{Problems, object_or_empty, parse_uuid, text_field};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 /// Comment lines that keep idle proxies from closing a stream.
@@ -101,7 +101,7 @@ async fn chat(
 ) -> Result<Envelope<ChatData>> {
     caller.require(Permission::Write)?;
     let mut problems = Problems::default();
-    let text = message_text(&mut problems, body.message.as_ref());
+    let text = text_field(&mut problems, "message", body.message.as_ref());
     let metadata = body
         .metadata
         .map(|m| object_or_empty(&mut problems, "metadata", Some(m)));
@@ -165,7 +165,11 @@ async fn stream(
     {
         problems.add(["channel_id"], "is required");
     }
-    let text = message_text(&mut problems, query.message.map(Value::String).as_ref());
+    let text = text_field(
+        &mut problems,
+        "message",
+        query.message.map(Value::String).as_ref(),
+    );
     problems.finish()?;
     let channel_id = query.channel_id.unwrap_or_default();
     let channel_id = parse_uuid(&channel_id, "channel_id")?;
@@ -242,23 +246,4 @@ fn ending(
 
 fn event(data: &Value) -> Event {
     Event::default().data(data.to_string())
-}
-
-/// The message text: present, a string, not blank, at most 4096 characters.
-fn message_text(problems: &mut Problems, value: Option<&Value>) -> String {
-    match value {
-        Some(Value::String(text)) if text.trim().is_empty() => {
-            problems.add(["message"], "must not be empty");
-        }
-        Some(Value::String(text)) if text.chars().count() > TEXT_LIMIT => {
-            problems.add(
-                ["message"],
-                format!("must be at most {TEXT_LIMIT} characters"),
-            );
-        }
-        Some(Value::String(text)) => return text.clone(),
-        Some(_) => problems.add(["message"], "must be a string"),
-        None => problems.add(["message"], "is required"),
-    }
-    String::new()
 }

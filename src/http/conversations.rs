@@ -1,5 +1,8 @@
-//! Conversation reads: `GET /conversations` (filter by `identity_id`, `channel_id`),
-//! `GET /conversations/{id}` and `GET /conversations/{id}/messages`.
+//! Conversation reads: `GET /conversations` (filter by `identity_id`, `channel_id`, `mode`),
+//! `GET /conversations/{id}` and `GET /conversations/{id}/messages`; and who answers them
+//! ([`handoff`]).
+
+mod handoff;
 
 use axum::extract::State;
 use chrono::{DateTime, Utc};
@@ -7,7 +10,7 @@ use parley_actors::thread;
 use parley_persistence::clock;
 use parley_persistence::conversations::{self, ConversationFilter};
 use parley_persistence::entities::{conversation, message};
-use parley_persistence::{ConversationStatus, Direction, MessageStatus, Role};
+use parley_persistence::{ConversationMode, ConversationStatus, Direction, MessageStatus, Role};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
@@ -21,7 +24,7 @@ use crate::http::extract::{Path, Query};
 use crate::http::lookup::find_channel;
 use crate::http::lookup::find_identity;
 use crate::http::pagination::{ListQuery, PageResponse, page_from};
-use crate::http::validation::parse_uuid;
+use crate::http::validation::{Problems, parse_uuid};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -30,6 +33,7 @@ pub(crate) fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(list_conversations))
         .routes(routes!(get_conversation))
         .routes(routes!(list_messages))
+        .merge(handoff::router())
 }
 
 /// A conversation as the API shows it.
@@ -42,6 +46,12 @@ struct ConversationRecord {
     status: ConversationStatus,
     started_at: DateTime<Utc>,
     last_message_at: DateTime<Utc>,
+    /// Who answers it: `assistant`, or `human` once handed to a person.
+    mode: ConversationMode,
+    /// When `mode` last changed (`null` while it never has).
+    mode_changed_at: Option<DateTime<Utc>>,
+    /// Why it was last handed to a person.
+    handoff_reason: Option<String>,
 }
 
 impl ConversationRecord {
@@ -61,6 +71,9 @@ impl ConversationRecord {
             status,
             started_at: c.started_at,
             last_message_at: c.last_message_at,
+            mode: c.mode,
+            mode_changed_at: c.mode_changed_at,
+            handoff_reason: c.handoff_reason,
         }
     }
 }
@@ -112,6 +125,9 @@ struct ConversationQuery {
     identity_id: Option<String>,
     #[param(value_type = Option<uuid::Uuid>)]
     channel_id: Option<String>,
+    /// Only conversations answered this way: `assistant`, or `human` (handed to a person).
+    #[param(value_type = Option<ConversationMode>)]
+    mode: Option<String>,
     #[param(minimum = 1, maximum = 1_000_000_000_000_000_u64, default = 1)]
     page: Option<u64>,
     #[param(minimum = 1, maximum = 100)]
@@ -120,7 +136,7 @@ struct ConversationQuery {
 
 /// List conversations.
 ///
-/// Filter by identity and channel.
+/// Most recently active first; filter by identity, channel and mode.
 #[utoipa::path(
     get,
     path = "/conversations",
@@ -135,6 +151,14 @@ async fn list_conversations(
     Query(query): Query<ConversationQuery>,
 ) -> Result<PageResponse<ConversationRecord>> {
     caller.require(Permission::Read)?;
+    let mut problems = Problems::default();
+    let mode = query.mode.as_deref().and_then(|raw| {
+        problems.parse(
+            ["mode"],
+            ConversationMode::parse(raw).ok_or("must be assistant or human"),
+        )
+    });
+    problems.finish()?;
     let page = page_from(query.page, query.limit)?;
     let identity_id = match &query.identity_id {
         Some(raw) => Some(find_identity(&state.db, caller.workspace_id, raw).await?.id),
@@ -147,6 +171,7 @@ async fn list_conversations(
     let filter = ConversationFilter {
         identity_id,
         channel_id,
+        mode,
     };
     let paged = conversations::list(&state.db, caller.workspace_id, filter, page).await?;
     let (idle_after, now) = (idle_after(&state), clock::now());

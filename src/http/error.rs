@@ -176,6 +176,27 @@ impl ApiError {
         Self::Conflict("A resource with the same unique value already exists".to_owned())
     }
 
+    /// 409 `conversation_in_human_mode`: a person has the conversation; the assistant does not
+    /// answer until it is resumed.
+    pub(crate) fn in_human_mode() -> Self {
+        Self::ConflictCode {
+            code: "conversation_in_human_mode",
+            message: "A person has taken this conversation over; the assistant does not answer \
+                      it until it is resumed (POST /conversation/{identity_id}/resume/{channel_id})"
+                .to_owned(),
+        }
+    }
+
+    /// 409 `outside_service_window`: free text outside WhatsApp's 24-hour window.
+    pub(crate) fn outside_service_window() -> Self {
+        Self::ConflictCode {
+            code: "outside_service_window",
+            message: "The person has not written on this channel in the last 24 hours: WhatsApp \
+                      takes only an approved template now (POST /channels/{channel_id}/waba/send)"
+                .to_owned(),
+        }
+    }
+
     /// 504: the language model did not answer in time.
     pub(crate) fn model_timed_out() -> Self {
         Self::UpstreamTimeout(

@@ -24,14 +24,40 @@ where
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         if !is_json(req.headers()) {
-            return Err(ApiError::BadRequest {
-                code: "invalid_content_type",
-                message: "Expected a JSON body with `Content-Type: application/json`".to_owned(),
-                details: Vec::new(),
-            });
+            return Err(not_json());
         }
         let RawBody(bytes) = RawBody::from_request(req, state).await?;
         parse_json(&bytes).map(Json)
+    }
+}
+
+/// An optional JSON body: no body at all is `None`; a body is held to [`Json`]'s rules.
+impl<S, T> axum::extract::OptionalFromRequest<S> for Json<T>
+where
+    S: Send + Sync,
+    T: DeserializeOwned,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Option<Self>, Self::Rejection> {
+        let json = is_json(req.headers());
+        let RawBody(bytes) = RawBody::from_request(req, state).await?;
+        if bytes.is_empty() {
+            return Ok(None);
+        }
+        if !json {
+            return Err(not_json());
+        }
+        parse_json(&bytes).map(|body| Some(Json(body)))
+    }
+}
+
+/// A body that does not say it is JSON.
+fn not_json() -> ApiError {
+    ApiError::BadRequest {
+        code: "invalid_content_type",
+        message: "Expected a JSON body with `Content-Type: application/json`".to_owned(),
+        details: Vec::new(),
     }
 }
 

@@ -6,7 +6,7 @@ use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::domain::{free_form_limit, within_free_form_limit};
+use crate::domain::{TEXT_LIMIT, free_form_limit, within_free_form_limit};
 use crate::http::error::{ApiError, FieldError, PathSegment};
 
 /// What a free-form value over the limit is told (the value is never echoed).
@@ -87,6 +87,22 @@ pub(crate) fn object_or_empty(problems: &mut Problems, field: &str, value: Optio
             Value::Object(serde_json::Map::new())
         }
     }
+}
+
+/// A message's required text: a string, not blank, at most [`TEXT_LIMIT`] characters.
+pub(crate) fn text_field(problems: &mut Problems, field: &str, value: Option<&Value>) -> String {
+    match value {
+        Some(Value::String(text)) if text.trim().is_empty() => {
+            problems.add([field], "must not be empty");
+        }
+        Some(Value::String(text)) if text.chars().count() > TEXT_LIMIT => {
+            problems.add([field], format!("must be at most {TEXT_LIMIT} characters"));
+        }
+        Some(Value::String(text)) => return text.clone(),
+        Some(_) => problems.add([field], "must be a string"),
+        None => problems.add([field], "is required"),
+    }
+    String::new()
 }
 
 /// Optional free text of at most `max` characters; blank text counts as absent.

@@ -23,7 +23,7 @@ async fn creating_an_assistant_answers_assistant_id_and_fills_defaults() {
     assert_eq!(data["model"], json!(null));
     assert_eq!(
         data["settings"],
-        json!({"temperature": null, "max_tokens": null, "history_turns": 20, "memory_enabled": true, "debounce_ms": 0, "fallback_message": null})
+        json!({"temperature": null, "max_tokens": null, "history_turns": 20, "memory_enabled": true, "debounce_ms": 0, "fallback_message": null, "handoff": false, "handoff_timeout_minutes": 720})
     );
 }
 
@@ -153,10 +153,15 @@ async fn settings_out_of_range_or_of_the_wrong_type_name_the_setting() {
         .send_json(
             Method::PATCH,
             &path,
-            &json!({"settings": {"temperature": 3, "history_turns": 1000}}),
+            &json!({"settings": {"temperature": 3, "history_turns": 1000, "handoff_timeout_minutes": 0}}),
         )
         .await;
     let body = expect_error(range, 400, "validation_failed").await;
+    assert_eq!(
+        body["details"][2]["path"],
+        json!(["settings", "handoff_timeout_minutes"])
+    );
+    assert_eq!(body["details"][2]["message"], "must be between 1 and 43200");
     assert_eq!(
         body["details"][0]["path"],
         json!(["settings", "temperature"])

@@ -156,6 +156,7 @@ async fn outbound_of(
     let filter = conversations::ConversationFilter {
         identity_id: Some(identity.id),
         channel_id: None,
+        mode: None,
     };
     let page = Page {
         page: 1,
@@ -541,4 +542,60 @@ async fn wait_until_completed(app: &TestApp, task: &str) {
         assert!(Instant::now() < deadline, "the task never ran: {record}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+#[tokio::test]
+async fn a_conversation_handed_to_a_person_stays_theirs_across_a_restart() {
+    let app = quiet_app().await;
+    let channel = app.live_channel(NUMBER).await;
+    let client = reqwest::Client::new();
+    let post = |base: &str, path: String| {
+        client
+            .post(format!("{base}{path}"))
+            .bearer_auth(&app.owner.api_key)
+            .json(&serde_json::json!({"message": "Hello?"}))
+            .send()
+    };
+    let graph = &app.graph;
+    let channel = &channel;
+    let write = |base: &str, wamid: &str, text: &str| {
+        let payload = text_message(NUMBER, "16505551234", "Sheena", wamid, text);
+        let url = format!("{base}/webhooks/waba/{channel}");
+        async move { graph.post_webhook(&url, APP_SECRET, &payload).await }
+    };
+    let (first, base) = serve(&app);
+    assert_eq!(write(&base, "wamid.HR1", "Hi").await, 200);
+    app.wait_for_sends(1).await;
+    let handed = post(
+        &base,
+        format!("/conversation/+16505551234/handoff/{channel}"),
+    )
+    .await
+    .expect("handoff");
+    assert_eq!(handed.status(), 200);
+    kill(first);
+
+    let (second, base) = serve(&app);
+    assert_eq!(write(&base, "wamid.HR2", "Is anyone there?").await, 200);
+    app.wait_for_messages("+16505551234", |all| {
+        all.iter().any(|m| m["content"] == "Is anyone there?")
+    })
+    .await;
+    let chat = post(&base, format!("/conversation/+16505551234/chat/{channel}"))
+        .await
+        .expect("chat");
+    assert_eq!(chat.status(), 409, "still the person's after the restart");
+    assert_eq!(app.graph.sent().len(), 1, "the assistant stayed quiet");
+
+    let resumed = post(
+        &base,
+        format!("/conversation/+16505551234/resume/{channel}"),
+    )
+    .await
+    .expect("resume");
+    assert_eq!(resumed.status(), 200);
+    assert_eq!(write(&base, "wamid.HR3", "Hello again").await, 200);
+    let sent = app.wait_for_sends(2).await;
+    assert_eq!(sent[1].text(), Some("You said: Hello again"));
+    kill(second);
 }

@@ -18,6 +18,7 @@ mod docs;
 mod durability;
 mod errors;
 mod flows;
+mod handoff;
 mod hardening;
 mod health;
 mod helpers;

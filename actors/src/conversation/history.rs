@@ -140,6 +140,9 @@ fn to_chat(m: &message::Model) -> Option<ChatMessage> {
             .tool_call_id
             .as_deref()
             .map(|id| ChatMessage::tool_result(id, m.content.clone())),
+        // What the business said to the person; the note on the way back says who wrote it.
+        Role::Operator => Some(ChatMessage::assistant(m.content.clone())),
+        Role::System => Some(ChatMessage::system(m.content.clone())),
     }
 }
 

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use parley_persistence::entities::identity;
+use parley_persistence::entities::{conversation, identity};
 
 use ractor::{
     Actor, ActorId, ActorProcessingErr, ActorRef, MessagingErr, RpcReplyPort, SupervisionEvent,
@@ -24,6 +24,7 @@ use tracing::Instrument;
 use uuid::Uuid;
 
 use super::context::Context;
+use super::handoff::{self, ModeChange};
 use super::shared::Shared;
 use super::{
     ConversationActor, ConversationArgs, ConversationDeps, ConversationKey, ConversationMsg,
@@ -48,6 +49,8 @@ pub(crate) struct RegistryState {
     resting: HashMap<ConversationKey, Box<Rested>>,
     /// Identities whose actor finishes its mailbox before it rests.
     stopping: HashMap<ConversationKey, Stopping>,
+    /// Held while a handoff sweep runs (in a task of its own: the registry does not wait).
+    sweeping: Arc<handoff::Sweeping>,
 }
 
 /// Who waits for an actor that is finishing its mailbox before it rests.
@@ -144,6 +147,8 @@ pub(crate) enum RegistryMsg {
     Held(Option<i64>, RpcReplyPort<(usize, usize)>),
     /// Time to forget the identities idle for longer than the idle timeout.
     Sweep,
+    /// Time to give back the conversations whose person has been quiet too long.
+    SweepHandoffs,
 }
 
 impl Actor for ConversationRegistry {
@@ -160,12 +165,14 @@ impl Actor for ConversationRegistry {
         let every = (deps.settings.actor_idle / 10)
             .clamp(Duration::from_millis(100), Duration::from_secs(10));
         myself.send_interval(every, || RegistryMsg::Sweep);
+        myself.send_interval(deps.settings.handoff_sweep, || RegistryMsg::SweepHandoffs);
         Ok(RegistryState {
             deps,
             shared: Arc::default(),
             live: LiveActors::new(),
             resting: HashMap::new(),
             stopping: HashMap::new(),
+            sweeping: Arc::default(),
         })
     }
 
@@ -206,6 +213,15 @@ impl Actor for ConversationRegistry {
                 let live = state.live.iter().map(|(key, _)| key);
                 let live = count(live.chain(state.stopping.keys()), workspace);
                 let _ = reply.send((live, count(state.resting.keys(), workspace)));
+            }
+            RegistryMsg::SweepHandoffs => {
+                if let Some(sweep) = state.sweeping.start() {
+                    let (registry, deps) = (myself.clone(), state.deps.clone());
+                    tokio::spawn(async move {
+                        sweep_handoffs(registry, deps).await;
+                        drop(sweep);
+                    });
+                }
             }
             RegistryMsg::Sweep => {
                 let idle = state.deps.settings.actor_idle;
@@ -433,37 +449,32 @@ impl Conversations {
         created: Option<Created>,
         request: TurnRequest,
     ) -> Result<TurnOutcome, TurnError> {
-        // An actor that passivated between the lookup and the send refuses the message; the
-        // second attempt reaches its successor.
-        for _ in 0..2 {
-            // An identity whose actor is finishing a turn before it rests waits for that turn.
-            let wait = u64::try_from(self.turn_timeout.as_millis()).unwrap_or(u64::MAX);
-            let registry = self.registry.get()?;
-            let actor = async { call_t!(registry, RegistryMsg::Get, wait, key, created.clone()) }
-                .instrument(tracing::debug_span!("find_actor"))
-                .await
-                .map_err(|e| RuntimeError::Unavailable(e.to_string()))??;
-            let sent = actor
-                .call(
-                    |reply| ConversationMsg::Turn(request.clone(), reply),
-                    Some(self.turn_timeout),
-                )
-                .instrument(tracing::debug_span!("actor_turn"))
-                .await;
-            match sent {
-                Ok(CallResult::Success(outcome)) => return outcome,
-                Ok(CallResult::Timeout) => return Err(TurnError::Timeout),
-                Ok(CallResult::SenderError) => {
-                    return Err(RuntimeError::Unavailable(
-                        "the conversation actor stopped during the turn".to_owned(),
-                    )
-                    .into());
-                }
-                Err(MessagingErr::SendErr(_) | MessagingErr::ChannelClosed) => continue,
-                Err(error) => return Err(RuntimeError::Unavailable(error.to_string()).into()),
-            }
-        }
-        Err(RuntimeError::Unavailable("the conversation actor kept stopping".to_owned()).into())
+        let registry = self.registry.get()?;
+        ask(&registry, key, created, self.turn_timeout, |reply| {
+            ConversationMsg::Turn(request.clone(), reply)
+        })
+        .await
+    }
+
+    /// Changes who answers the identity's conversation on a channel, inside its actor, so that
+    /// every turn of that identity is either before the change or after it; answers the
+    /// conversation as it is now.
+    ///
+    /// # Errors
+    /// [`TurnError::IdentityNotFound`], [`TurnError::ChannelNotFound`],
+    /// [`TurnError::NoConversation`] (nothing open to give back), or as [`Conversations::turn`].
+    pub async fn change_mode(
+        &self,
+        workspace_id: i64,
+        identity_id: Uuid,
+        change: ModeChange,
+    ) -> Result<conversation::Model, TurnError> {
+        let registry = self.registry.get()?;
+        let key = (workspace_id, identity_id);
+        ask(&registry, key, None, self.turn_timeout, |reply| {
+            ConversationMsg::Mode(change.clone(), reply)
+        })
+        .await
     }
 
     /// How many conversation actors are live, one finishing its mailbox before it rests
@@ -501,6 +512,68 @@ impl Conversations {
         call_t!(registry, RegistryMsg::Lookup, 5_000, key)
             .ok()
             .flatten()
+    }
+}
+
+/// Sends the identity's actor the message `make` builds and waits at most `timeout` for its
+/// answer. An actor that rested between the lookup and the send refuses the message; the
+/// second attempt reaches its successor. What outlives the wait goes on.
+async fn ask<T>(
+    registry: &ActorRef<RegistryMsg>,
+    key: ConversationKey,
+    created: Option<Created>,
+    timeout: Duration,
+    make: impl Fn(RpcReplyPort<Result<T, TurnError>>) -> ConversationMsg,
+) -> Result<T, TurnError>
+where
+    T: Send + 'static,
+{
+    for _ in 0..2 {
+        // An identity whose actor is finishing a turn before it rests waits for that turn.
+        let wait = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+        let actor = async { call_t!(registry, RegistryMsg::Get, wait, key, created.clone()) }
+            .instrument(tracing::debug_span!("find_actor"))
+            .await
+            .map_err(|e| RuntimeError::Unavailable(e.to_string()))??;
+        let sent = actor
+            .call(&make, Some(timeout))
+            .instrument(tracing::debug_span!("actor_turn"))
+            .await;
+        match sent {
+            Ok(CallResult::Success(outcome)) => return outcome,
+            Ok(CallResult::Timeout) => return Err(TurnError::Timeout),
+            Ok(CallResult::SenderError) => {
+                return Err(RuntimeError::Unavailable(
+                    "the conversation actor stopped during the turn".to_owned(),
+                )
+                .into());
+            }
+            Err(MessagingErr::SendErr(_) | MessagingErr::ChannelClosed) => continue,
+            Err(error) => return Err(RuntimeError::Unavailable(error.to_string()).into()),
+        }
+    }
+    Err(RuntimeError::Unavailable("the conversation actor kept stopping".to_owned()).into())
+}
+
+/// Gives back every conversation whose person has been quiet too long, each in its identity's
+/// actor; a failure is logged and the conversation is looked at again by the next sweep.
+async fn sweep_handoffs(registry: ActorRef<RegistryMsg>, deps: Arc<ConversationDeps>) {
+    let due = match handoff::due(&deps.db).await {
+        Ok(due) => due,
+        Err(error) => {
+            tracing::warn!(%error, "the handoff sweep could not read the conversations");
+            return;
+        }
+    };
+    for (workspace_id, identity_id, channel_id, before) in due {
+        let change = ModeChange::GiveBackIfQuiet { channel_id, before };
+        let key = (workspace_id, identity_id);
+        let asked = ask(&registry, key, None, deps.settings.turn_timeout, |reply| {
+            ConversationMsg::Mode(change.clone(), reply)
+        });
+        if let Err(error) = asked.await {
+            tracing::warn!(%identity_id, %channel_id, %error, "a conversation's return to the assistant failed");
+        }
     }
 }
 

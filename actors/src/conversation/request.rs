@@ -181,6 +181,15 @@ pub enum TurnError {
     /// The turn did not finish within the caller's patience; it goes on and is stored.
     #[error("the turn did not finish in time")]
     Timeout,
+    /// A person has taken the conversation over: the assistant does not answer it (a WhatsApp
+    /// message is stored for the person).
+    #[error(
+        "a person has taken this conversation over; the assistant does not answer it until it is resumed"
+    )]
+    HumanMode,
+    /// The identity has no open conversation on the channel.
+    #[error("the identity has no open conversation on this channel")]
+    NoConversation,
     /// The conversation actor could not be reached or failed during the turn.
     #[error("the conversation actor is unavailable: {0}")]
     Unavailable(#[from] RuntimeError),
@@ -202,6 +211,8 @@ impl TurnError {
             Self::IdentityNotFound
             | Self::ChannelNotFound
             | Self::NoAssistant
+            | Self::HumanMode
+            | Self::NoConversation
             | Self::Template(_) => false,
         }
     }

@@ -1,6 +1,7 @@
 //! The built-in tools offered to the model on every turn (unless the assistant disables
-//! memory): `remember`, `forget` and `set_stage`. Their effects persist at once and update the
-//! actor's cached context; their results go back to the model as JSON.
+//! memory): `remember`, `forget` and `set_stage`; and `handoff_to_human` when the assistant's
+//! `settings.handoff` is on. Their effects persist at once and update the actor's cached
+//! context; their results go back to the model as JSON.
 
 use parley_persistence::entities::stage;
 use parley_persistence::{DatabaseConnection, clock, identities, memory};
@@ -12,7 +13,41 @@ use crate::domain::MemoryKey;
 use crate::llm::{ToolCall, ToolSpec};
 
 /// The built-in tools' names, which MCP tools never take.
-pub const BUILTIN_TOOLS: [&str; 3] = ["remember", "forget", "set_stage"];
+pub const BUILTIN_TOOLS: [&str; 4] = ["remember", "forget", "set_stage", HANDOFF_TOOL];
+
+/// The tool that hands the conversation to a person.
+pub(crate) const HANDOFF_TOOL: &str = "handoff_to_human";
+
+/// The handoff tool's specification.
+pub(crate) fn handoff_spec() -> ToolSpec {
+    ToolSpec {
+        name: HANDOFF_TOOL.to_owned(),
+        description: "Hand this conversation to a person of the business when the person asks \
+                      for one or you cannot help. Your reply in this turn is still sent (tell \
+                      them a person will answer); after it, you do not answer until the \
+                      conversation is given back to you."
+            .to_owned(),
+        parameters: json!({
+            "type": "object",
+            "properties": {
+                "reason": {"type": "string", "description": "why a person should take over, for them"}
+            },
+            "required": ["reason"]
+        }),
+    }
+}
+
+/// What the model hears once the conversation is handed over.
+pub(crate) fn handed_over() -> Value {
+    json!({"ok": true, "handed_to_human": true, "next": "Tell the person that someone from the team will answer them here."})
+}
+
+/// The handoff tool's `reason`, trimmed and at most 1024 characters.
+pub(crate) fn handoff_reason(call: &ToolCall) -> Option<String> {
+    let arguments: Value = serde_json::from_str(&call.function.arguments).ok()?;
+    let reason = arguments["reason"].as_str()?.trim();
+    (!reason.is_empty()).then(|| reason.chars().take(1024).collect())
+}
 
 /// The tools' specifications; the workspace's `stages` are listed for the model.
 pub(crate) fn specs(stages: &[stage::Model]) -> Vec<ToolSpec> {

@@ -2,15 +2,15 @@
 //! build the prompt (rendered instructions, whole-turn history), run the model with the
 //! built-in tools in a bounded loop, store and answer the reply.
 
-mod place;
+pub(super) mod place;
 mod reply;
 mod tool_round;
 mod toolbox;
 
 use litemap::Entry;
-use parley_persistence::clock;
 use parley_persistence::conversations::{self};
 use parley_persistence::entities::{conversation, stage};
+use parley_persistence::{ConversationMode, clock};
 use tokio::sync::mpsc;
 use tracing::Instrument;
 use uuid::Uuid;
@@ -49,9 +49,12 @@ pub(crate) async fn run(
     batch: &[TurnRequest],
 ) -> Result<TurnOutcome, TurnError> {
     let found = match find_thread(deps, &mut *context, routed, batch).await? {
-        Place::Found(found) => found,
-        Place::Answered(answered) => return Ok(answered),
+        Place::Found(found) => *found,
+        Place::Answered(answered) => return Ok(*answered),
     };
+    if found.conversation.mode == ConversationMode::Human {
+        return hold(deps, context, routed, &found, batch).await;
+    }
     let messages = prompt(deps, &mut *context, stages, routed, &found, batch).await?;
     let context_of_call = CallContext {
         workspace_id: context.identity.workspace_id,
@@ -99,6 +102,27 @@ pub(crate) async fn run(
         messages,
     };
     turn.answer(answer, first).await
+}
+
+/// A person has the conversation: the WhatsApp messages of the batch are stored for them and
+/// nothing is answered; an API caller's or a follow-up's turn is refused.
+async fn hold(
+    deps: &ConversationDeps,
+    context: &mut Context,
+    routed: &Routed,
+    found: &Found,
+    batch: &[TurnRequest],
+) -> Result<TurnOutcome, TurnError> {
+    let kept: Vec<TurnRequest> = batch
+        .iter()
+        .filter(|r| r.wamid().is_some())
+        .cloned()
+        .collect();
+    if !kept.is_empty() {
+        let stored = store_inbound(&deps.writer, found, &kept).await?;
+        remember_stored(context, routed, found, stored);
+    }
+    Err(TurnError::HumanMode)
 }
 
 /// What every model call of a turn shares.

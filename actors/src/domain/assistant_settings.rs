@@ -23,6 +23,11 @@ pub struct AssistantSettings {
     pub debounce_ms: u64,
     /// Reply stored and returned when the model fails, at most 4096 characters.
     pub fallback_message: Option<String>,
+    /// Whether the model is offered `handoff_to_human`, to hand the conversation to a person.
+    pub handoff: bool,
+    /// A conversation handed to a person returns to the assistant after this many minutes
+    /// without a person acting in it (1 to 43200, 30 days).
+    pub handoff_timeout_minutes: u32,
 }
 
 impl Default for AssistantSettings {
@@ -34,6 +39,8 @@ impl Default for AssistantSettings {
             memory_enabled: true,
             debounce_ms: 0,
             fallback_message: None,
+            handoff: false,
+            handoff_timeout_minutes: 720,
         }
     }
 }
@@ -61,6 +68,11 @@ impl AssistantSettings {
     /// The history to send, as a count of whole turns.
     pub fn history_turns(&self) -> usize {
         usize::try_from(self.history_turns).unwrap_or(usize::MAX)
+    }
+
+    /// How long a person may be quiet in a conversation handed to them before it returns.
+    pub fn handoff_timeout(&self) -> chrono::Duration {
+        chrono::Duration::minutes(i64::from(self.handoff_timeout_minutes))
     }
 
     /// Checks every field's range, reporting each problem.
@@ -98,6 +110,11 @@ impl AssistantSettings {
             "fallback_message",
             "must be 1 to 4096 characters",
         );
+        check(
+            (1..=43_200).contains(&self.handoff_timeout_minutes),
+            "handoff_timeout_minutes",
+            "must be between 1 and 43200",
+        );
         problems
     }
 }
@@ -129,6 +146,8 @@ mod tests {
             memory_enabled: true,
             debounce_ms: 61_000,
             fallback_message: Some(String::new()),
+            handoff: true,
+            handoff_timeout_minutes: 0,
         };
         let fields: Vec<_> = settings.problems().iter().map(|p| p.field).collect();
         assert_eq!(
@@ -138,7 +157,8 @@ mod tests {
                 "max_tokens",
                 "history_turns",
                 "debounce_ms",
-                "fallback_message"
+                "fallback_message",
+                "handoff_timeout_minutes"
             ]
         );
     }

@@ -198,6 +198,11 @@ async fn judge(
             }
             SendError::AlreadyTaken => (verdict.failed(None, error.to_string()), None),
         },
+        // A flow sends templates, which the window does not hold back.
+        error @ OutboundError::OutsideWindow => (
+            verdict.failed(Some(OUTSIDE_WINDOW), error.to_string()),
+            None,
+        ),
         OutboundError::TemplateNotFound | OutboundError::TemplateShape => (
             verdict.failed(None, FailureReason::TemplateNotFound.as_str().to_owned()),
             Some(Fatal(

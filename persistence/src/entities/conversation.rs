@@ -2,7 +2,7 @@
 
 use sea_orm::entity::prelude::*;
 
-use crate::values::ConversationStatus;
+use crate::values::{ConversationMode, ConversationStatus};
 
 /// One row of `conversations`.
 #[derive(Clone, Debug, PartialEq, DeriveEntityModel)]
@@ -25,6 +25,15 @@ pub struct Model {
     pub started_at: DateTimeUtc,
     /// Latest message.
     pub last_message_at: DateTimeUtc,
+    /// Who answers it: the assistant, or a person it was handed to.
+    pub mode: ConversationMode,
+    /// When `mode` last changed; `None` while it never has.
+    pub mode_changed_at: Option<DateTimeUtc>,
+    /// Why it was last handed to a person.
+    pub handoff_reason: Option<String>,
+    /// While a person has it: when a person last acted in it (the handoff, or their latest
+    /// message). The automatic return to the assistant counts from here.
+    pub human_active_at: Option<DateTimeUtc>,
 }
 
 /// Relations are expressed through explicit queries.

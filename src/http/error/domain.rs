@@ -34,7 +34,8 @@ impl From<SendError> for ApiError {
     fn from(error: SendError) -> Self {
         match error {
             SendError::Refused(refusal) => Self::MetaRefused(refusal),
-            SendError::CredentialsInvalid(_) | SendError::WindowClosed => {
+            SendError::WindowClosed => Self::outside_service_window(),
+            SendError::CredentialsInvalid(_) => {
                 let refusal = error.to_json();
                 Self::MetaRefused(MetaError {
                     code: refusal["code"].as_i64(),
@@ -66,9 +67,11 @@ impl From<OutboundError> for ApiError {
             OutboundError::Templates(error) => error.into(),
             OutboundError::NotSent { error, .. } => error.into(),
             OutboundError::Unavailable(error) => error.into(),
-            OutboundError::NoPhone | OutboundError::Storage(_) => {
-                Self::Internal(anyhow::anyhow!(error))
+            OutboundError::OutsideWindow => Self::outside_service_window(),
+            OutboundError::NoPhone => {
+                Self::Conflict("The identity has no phone number to send to on WhatsApp".to_owned())
             }
+            OutboundError::Storage(_) => Self::Internal(anyhow::anyhow!(error)),
         }
     }
 }
@@ -115,6 +118,8 @@ impl From<TurnError> for ApiError {
             TurnError::IdentityNotFound => Self::NotFound("Identity"),
             TurnError::ChannelNotFound => Self::NotFound("Channel"),
             TurnError::NoAssistant => Self::Conflict(error.to_string()),
+            TurnError::HumanMode => Self::in_human_mode(),
+            TurnError::NoConversation => Self::NotFound("Conversation"),
             TurnError::Llm(LlmError::NotConfigured) => Self::Unavailable {
                 code: "llm_not_configured",
                 message: LlmError::NotConfigured.to_string(),

@@ -25,9 +25,9 @@ pub(super) struct Found {
 /// Where a turn's messages go, or that they were answered already.
 pub(super) enum Place {
     /// The conversation to store the person's messages in and answer.
-    Found(Found),
+    Found(Box<Found>),
     /// A re-dispatched message an earlier attempt answered: its stored reply.
-    Answered(TurnOutcome),
+    Answered(Box<TurnOutcome>),
 }
 
 /// The conversation the person's messages go to. A re-dispatched WhatsApp message resumes
@@ -45,7 +45,7 @@ pub(super) async fn find_thread(
     for wamid in batch.iter().filter_map(TurnRequest::wamid_to_resume) {
         if let Some(stored) = deliveries::find_by_platform_id(db, routed.channel.id, wamid).await? {
             if let Some(reply) = deliveries::reply_to(db, stored.id).await? {
-                return Ok(Place::Answered(TurnOutcome {
+                return Ok(Place::Answered(Box::new(TurnOutcome {
                     conversation_id: reply.conversation_id,
                     message_id: reply.id,
                     reply: reply.content,
@@ -53,7 +53,7 @@ pub(super) async fn find_thread(
                     usage: Usage::default(),
                     fallback: reply.error.is_some(),
                     parcel: None,
-                }));
+                })));
             }
             // Stored by an earlier attempt: the kept history may not have it.
             context.missed(stored.created_at);
@@ -73,25 +73,27 @@ pub(super) async fn find_thread(
                 started: false,
             }
         }
-        None => current(deps, context, routed).await?,
+        None => current(deps, context, routed.channel.id, Some(routed.assistant.id)).await?,
     };
-    Ok(Place::Found(Found {
+    Ok(Place::Found(Box::new(Found {
         conversation: current.conversation,
         started: current.started,
         resumed,
-    }))
+    })))
 }
 
 /// The channel's current conversation: the one the context holds while it is active, else the
-/// thread's open one, else a new one (committed by the writer with the other writes).
-async fn current(
+/// thread's open one, else a new one answered by `assistant_id` (committed by the writer with
+/// the other writes).
+pub(in crate::conversation) async fn current(
     deps: &ConversationDeps,
     context: &Context,
-    routed: &Routed,
+    channel_id: Uuid,
+    assistant_id: Option<Uuid>,
 ) -> Result<thread::Current, TurnError> {
     let idle_after = deps.settings.idle_after;
     let now = clock::now();
-    let held = context.conversations.get(&routed.channel.id);
+    let held = context.conversations.get(&channel_id);
     if let Some(active) = held.filter(|c| !thread::is_idle(c, idle_after, now)) {
         return Ok(thread::Current {
             conversation: active.clone(),
@@ -101,9 +103,8 @@ async fn current(
     let here = Thread {
         workspace_id: context.identity.workspace_id,
         identity_id: context.identity.id,
-        channel_id: routed.channel.id,
+        channel_id,
     };
-    let assistant = Some(routed.assistant.id);
     // Read on the pool, unless the context knows there is none to find (a new sender's first
     // message).
     let found = if context.conversations_known && held.is_none() {
@@ -118,9 +119,42 @@ async fn current(
         },
         thread::Found::Start { close } => {
             deps.writer
-                .write_atomic(move |db| Box::pin(thread::start(db, here, close, assistant, now)))
+                .write_atomic(move |db| Box::pin(thread::start(db, here, close, assistant_id, now)))
                 .await?
         }
+    })
+}
+
+/// The channel's active conversation, as [`current`] finds it, without starting one: `None`
+/// when the next message would start a new one. One read from the table is kept in the
+/// context for the turn that follows.
+pub(in crate::conversation) async fn open_on(
+    deps: &ConversationDeps,
+    context: &mut Context,
+    channel_id: Uuid,
+) -> Result<Option<conversation::Model>, TurnError> {
+    let idle_after = deps.settings.idle_after;
+    let now = clock::now();
+    let held = context.conversations.get(&channel_id);
+    if let Some(active) = held.filter(|c| !thread::is_idle(c, idle_after, now)) {
+        return Ok(Some(active.clone()));
+    }
+    if context.conversations_known && held.is_none() {
+        return Ok(None);
+    }
+    let here = Thread {
+        workspace_id: context.identity.workspace_id,
+        identity_id: context.identity.id,
+        channel_id,
+    };
+    Ok(match thread::find(&deps.db, here, idle_after, now).await? {
+        thread::Found::Open(conversation) => {
+            context
+                .conversations
+                .insert(channel_id, conversation.clone());
+            Some(conversation)
+        }
+        thread::Found::Start { .. } => None,
     })
 }
 

@@ -7,8 +7,8 @@ use parley_persistence::entities::{conversation, stage};
 use serde_json::Value;
 
 use super::super::context::Context;
-use super::super::tools;
 use super::super::{ConversationDeps, ToolCallRecord, TurnError};
+use super::super::{handoff, tools};
 use super::toolbox::Toolbox;
 use crate::llm::{ChatMessage, Completion};
 
@@ -48,6 +48,14 @@ impl ToolRound<'_> {
         for call in &completion.tool_calls {
             let (source, result) = match self.toolbox.run_mcp(&self.deps.mcp, call).await {
                 Some(result) => ("mcp", result),
+                None if call.function.name == tools::HANDOFF_TOOL
+                    && self.toolbox.offers(tools::HANDOFF_TOOL) =>
+                {
+                    let reason = tools::handoff_reason(call);
+                    let (deps, conversation) = (self.deps, self.conversation);
+                    handoff::hand_over(deps, self.context, conversation, reason, "tool").await?;
+                    ("builtin", tools::handed_over())
+                }
                 None => (
                     "builtin",
                     tools::execute(db, self.context, self.stages, self.conversation.id, call)

@@ -36,6 +36,9 @@ impl Toolbox {
         } else {
             Vec::new()
         };
+        if routed.settings.handoff {
+            specs.push(tools::handoff_spec());
+        }
         let mut listed = Vec::with_capacity(routed.mcp_servers.len());
         for server in &routed.mcp_servers {
             match hub.cached_tools(server, &context).await {
@@ -64,6 +67,11 @@ impl Toolbox {
             servers: routed.mcp_servers.clone(),
             context,
         }
+    }
+
+    /// Whether this turn offers the built-in tool `name`.
+    pub(super) fn offers(&self, name: &str) -> bool {
+        self.specs.iter().any(|s| s.name == name)
     }
 
     /// Runs `call` if it names an MCP tool of this turn (`None` for a built-in tool). A
