@@ -108,12 +108,14 @@ fn env_key(flat: &str) -> String {
         "max_unfinished_per_address",
         "max_field_bytes",
     ];
-    const ACTORS: [&str; 5] = [
+    const ACTORS: [&str; 7] = [
         "conversation_",
         "turn_timeout",
         "inbound_",
         "stop_words",
         "scheduler_",
+        "handoff_",
+        "event_",
     ];
     if SERVER.contains(&flat) {
         return format!("server.{flat}");

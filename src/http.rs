@@ -15,6 +15,7 @@ mod chat;
 mod conversations;
 mod envelope;
 mod error;
+mod event_webhooks;
 mod extract;
 mod flows;
 mod health;
@@ -95,6 +96,7 @@ pub fn router(state: AppState) -> Router {
         .merge(identities::router())
         .merge(memory::router())
         .merge(conversations::router())
+        .merge(event_webhooks::router())
         .merge(admin::router())
         .merge(metrics::router())
         .merge(webhooks::router())

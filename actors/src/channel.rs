@@ -58,6 +58,8 @@ pub struct ChannelDeps {
     pub secrets: Arc<SecretBox>,
     /// Limits and retries.
     pub settings: ChannelSettings,
+    /// Events of what sends record (a message sent or failed).
+    pub events: crate::events::Events,
 }
 
 /// Behaviour of a channel actor.
@@ -181,6 +183,12 @@ async fn send(
         db: state.deps.db.clone(),
         writer: state.deps.writer.clone(),
         message_id: request.message_id,
+        told: send_job::Told {
+            events: state.deps.events.clone(),
+            workspace_id: state.channel.workspace_id,
+            channel_id: state.channel.id,
+            identity_id: request.outgoing.identity_id,
+        },
         keep_when_unavailable: request.keep_when_unavailable,
         channel_retries: request.channel_retries,
     };

@@ -92,6 +92,8 @@ pub struct ConversationDeps {
     /// How many changes the conversation registry has applied that a new identity's cache
     /// could miss, kept across its restarts ([`registry::Announced`]).
     pub announced: Arc<registry::Announced>,
+    /// Events of what turns and handoffs write (a message received, a handoff).
+    pub events: crate::events::Events,
 }
 
 /// Identifies a conversation actor: workspace and identity.

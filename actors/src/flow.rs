@@ -21,15 +21,72 @@ mod send;
 mod template;
 
 use parley_persistence::flows;
-use parley_persistence::{DatabaseConnection, PersistenceError, RecipientStatus, clock};
+use parley_persistence::{
+    DatabaseConnection, EventType, FlowStatus, PersistenceError, RecipientStatus, clock,
+};
+use serde_json::json;
 use uuid::Uuid;
 
 pub use self::config::FlowConfig;
 pub(crate) use self::handle::FlowRegistryMsg;
 pub use self::handle::Flows;
+use crate::events::Events;
 use crate::outbound::Outbox;
 use crate::outbound::reports::{DeliveryWatcher, Watching};
 use crate::whatsapp::status::StatusReport;
+
+/// How a flow moves to an end state: by its runner (`finish`, from running) or by a user
+/// (`transition` to cancelled, from the states a cancel leaves).
+#[derive(Clone, Copy, Debug)]
+pub enum Ending<'a> {
+    /// The runner ends a running flow.
+    Finish,
+    /// A user moves it from one of these states.
+    From(&'a [FlowStatus]),
+}
+
+/// Moves flow `flow` to `status` (with `reason`) as `ending` says, with its `flow.finished`
+/// event in the same transaction when it moved; answers whether it moved. A move to a state
+/// that does not end the flow (a pause, a resume) goes the same way, without an event.
+///
+/// # Errors
+/// The database's.
+pub async fn move_to(
+    db: &DatabaseConnection,
+    events: &Events,
+    flow: &parley_persistence::entities::flow::Model,
+    status: FlowStatus,
+    reason: Option<String>,
+    ending: Ending<'_>,
+) -> Result<bool, PersistenceError> {
+    let ends = !status.is_live() && status != FlowStatus::Draft;
+    let event = ends
+        .then(|| {
+            events.event(flow.workspace_id, EventType::FlowFinished, || {
+                json!({
+                    "flow_id": flow.id,
+                    "campaign_id": flow.campaign_id,
+                    "status": status,
+                    "reason": reason,
+                })
+            })
+        })
+        .flatten();
+    let now = clock::now();
+    let txn = parley_persistence::begin_write(db).await?;
+    let moved = match ending {
+        Ending::Finish => flows::finish(&txn, flow.id, status, reason, now).await?,
+        Ending::From(from) => flows::transition(&txn, flow.id, from, status, now).await?,
+    };
+    if moved && let Some(event) = &event {
+        event.write(&txn, now).await?;
+    }
+    txn.commit().await?;
+    if moved && event.is_some() {
+        events.wake();
+    }
+    Ok(moved)
+}
 
 /// What flow actors need.
 #[derive(Clone, Debug)]

@@ -25,6 +25,7 @@ pub mod channel;
 pub mod conversation;
 pub mod domain;
 pub mod egress;
+pub mod events;
 pub mod flow;
 pub mod inbound;
 pub mod llm;

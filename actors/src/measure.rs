@@ -5,7 +5,9 @@
 
 use std::time::Duration;
 
-use metrics::{Unit, counter, describe_counter, describe_histogram, histogram};
+use metrics::{
+    Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram,
+};
 
 /// Model calls by mode (`complete`, `stream`) and outcome (`ok`, `error`).
 pub const MODEL_REQUESTS: &str = "parley_model_requests_total";
@@ -37,6 +39,12 @@ pub const HANDOFFS: &str = "parley_handoffs_total";
 pub const RESUMES: &str = "parley_handoff_resumes_total";
 /// Operators' messages to people, by outcome (`sent`, `failed`).
 pub const OPERATOR_MESSAGES: &str = "parley_operator_messages_total";
+/// Event webhook attempts by outcome (`succeeded`, `retried`, `failed`).
+pub const EVENT_DELIVERIES: &str = "parley_event_deliveries_total";
+/// Event webhook deliveries waiting (pending).
+pub const EVENT_BACKLOG: &str = "parley_event_deliveries_pending";
+/// Age of the oldest pending event webhook delivery.
+pub const EVENT_OLDEST: &str = "parley_event_delivery_oldest_pending_seconds";
 
 /// Gives every metric above its help text and unit; call once after installing a recorder.
 pub fn describe() {
@@ -68,6 +76,13 @@ pub fn describe() {
     describe_counter!(
         OPERATOR_MESSAGES,
         "Operators' messages to people, by outcome"
+    );
+    describe_counter!(EVENT_DELIVERIES, "Event webhook attempts by outcome");
+    describe_gauge!(EVENT_BACKLOG, "Event webhook deliveries waiting");
+    describe_gauge!(
+        EVENT_OLDEST,
+        Unit::Seconds,
+        "Age of the oldest pending event webhook delivery"
     );
 }
 
@@ -135,4 +150,14 @@ pub(crate) fn resume(why: &'static str) {
 pub(crate) fn operator_message(sent: bool) {
     let outcome = if sent { "sent" } else { "failed" };
     counter!(OPERATOR_MESSAGES, "outcome" => outcome).increment(1);
+}
+
+pub(crate) fn event_delivery(outcome: &'static str) {
+    counter!(EVENT_DELIVERIES, "outcome" => outcome).increment(1);
+}
+
+#[allow(clippy::cast_precision_loss)]
+pub(crate) fn event_backlog(pending: u64, oldest_seconds: f64) {
+    gauge!(EVENT_BACKLOG).set(pending as f64);
+    gauge!(EVENT_OLDEST).set(oldest_seconds);
 }

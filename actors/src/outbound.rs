@@ -13,10 +13,10 @@
 //! Each send runs in a task of its own, so a caller that stops waiting (a client that hangs
 //! up) never leaves a message half done.
 
-mod operator;
 mod parcel;
 pub mod reports;
 mod resume;
+mod text;
 
 use parley_persistence::conversations;
 use parley_persistence::entities::channel;
@@ -30,6 +30,7 @@ pub use self::reports::{DeliveryWatcher, Reports};
 use crate::changes::{Announcer, Change};
 use crate::channel::{Accepted, Channels, SendError, SendRequest};
 use crate::domain::Phone;
+use crate::events::Events;
 use crate::people;
 use crate::thread::{self, Thread};
 use crate::tree::RuntimeError;
@@ -126,6 +127,8 @@ pub struct Outbox {
     changes: Announcer,
     /// After this long without messages the next one starts a new conversation.
     idle_after: chrono::Duration,
+    /// The events of what senders write (a flow's end, a task's run, an opt-out).
+    events: Events,
 }
 
 impl Outbox {
@@ -136,6 +139,7 @@ impl Outbox {
         channels: Channels,
         changes: Announcer,
         idle_after: chrono::Duration,
+        events: Events,
     ) -> Self {
         Self {
             db,
@@ -143,7 +147,14 @@ impl Outbox {
             channels,
             changes,
             idle_after,
+            events,
         }
+    }
+
+    /// The events of what senders write, for those that write more than messages (flows,
+    /// scheduled tasks, opt-outs).
+    pub fn events(&self) -> &Events {
+        &self.events
     }
 
     /// The channel actors this outbox sends through.
@@ -192,47 +203,6 @@ impl Outbox {
             Retries::Channel,
         )
         .await
-    }
-
-    /// Sends free text to an identity on a channel (the channel's actor refuses it outside the
-    /// 24-hour window), recorded in the identity's conversation like every message, under
-    /// `message_id` when the caller names it (a task run's).
-    ///
-    /// # Errors
-    /// [`OutboundError::NoPhone`], or as [`Outbox::send_template`].
-    pub async fn send_text(
-        &self,
-        thread: Thread,
-        text: String,
-        message_id: Option<Uuid>,
-    ) -> Result<Sent, OutboundError> {
-        let outbox = self.clone();
-        detached(async move {
-            outbox
-                .text_as(Role::Assistant, thread, text, message_id)
-                .await
-        })
-        .await
-    }
-
-    /// Free text to the thread's identity at its phone, stored as written by `role`.
-    async fn text_as(
-        &self,
-        role: Role,
-        thread: Thread,
-        text: String,
-        message_id: Option<Uuid>,
-    ) -> Result<Sent, OutboundError> {
-        let phone = people::phone_of(&self.db, thread.identity_id)
-            .await?
-            .ok_or(OutboundError::NoPhone)?;
-        let content = OutboundContent::Text {
-            body: text.clone(),
-            context: None,
-        };
-        let shown = (content, text);
-        self.send_as(role, thread, &phone, shown, message_id, Retries::Channel)
-            .await
     }
 
     /// Sends a template already found and rendered (a flow renders its campaign's template

@@ -6,12 +6,13 @@ use parley_persistence::ContactKind;
 use parley_persistence::entities::identity;
 use parley_persistence::identities::{self, IdentityChanges, NewIdentity};
 use parley_persistence::{
-    ConnectionTrait, DatabaseConnection, GroupCommit, PersistenceError, clock,
+    ConnectionTrait, DatabaseConnection, EventType, GroupCommit, PersistenceError, clock,
 };
 use serde_json::json;
 use uuid::Uuid;
 
 use crate::domain::Phone;
+use crate::events::Events;
 
 /// The identity owning `phone` in the workspace, created when there is none. `name` (a
 /// WhatsApp profile name, or the name an integrator gave) becomes the name of a new identity
@@ -111,4 +112,34 @@ pub async fn phone_of(
         .filter(|c| c.kind == ContactKind::Phone)
         .max_by_key(|c| c.is_primary)
         .and_then(|c| Phone::try_from(c.value.as_str()).ok()))
+}
+
+/// Opts the identity out of campaign templates (`why`: a stop word, Meta's 131050), with its
+/// `identity.opted_out` event in the same transaction when it was not out already.
+///
+/// # Errors
+/// The database's.
+pub(crate) async fn opt_out(
+    db: &DatabaseConnection,
+    events: &Events,
+    workspace_id: i64,
+    identity_id: Uuid,
+    why: &'static str,
+) -> Result<(), PersistenceError> {
+    let event = events.event(
+        workspace_id,
+        EventType::IdentityOptedOut,
+        || json!({"identity_id": identity_id, "reason": why}),
+    );
+    let now = clock::now();
+    let txn = parley_persistence::begin_write(db).await?;
+    let changed = identities::opt_out(&txn, identity_id, now).await?;
+    if changed && let Some(event) = &event {
+        event.write(&txn, now).await?;
+    }
+    txn.commit().await?;
+    if changed && event.is_some() {
+        events.wake();
+    }
+    Ok(())
 }

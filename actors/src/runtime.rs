@@ -9,7 +9,8 @@
 //! ├── conversations   one ConversationActor per live identity
 //! ├── inbound         the bounded worker answering stored webhook events
 //! ├── flows           one FlowActor per queued/running/paused flow
-//! └── scheduler       one ScheduledTaskActor per task due soon
+//! ├── scheduler       one ScheduledTaskActor per task due soon
+//! └── events          the worker delivering event webhooks
 //! ```
 
 mod root;
@@ -26,6 +27,8 @@ use crate::changes::Announcer;
 use crate::channel::{ChannelDeps, Channels};
 use crate::conversation::ConversationDeps;
 use crate::conversation::registry::Conversations;
+use crate::events::Events;
+use crate::events::delivery::DeliveryDeps;
 use crate::flow::{FlowDeps, Flows};
 use crate::inbound::InboundDeps;
 use crate::inbound::worker::{Inbound, InboundSettings};
@@ -49,6 +52,9 @@ pub struct RuntimeDeps {
     pub scheduler_sweep: Duration,
     /// Runs kept per task; older ones are deleted as new ones are recorded.
     pub scheduler_runs_kept: u64,
+    /// What the event webhooks' delivery actor needs (its `events` is the routes every
+    /// writer of a fact shares).
+    pub events: DeliveryDeps,
 }
 
 /// The handles of the running tree, each reaching its supervisor's successor after a restart.
@@ -63,6 +69,7 @@ struct Handles {
     store: Store,
     changes: Announcer,
     reports: Reports,
+    events: Events,
 }
 
 /// Handle on the running actor tree.
@@ -85,7 +92,16 @@ impl ActorRuntime {
     /// # Errors
     /// Fails when an actor cannot start.
     pub async fn start(deps: RuntimeDeps) -> Result<Self, RuntimeError> {
-        let slots = Slots::default();
+        // The delivery actor is published where the routes' handle wakes it.
+        let slots = Slots {
+            events: deps.events.events.slot().clone(),
+            ..Slots::default()
+        };
+        deps.events
+            .events
+            .reload(&deps.conversations.db, None)
+            .await
+            .map_err(|e| RuntimeError::Unavailable(format!("the event webhooks: {e}")))?;
         let (handles, args) = wire(&deps, &slots);
         let (root, join) = ractor::Actor::spawn(None, Root, args).await?;
         tracing::info!(actor = %ActorPath::root(), "actor runtime started");
@@ -138,6 +154,11 @@ impl ActorRuntime {
     /// Where changes are announced; the front door's caches listen here too.
     pub fn changes(&self) -> &Announcer {
         &self.handles.changes
+    }
+
+    /// Which endpoints take which events; told when endpoints change.
+    pub fn events(&self) -> &Events {
+        &self.handles.events
     }
 
     /// Applies Meta's delivery reports.
@@ -251,6 +272,8 @@ impl ActorRuntime {
                 SupervisorKind::Inbound => handles.inbound.running_in(ws).await?,
                 SupervisorKind::Flows => handles.flows.live_in(ws).await?,
                 SupervisorKind::Scheduler => handles.scheduler.live_in(ws).await?,
+                // One worker for every workspace.
+                SupervisorKind::Events => 0,
             };
             snapshots.push(SupervisorSnapshot {
                 path: ActorPath::supervisor(kind).to_string(),
@@ -308,6 +331,7 @@ fn wire(deps: &RuntimeDeps, slots: &Slots) -> (Handles, RootArgs) {
         channels.clone(),
         changes.clone(),
         settings.idle_after,
+        deps.conversations.events.clone(),
     );
     let flows = Flows::new(slots.flows.clone(), db.clone());
     let store = Store::new(db.clone(), changes.clone(), deps.conversations.mcp.clone());
@@ -315,12 +339,17 @@ fn wire(deps: &RuntimeDeps, slots: &Slots) -> (Handles, RootArgs) {
         conversations: conversations.clone(),
         inbound: Inbound::new(slots.inbound.clone()),
         scheduler: Scheduler::new(slots.scheduler.clone()),
-        reports: Reports::start(db.clone(), Arc::new(flows.clone())),
+        reports: Reports::start(
+            db.clone(),
+            Arc::new(flows.clone()),
+            deps.conversations.events.clone(),
+        ),
         channels,
         outbox: outbox.clone(),
         store: store.clone(),
         changes,
         flows: flows.clone(),
+        events: deps.events.events.clone(),
     };
     let args = RootArgs {
         slots: slots.clone(),
@@ -349,6 +378,7 @@ fn wire(deps: &RuntimeDeps, slots: &Slots) -> (Handles, RootArgs) {
             runs_kept: deps.scheduler_runs_kept,
         },
         scheduler_sweep: deps.scheduler_sweep,
+        events: Arc::new(deps.events.clone()),
     };
     (handles, args)
 }

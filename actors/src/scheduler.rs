@@ -23,7 +23,12 @@ pub use self::recurrence::{Recurrence, RecurrenceError};
 pub use self::run::TaskDeps;
 
 use chrono::{DateTime, Utc};
-use parley_persistence::entities::scheduled_task;
+use parley_persistence::entities::{scheduled_task, scheduled_task_run};
+use parley_persistence::scheduled_tasks::{self, RunEnd};
+use parley_persistence::{DatabaseConnection, EventType, PersistenceError};
+use serde_json::json;
+
+use crate::events::Events;
 
 /// The run after one that started at `after`, for a recurring task.
 pub fn next_run(task: &scheduled_task::Model, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
@@ -31,4 +36,41 @@ pub fn next_run(task: &scheduled_task::Model, after: DateTime<Utc>) -> Option<Da
     Recurrence::parse(expression, &task.timezone)
         .ok()?
         .next_after(after)
+}
+
+/// Records how `run` of `task` ended, with its `task.run.finished` event in the same
+/// transaction (none for a task deleted meanwhile).
+///
+/// # Errors
+/// The database's.
+pub(crate) async fn finish_run(
+    db: &DatabaseConnection,
+    events: &Events,
+    task: Option<&scheduled_task::Model>,
+    run: &scheduled_task_run::Model,
+    end: RunEnd,
+    now: DateTime<Utc>,
+) -> Result<(), PersistenceError> {
+    let event = task.and_then(|task| {
+        events.event(task.workspace_id, EventType::TaskRunFinished, || {
+            json!({
+                "task_id": task.id,
+                "run_id": run.id,
+                "task_type": task.task_type,
+                "status": end.status,
+                "late": run.late,
+                "error": end.error,
+            })
+        })
+    });
+    let txn = parley_persistence::begin_write(db).await?;
+    scheduled_tasks::finish_run(&txn, run, end, now).await?;
+    if let Some(event) = &event {
+        event.write(&txn, now).await?;
+    }
+    txn.commit().await?;
+    if event.is_some() {
+        events.wake();
+    }
+    Ok(())
 }

@@ -61,6 +61,7 @@ pub(crate) async fn deps() -> (ConversationDeps, tempfile::TempDir, FakeModel) {
             handoff_sweep: Duration::from_secs(60),
         },
         announced: std::sync::Arc::default(),
+        events: crate::events::Events::default(),
     };
     (deps, dir, model)
 }
@@ -88,6 +89,7 @@ pub(crate) fn channel_deps(deps: &ConversationDeps) -> crate::channel::ChannelDe
             retry_backoff: Duration::ZERO,
             public_url: None,
         },
+        events: deps.events.clone(),
     }
 }
 
@@ -96,11 +98,20 @@ pub(crate) async fn runtime_deps() -> (RuntimeDeps, tempfile::TempDir, FakeModel
     let (conversations, dir, model) = deps().await;
     let channels = channel_deps(&conversations);
     let deps = RuntimeDeps {
-        conversations,
-        channels,
         inbound: InboundSettings::default(),
         scheduler_sweep: std::time::Duration::from_secs(60),
         scheduler_runs_kept: 100,
+        events: crate::events::delivery::DeliveryDeps {
+            db: conversations.db.clone(),
+            secrets: channels.secrets.clone(),
+            egress: std::sync::Arc::new(
+                crate::egress::Egress::parse("127.0.0.0/8").expect("allow list"),
+            ),
+            events: conversations.events.clone(),
+            settings: crate::events::delivery::EventSettings::default(),
+        },
+        conversations,
+        channels,
     };
     (deps, dir, model)
 }

@@ -35,16 +35,19 @@ pub enum SupervisorKind {
     Flows,
     /// One ScheduledTaskActor per task due soon.
     Scheduler,
+    /// The worker that delivers event webhooks.
+    Events,
 }
 
 impl SupervisorKind {
     /// Every kind, in start order: the inbound worker talks to conversations and channels.
-    pub const ALL: [Self; 5] = [
+    pub const ALL: [Self; 6] = [
         Self::Channels,
         Self::Conversations,
         Self::Inbound,
         Self::Flows,
         Self::Scheduler,
+        Self::Events,
     ];
 
     /// The supervisor's name under the root.
@@ -55,6 +58,7 @@ impl SupervisorKind {
             Self::Inbound => "inbound",
             Self::Flows => "flows",
             Self::Scheduler => "scheduler",
+            Self::Events => "events",
         }
     }
 }

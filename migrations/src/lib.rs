@@ -18,6 +18,7 @@ mod m20261124_000010_conversation_activity;
 mod m20261125_000011_one_open_conversation;
 mod m20261125_000012_campaigns_kept;
 mod m20261126_000013_handoff;
+mod m20261126_000014_event_webhooks;
 
 /// Applies Parley's migrations in order; `parley serve` and `parley migrate` run it.
 #[derive(Debug)]
@@ -40,6 +41,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261125_000011_one_open_conversation::Migration),
             Box::new(m20261125_000012_campaigns_kept::Migration),
             Box::new(m20261126_000013_handoff::Migration),
+            Box::new(m20261126_000014_event_webhooks::Migration),
         ]
     }
 }

@@ -8,6 +8,8 @@ pub mod campaign;
 pub mod channel;
 pub mod contact_point;
 pub mod conversation;
+pub mod event_delivery;
+pub mod event_webhook;
 pub mod flow;
 pub mod flow_recipient;
 pub mod idempotency_key;

@@ -372,16 +372,18 @@ pub async fn delete(db: &impl ConnectionTrait, workspace_id: i64, id: Uuid) -> R
     Ok(true)
 }
 
-/// Marks the identity as opted out of campaign templates (a stop word, or Meta's 131050).
+/// Marks the identity as opted out of campaign templates (a stop word, or Meta's 131050);
+/// answers whether it was not out already.
 ///
 /// # Errors
 /// The database's.
-pub async fn opt_out(db: &impl ConnectionTrait, id: Uuid, now: DateTime<Utc>) -> Result<()> {
-    identity::Entity::update_many()
+pub async fn opt_out(db: &impl ConnectionTrait, id: Uuid, now: DateTime<Utc>) -> Result<bool> {
+    let changed = identity::Entity::update_many()
         .col_expr(identity::Column::OptedOut, true.into())
         .col_expr(identity::Column::UpdatedAt, now.into())
         .filter(identity::Column::Id.eq(id))
+        .filter(identity::Column::OptedOut.eq(false))
         .exec(db)
         .await?;
-    Ok(())
+    Ok(changed.rows_affected > 0)
 }

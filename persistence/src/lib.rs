@@ -14,6 +14,8 @@ pub mod conversations;
 pub mod deliveries;
 pub mod entities;
 mod error;
+pub mod event_deliveries;
+pub mod event_webhooks;
 pub mod flows;
 mod group_commit;
 pub mod handoff;
@@ -38,11 +40,13 @@ pub use connection::{
 pub use error::PersistenceError;
 pub use group_commit::{GroupCommit, WRITE_BATCH, Writes};
 pub use page::{Cursor, CursorPage, Page, Paged};
-pub use sea_orm::{ConnectionTrait, DatabaseConnection, DatabaseTransaction, TransactionTrait};
+pub use sea_orm::{
+    ConnectionTrait, DatabaseConnection, DatabaseExecutor, DatabaseTransaction, TransactionTrait,
+};
 pub use values::{
-    CampaignStatus, ContactKind, ConversationMode, ConversationStatus, Direction, EventStatus,
-    FailureReason, FlowStatus, Integration, McpTransport, MessageStatus, ParamsStrategy,
-    RecipientStatus, Role, RunStatus, SkipReason, TaskStatus, TaskType,
+    CampaignStatus, ContactKind, ConversationMode, ConversationStatus, DeliveryStatus, Direction,
+    EventStatus, EventType, FailureReason, FlowStatus, Integration, McpTransport, MessageStatus,
+    ParamsStrategy, RecipientStatus, Role, RunStatus, SkipReason, TaskStatus, TaskType,
 };
 
 /// Result of a persistence operation.

@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use parley_actors::channel::{ChannelDeps, ChannelSettings};
 use parley_actors::domain::SecretBox;
+use parley_actors::events::Events;
+use parley_actors::events::delivery::{DeliveryDeps, EventSettings};
 use parley_actors::inbound::worker::InboundSettings;
 use parley_actors::llm::{LlmClient, LlmConfig};
 use parley_actors::mcp::{McpHub, McpSettings};
@@ -19,9 +21,25 @@ impl Settings {
     pub fn runtime_deps(&self, db: DatabaseConnection, secrets: Arc<SecretBox>) -> RuntimeDeps {
         let actors = &self.actors;
         let writer = GroupCommit::start(db.clone());
+        let events = Events::default();
+        let delivery = DeliveryDeps {
+            db: db.clone(),
+            secrets: secrets.clone(),
+            egress: Arc::new(self.egress.policy().unwrap_or_default()),
+            events: events.clone(),
+            settings: EventSettings {
+                sweep: Duration::from_millis(actors.event_delivery_sweep_ms.max(10)),
+                ..EventSettings::default()
+            },
+        };
+        let mut conversations = self.conversation_deps(db.clone(), writer.clone(), secrets.clone());
+        conversations.events = events.clone();
+        let mut channels = self.channel_deps(db, writer, secrets);
+        channels.events = events;
         RuntimeDeps {
-            conversations: self.conversation_deps(db.clone(), writer.clone(), secrets.clone()),
-            channels: self.channel_deps(db, writer, secrets),
+            conversations,
+            channels,
+            events: delivery,
             inbound: InboundSettings {
                 concurrency: actors.inbound_concurrency.max(1),
                 queue: actors.inbound_queue.max(1),
@@ -83,6 +101,7 @@ impl Settings {
                 handoff_sweep: Duration::from_millis(self.actors.handoff_sweep_ms.max(10)),
             },
             announced: Arc::default(),
+            events: Events::default(),
         }
     }
 
@@ -109,6 +128,7 @@ impl Settings {
                 retry_backoff: Duration::from_millis(whatsapp.retry_backoff_ms),
                 public_url: self.server.public_url.clone(),
             },
+            events: Events::default(),
         }
     }
 }

@@ -295,6 +295,9 @@ pub struct ActorSettings {
     /// How often conversations handed to a person are looked at for their automatic return
     /// to the assistant, in milliseconds.
     pub handoff_sweep_ms: u64,
+    /// How often the event webhook deliveries are looked at for retries that fell due, in
+    /// milliseconds (new events are delivered at once).
+    pub event_delivery_sweep_ms: u64,
 }
 
 impl Default for ActorSettings {
@@ -318,6 +321,7 @@ impl Default for ActorSettings {
             scheduler_min_interval_secs: 60,
             scheduler_runs_kept: 100,
             handoff_sweep_ms: 30_000,
+            event_delivery_sweep_ms: 1_000,
         }
     }
 }

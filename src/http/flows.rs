@@ -269,9 +269,7 @@ async fn update_flow(
     // A move to the state the flow is in is not one of DESIGN's moves: 409 like any other.
     if let Some(to) = to {
         let from = found.status;
-        let moved = from.may_move_to(to)
-            && flows::transition(&state.db, found.id, &[from], to, clock::now()).await?;
-        if !moved {
+        if !move_flow(&state, &found, to).await? {
             let now = flows::find_in_any_workspace(&state.db, found.id)
                 .await?
                 .map_or(from, |f| f.status);
@@ -297,6 +295,31 @@ async fn update_flow(
         "Flow updated successfully",
         record(&state.db, found).await?,
     ))
+}
+
+/// Moves `flow` to `to` if its status allows it: a flow its actor moved meanwhile (a queued
+/// one that started) is read again and moved from where it is now, if that allows it too.
+async fn move_flow(
+    state: &AppState,
+    flow: &parley_persistence::entities::flow::Model,
+    to: FlowStatus,
+) -> Result<bool> {
+    let events = state.actors.events();
+    let mut from = flow.status;
+    for _ in 0..3 {
+        if !from.may_move_to(to) {
+            return Ok(false);
+        }
+        let ending = parley_actors::flow::Ending::From(&[from]);
+        if parley_actors::flow::move_to(&state.db, events, flow, to, None, ending).await? {
+            return Ok(true);
+        }
+        match flows::find_in_any_workspace(&state.db, flow.id).await? {
+            Some(now) if now.status != from => from = now.status,
+            _ => return Ok(false),
+        }
+    }
+    Ok(false)
 }
 
 /// Delete a flow.

@@ -30,6 +30,11 @@ impl Problems {
             .ok()
     }
 
+    /// The value of a field checked on its own, its problems recorded.
+    pub(crate) fn checked<T>(&mut self, checked: Checked<T>) -> Option<T> {
+        checked.map_err(|problems| self.0.extend(problems)).ok()
+    }
+
     /// Records a problem at `path`.
     pub(crate) fn add(
         &mut self,
@@ -103,6 +108,34 @@ pub(crate) fn text_field(problems: &mut Problems, field: &str, value: Option<&Va
         None => problems.add([field], "is required"),
     }
     String::new()
+}
+
+/// Longest URL a tenant may give.
+const MAX_URL: usize = 2048;
+
+/// A URL a tenant gives (an MCP server, an event webhook endpoint): http or https, at most
+/// 2048 characters, without credentials, and not a literal inside address (a name's addresses
+/// are checked at every connection, DESIGN §11).
+pub(crate) fn tenant_url(egress: &parley_actors::egress::Egress, url: String) -> Checked<String> {
+    let lower = url.to_ascii_lowercase();
+    let rest = lower
+        .strip_prefix("https://")
+        .or_else(|| lower.strip_prefix("http://"));
+    let parsed = reqwest::Url::parse(&url).ok();
+    let shaped = url.len() <= MAX_URL && rest.is_some_and(|r| !r.is_empty() && !r.starts_with('/'));
+    match parsed {
+        Some(_) if !shaped => problem(["url"], "must be an http or https URL"),
+        None => problem(["url"], "must be an http or https URL"),
+        Some(parsed) if !parsed.username().is_empty() || parsed.password().is_some() => problem(
+            ["url"],
+            "must not carry credentials (a user or password before the host)",
+        ),
+        Some(parsed) if egress.check_url(&parsed).is_err() => problem(
+            ["url"],
+            "must not lead to a loopback, private, link-local or other inside address",
+        ),
+        Some(_) => Ok(url),
+    }
 }
 
 /// Optional free text of at most `max` characters; blank text counts as absent.

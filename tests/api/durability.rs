@@ -19,6 +19,7 @@ async fn quiet_app() -> TestApp {
     spawn_app_with(|s| {
         s.actors.inbound_sweep_ms = 3_600_000;
         s.actors.scheduler_sweep_ms = 3_600_000;
+        s.actors.event_delivery_sweep_ms = 3_600_000;
     })
     .await
 }
@@ -598,4 +599,56 @@ async fn a_conversation_handed_to_a_person_stays_theirs_across_a_restart() {
     let sent = app.wait_for_sends(2).await;
     assert_eq!(sent[1].text(), Some("You said: Hello again"));
     kill(second);
+}
+
+#[tokio::test]
+async fn events_in_flight_at_a_kill_all_arrive_after_the_restart() {
+    use crate::event_webhooks::{Answer, Receiver, endpoint, signed_by};
+
+    let app = quiet_app().await;
+    let receiver = Receiver::start().await;
+    // The endpoint holds every request: the kill finds them in flight.
+    receiver.otherwise(Some(Answer::Slow(Duration::from_secs(30))));
+    let (_, channel) = app.chat_channel("Echo.", serde_json::json!({})).await;
+    let (id, secret) = endpoint(&app, &receiver.url, serde_json::json!(["message.received"])).await;
+    app.put_identity("crm-k", serde_json::json!({"name": "Kay"}))
+        .await;
+    let allow = [("PARLEY_EGRESS_ALLOW", "127.0.0.0/8")];
+    let (first, base) = serve_with(&app, &allow);
+    let client = reqwest::Client::new();
+    for i in 0..3 {
+        let chat = client
+            .post(format!("{base}/conversation/crm-k/chat/{channel}"))
+            .bearer_auth(&app.owner.api_key)
+            .json(&serde_json::json!({"message": format!("m{i}")}))
+            .send()
+            .await
+            .expect("chat");
+        assert_eq!(chat.status(), 200);
+    }
+    let held = receiver.wait_for(3).await;
+    kill(first);
+
+    receiver.otherwise(None);
+    let (second, _) = serve_with(&app, &allow);
+    let deliveries = format!("/workspace/webhooks/{id}/deliveries");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let listed: Value = app.get(&deliveries).await.json().await.expect("json");
+        let data = listed["data"].as_array().cloned().unwrap_or_default();
+        if data.len() == 3 && data.iter().all(|d| d["status"] == "succeeded") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not all delivered: {listed}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    kill(second);
+    let mut before: Vec<String> = held.iter().map(|r| r.id.clone()).collect();
+    before.sort();
+    let after: Vec<_> = receiver.received().into_iter().skip(held.len()).collect();
+    let mut again: Vec<String> = after.iter().map(|r| r.id.clone()).collect();
+    again.sort();
+    again.dedup();
+    assert_eq!(again, before, "each event again, with the same webhook-id");
+    assert!(after.iter().all(|r| signed_by(r, &secret)));
 }

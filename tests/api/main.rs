@@ -17,6 +17,7 @@ mod demo;
 mod docs;
 mod durability;
 mod errors;
+mod event_webhooks;
 mod flows;
 mod handoff;
 mod hardening;

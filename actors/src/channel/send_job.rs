@@ -6,12 +6,14 @@
 
 use std::time::Duration;
 
-use parley_persistence::{DatabaseConnection, GroupCommit, MessageStatus, deliveries};
+use parley_persistence::{DatabaseConnection, EventType, GroupCommit, MessageStatus, deliveries};
 use ractor::ActorRef;
+use serde_json::json;
 use uuid::Uuid;
 
 use super::limits::Limits;
 use super::{Accepted, ChannelMsg, ChannelSettings, SendError};
+use crate::events::{Events, Recorded};
 use crate::whatsapp::error::PAIR_RATE_LIMIT;
 use crate::whatsapp::{GraphClient, GraphError, MetaErrorKind, Outgoing};
 
@@ -24,9 +26,48 @@ pub(super) struct SendJob {
     /// Claims and Meta's answers, committed with other writes.
     pub(super) writer: GroupCommit,
     pub(super) message_id: Option<Uuid>,
+    /// Whose message it is, for its events.
+    pub(super) told: Told,
     pub(super) keep_when_unavailable: bool,
     /// Whether the channel retries (see [`super::SendRequest::channel_retries`]).
     pub(super) channel_retries: bool,
+}
+
+/// What the events of a send say besides the message: where, to whom.
+pub(super) struct Told {
+    pub(super) events: Events,
+    pub(super) workspace_id: i64,
+    pub(super) channel_id: Uuid,
+    pub(super) identity_id: Option<Uuid>,
+}
+
+impl Told {
+    /// The event of message `id` reaching `status`.
+    fn event(
+        &self,
+        id: Uuid,
+        status: MessageStatus,
+        platform_message_id: Option<&str>,
+        error: Option<&serde_json::Value>,
+    ) -> Option<Recorded> {
+        let kind = match status {
+            MessageStatus::Sent => EventType::MessageSent,
+            MessageStatus::Delivered => EventType::MessageDelivered,
+            MessageStatus::Read => EventType::MessageRead,
+            MessageStatus::Failed => EventType::MessageFailed,
+            _ => return None,
+        };
+        self.events.event(self.workspace_id, kind, || {
+            json!({
+                "message_id": id,
+                "channel_id": self.channel_id,
+                "identity_id": self.identity_id,
+                "status": status,
+                "platform_message_id": platform_message_id,
+                "error": error,
+            })
+        })
+    }
 }
 
 /// The live number a job sends from.
@@ -148,9 +189,11 @@ impl SendJob {
             return;
         };
         let (status, wamid) = (accepted.status, accepted.platform_message_id.clone());
+        let event = self.told.event(id, status, Some(&wamid), None);
         let recorded = self
-            .writer
-            .write(move |db| {
+            .told
+            .events
+            .write_with(&self.writer, event.into_iter().collect(), move |db| {
                 let wamid = wamid.clone();
                 Box::pin(async move {
                     deliveries::record_send(db, id, status, Some(&wamid), None).await
@@ -169,9 +212,13 @@ impl SendJob {
             return;
         };
         let error = error.to_json();
+        let event = self
+            .told
+            .event(id, MessageStatus::Failed, None, Some(&error));
         let recorded = self
-            .writer
-            .write(move |db| {
+            .told
+            .events
+            .write_with(&self.writer, event.into_iter().collect(), move |db| {
                 let error = error.clone();
                 Box::pin(async move {
                     deliveries::record_send(db, id, MessageStatus::Failed, None, Some(error)).await

@@ -11,7 +11,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use chrono::{DateTime, Utc};
 use parley_persistence::entities::conversation;
-use parley_persistence::{ConversationMode, DatabaseConnection, assistants, clock, handoff};
+use parley_persistence::{
+    ConversationMode, DatabaseConnection, EventType, PersistenceError, assistants, clock, handoff,
+};
+use serde_json::json;
 use uuid::Uuid;
 
 use super::context::Context;
@@ -111,9 +114,14 @@ pub(super) async fn hand_over(
         return Ok(conversation.clone());
     }
     let (conversation, now) = (conversation.clone(), clock::now());
+    let event = deps.events.event(
+        conversation.workspace_id,
+        EventType::ConversationHandoff,
+        || told(&conversation, json!({"reason": reason, "by": by})),
+    );
     let handed = deps
-        .writer
-        .write(move |db| {
+        .events
+        .write_with(&deps.writer, event.into_iter().collect(), move |db| {
             let (conversation, reason) = (conversation.clone(), reason.clone());
             Box::pin(async move { handoff::hand_over(db, &conversation, reason, now).await })
         })
@@ -140,28 +148,58 @@ async fn give_back(
     let now = clock::now();
     let note = note(conversation.mode_changed_at.unwrap_or(now), now);
     let conversation = conversation.clone();
-    let given = deps
-        .writer
-        .write_atomic(move |db| {
-            let (conversation, note) = (conversation.clone(), note.clone());
-            Box::pin(
-                async move { handoff::give_back(db, &conversation, note, quiet_before, now).await },
-            )
-        })
-        .await?;
-    let Some((back, stored)) = given else {
-        return Ok(None);
-    };
-    context.conversations.insert(back.channel_id, back.clone());
-    context.wrote(&stored);
     let why = if quiet_before.is_some() {
         "timeout"
     } else {
         "api"
     };
+    let event = deps.events.event(
+        conversation.workspace_id,
+        EventType::ConversationResumed,
+        || told(&conversation, json!({"why": why})),
+    );
+    // The event is written only with the give-back: a give-back whose condition no longer
+    // holds fails its write, which undoes the event with it.
+    let given = deps
+        .events
+        .write_atomic_with(&deps.writer, event.into_iter().collect(), move |db| {
+            let (conversation, note) = (conversation.clone(), note.clone());
+            Box::pin(async move {
+                handoff::give_back(db, &conversation, note, quiet_before, now)
+                    .await?
+                    .ok_or(PersistenceError::Vanished(NOT_GIVEN_BACK.to_owned()))
+            })
+        })
+        .await
+        .map(Some)
+        .or_else(|error| match error {
+            PersistenceError::Vanished(why) if why == NOT_GIVEN_BACK => Ok(None),
+            other => Err(other),
+        })?;
+    let Some((back, stored)) = given else {
+        return Ok(None);
+    };
+    context.conversations.insert(back.channel_id, back.clone());
+    context.wrote(&stored);
     crate::measure::resume(why);
     tracing::info!(conversation_id = %back.id, why, "conversation given back to the assistant");
     Ok(Some(back))
+}
+
+/// Why a conditional give-back wrote nothing (its condition no longer held).
+const NOT_GIVEN_BACK: &str = "the conversation was not given back";
+
+/// An event's data about `conversation`, with `more`.
+fn told(conversation: &conversation::Model, more: serde_json::Value) -> serde_json::Value {
+    let mut data = json!({
+        "conversation_id": conversation.id,
+        "identity_id": conversation.identity_id,
+        "channel_id": conversation.channel_id,
+    });
+    if let (Some(data), Some(more)) = (data.as_object_mut(), more.as_object()) {
+        data.extend(more.clone());
+    }
+    data
 }
 
 /// The note the model reads on the way back.

@@ -88,7 +88,7 @@ pub(crate) async fn run(
             if !streams.is_empty() {
                 tokio::time::sleep(STREAMED_STORE_AFTER).await;
             }
-            store_inbound(&deps.writer, &found, batch).await
+            store_inbound(deps, &found, batch).await
         },
         call_model(deps, &first_request, &streams, sent),
     );
@@ -119,7 +119,7 @@ async fn hold(
         .cloned()
         .collect();
     if !kept.is_empty() {
-        let stored = store_inbound(&deps.writer, found, &kept).await?;
+        let stored = store_inbound(deps, found, &kept).await?;
         remember_stored(context, routed, found, stored);
     }
     Err(TurnError::HumanMode)

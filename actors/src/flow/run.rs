@@ -255,15 +255,13 @@ impl Runner {
         reason: Option<String>,
     ) -> Result<(), PersistenceError> {
         loop {
-            if flows::finish(
-                &self.sender.db,
-                self.flow_id,
-                status,
-                reason.clone(),
-                clock::now(),
-            )
-            .await?
-            {
+            let db = &self.sender.db;
+            let Some(flow) = flows::find_in_any_workspace(db, self.flow_id).await? else {
+                return Ok(());
+            };
+            let events = self.sender.outbox.events();
+            let ending = super::Ending::Finish;
+            if super::move_to(db, events, &flow, status, reason.clone(), ending).await? {
                 tracing::info!(flow_id = %self.flow_id, status = status.as_str(), reason = reason.as_deref().unwrap_or(""), "flow ended");
                 return Ok(());
             }

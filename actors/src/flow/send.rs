@@ -6,7 +6,7 @@ use parley_persistence::entities::{channel, flow, flow_recipient};
 use parley_persistence::flows::{self, SendOutcome};
 use parley_persistence::{
     DatabaseConnection, FailureReason, PersistenceError, RecipientStatus, SkipReason, clock,
-    conversations, identities,
+    conversations,
 };
 use serde_json::Value;
 use uuid::Uuid;
@@ -93,7 +93,7 @@ pub(super) async fn send_one(
                         .outbox
                         .send_rendered(thread, phone, rendered, Some(id))
                         .await;
-                    judge(&sender.db, prepared, &recipient, sent).await?
+                    judge(sender, prepared, &recipient, sent).await?
                 }
             }
         }
@@ -148,7 +148,7 @@ pub(super) async fn record_outcome(
 
 /// What a send's answer means for the recipient and the flow, by the kind of Meta's error.
 async fn judge(
-    db: &DatabaseConnection,
+    sender: &Sender,
     prepared: &Prepared,
     recipient: &flow_recipient::Model,
     sent: Result<crate::outbound::Sent, OutboundError>,
@@ -170,7 +170,9 @@ async fn judge(
         OutboundError::NotSent { error, .. } => match error {
             SendError::Refused(meta) => {
                 if meta.code == Some(STOPPED_MARKETING) {
-                    identities::opt_out(db, recipient.identity_id, clock::now()).await?;
+                    let (ws, events) = (prepared.flow.workspace_id, sender.outbox.events());
+                    let (identity_id, why) = (recipient.identity_id, "stopped_marketing");
+                    crate::people::opt_out(&sender.db, events, ws, identity_id, why).await?;
                 }
                 let outcome = if meta.kind().is_retryable() {
                     verdict.retry_or_fail(meta.code, meta.message)
@@ -279,6 +281,7 @@ mod tests {
             channels,
             crate::changes::Announcer::default(),
             deps.conversations.settings.idle_after,
+            deps.conversations.events.clone(),
         );
         let flows = Flows::new(Slot::new(SupervisorKind::Flows), db.clone());
         Sender { db, outbox, flows }
@@ -338,7 +341,11 @@ mod tests {
             status: MessageStatus::Read,
             error: None,
         };
-        let reports = crate::outbound::Reports::start(db.clone(), Arc::new(sender.flows.clone()));
+        let reports = crate::outbound::Reports::start(
+            db.clone(),
+            Arc::new(sender.flows.clone()),
+            crate::events::Events::default(),
+        );
         assert!(reports.apply(channel_id, &read).await.expect("report"));
         let status = || async {
             flows::recipients(db, flow.id, None, 10)

@@ -3,7 +3,8 @@
 
 use parley_persistence::conversations::{self, NewMessage};
 use parley_persistence::entities::{identity, webhook_event};
-use parley_persistence::{PersistenceError, clock, deliveries, identities};
+use parley_persistence::{EventType, PersistenceError, clock, deliveries};
+use serde_json::json;
 
 use super::{InboundDeps, Processed};
 use crate::channel::SendError;
@@ -50,7 +51,9 @@ async fn record(
 ) -> Result<Option<Parcel>, PersistenceError> {
     let db = &deps.db;
     let now = clock::now();
-    identities::opt_out(db, person.id, now).await?;
+    let events = deps.outbox.events();
+    let ws = event.workspace_id;
+    crate::people::opt_out(db, events, ws, person.id, "stop_word").await?;
     if deliveries::find_by_platform_id(db, event.channel_id, &inbound.wamid)
         .await?
         .is_some()
@@ -69,6 +72,19 @@ async fn record(
     let mut received = NewMessage::from_person(inbound.content.text());
     received.platform_message_id = Some(inbound.wamid.clone());
     let received = conversations::append_message(&txn, &conversation, received, now).await?;
+    let told = events.event(ws, EventType::MessageReceived, || {
+        json!({
+            "message_id": received.id,
+            "conversation_id": conversation.id,
+            "identity_id": person.id,
+            "channel_id": event.channel_id,
+            "content": received.content,
+            "platform_message_id": received.platform_message_id,
+        })
+    });
+    if let Some(told) = &told {
+        told.write(&txn, now).await?;
+    }
     let outgoing = Outgoing {
         to: inbound.from.digits().to_owned(),
         identity_id: Some(person.id),
@@ -81,6 +97,9 @@ async fn record(
     reply.reply_to_message_id = Some(received.id);
     let reply = conversations::append_message(&txn, &conversation, reply, now).await?;
     txn.commit().await?;
+    if told.is_some() {
+        events.wake();
+    }
     deps.outbox.stored(thread, now);
     Ok(Parcel::of(&reply))
 }

@@ -13,11 +13,15 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use parley_persistence::{DatabaseConnection, PersistenceError, clock, deliveries, identities};
+use parley_persistence::{
+    DatabaseConnection, EventType, MessageStatus, PersistenceError, clock, deliveries,
+};
+use serde_json::json;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use uuid::Uuid;
 
+use crate::events::Events;
 use crate::whatsapp::error::STOPPED_MARKETING;
 use crate::whatsapp::status::StatusReport;
 
@@ -52,6 +56,8 @@ struct Unmatched {
 #[derive(Clone)]
 pub struct Reports {
     db: DatabaseConnection,
+    /// The events of what reports change (a message delivered, read or failed; an opt-out).
+    events: Events,
     watcher: Arc<dyn DeliveryWatcher>,
     /// Bounded: a flood of reports naming nothing waits here, not in tasks.
     later: mpsc::Sender<Unmatched>,
@@ -65,9 +71,18 @@ impl std::fmt::Debug for Reports {
 
 impl Reports {
     /// Starts the task that tries unmatched reports again; it ends when every handle is gone.
-    pub fn start(db: DatabaseConnection, watcher: Arc<dyn DeliveryWatcher>) -> Self {
+    pub fn start(
+        db: DatabaseConnection,
+        watcher: Arc<dyn DeliveryWatcher>,
+        events: Events,
+    ) -> Self {
         let (later, queue) = mpsc::channel(UNMATCHED_CAPACITY);
-        let reports = Self { db, watcher, later };
+        let reports = Self {
+            db,
+            events,
+            watcher,
+            later,
+        };
         let again = reports.clone();
         tokio::spawn(retry_in_stages(queue, move |unmatched| {
             let reports = again.clone();
@@ -110,10 +125,7 @@ impl Reports {
             .error
             .as_ref()
             .map(crate::whatsapp::MetaError::to_json);
-        let Some(applied) =
-            deliveries::apply_status(&self.db, channel_id, &report.wamid, report.status, error)
-                .await?
-        else {
+        let Some(applied) = self.apply_status(channel_id, report, error).await? else {
             return Ok(None);
         };
         if applied && report.error_code() == Some(STOPPED_MARKETING) {
@@ -139,10 +151,75 @@ impl Reports {
         }
     }
 
+    /// Moves the message the report names, with its event when it moved and an endpoint
+    /// takes it; `None` when no message of the channel has the report's id.
+    async fn apply_status(
+        &self,
+        channel_id: Uuid,
+        report: &StatusReport,
+        error: Option<serde_json::Value>,
+    ) -> Result<Option<bool>, PersistenceError> {
+        let db = &self.db;
+        let Some(found) = deliveries::find_by_platform_id(db, channel_id, &report.wamid).await?
+        else {
+            return Ok(None);
+        };
+        let kind = match report.status {
+            MessageStatus::Delivered => Some(EventType::MessageDelivered),
+            MessageStatus::Read => Some(EventType::MessageRead),
+            MessageStatus::Failed => Some(EventType::MessageFailed),
+            _ => None,
+        };
+        let wanted = kind.is_some_and(|kind| self.events.wanted(found.workspace_id, kind));
+        if !wanted || report.status.rank() <= found.status.rank() {
+            return deliveries::apply_status(db, channel_id, &report.wamid, report.status, error)
+                .await;
+        }
+        let identity_id = deliveries::recipient_of(db, channel_id, &report.wamid).await?;
+        let event = kind.and_then(|kind| {
+            self.events.event(found.workspace_id, kind, || {
+                json!({
+                    "message_id": found.id,
+                    "channel_id": channel_id,
+                    "identity_id": identity_id,
+                    "status": report.status,
+                    "platform_message_id": report.wamid,
+                    "error": error,
+                })
+            })
+        });
+        let now = clock::now();
+        let txn = parley_persistence::begin_write(db).await?;
+        let applied = deliveries::apply_status(
+            &txn,
+            channel_id,
+            &report.wamid,
+            report.status,
+            error.clone(),
+        )
+        .await?;
+        if applied == Some(true)
+            && let Some(event) = &event
+        {
+            event.write(&txn, now).await?;
+        }
+        txn.commit().await?;
+        if applied == Some(true) {
+            self.events.wake();
+        }
+        Ok(applied)
+    }
+
     /// The person who stopped marketing messages (131050) is opted out.
     async fn opt_out(&self, channel_id: Uuid, wamid: &str) -> Result<(), PersistenceError> {
-        if let Some(identity_id) = deliveries::recipient_of(&self.db, channel_id, wamid).await? {
-            identities::opt_out(&self.db, identity_id, clock::now()).await?;
+        let db = &self.db;
+        let Some(message) = deliveries::find_by_platform_id(db, channel_id, wamid).await? else {
+            return Ok(());
+        };
+        if let Some(identity_id) = deliveries::recipient_of(db, channel_id, wamid).await? {
+            let why = "stopped_marketing";
+            crate::people::opt_out(db, &self.events, message.workspace_id, identity_id, why)
+                .await?;
         }
         Ok(())
     }
@@ -263,7 +340,7 @@ mod tests {
         let (deps, _dir, _model) = crate::test_support::deps().await;
         let (ws, channel_id, identity_id, _) = crate::test_support::world(&deps.db).await;
         let heard = Arc::new(Heard::default());
-        let reports = Reports::start(deps.db.clone(), heard.clone());
+        let reports = Reports::start(deps.db.clone(), heard.clone(), Events::default());
         let report = StatusReport {
             wamid: "wamid.late".to_owned(),
             status: MessageStatus::Delivered,

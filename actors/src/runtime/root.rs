@@ -11,6 +11,7 @@ use crate::channel::ChannelDeps;
 use crate::channel::registry::{ChannelRegistry, ChannelRegistryMsg};
 use crate::conversation::ConversationDeps;
 use crate::conversation::registry::{ConversationRegistry, RegistryMsg};
+use crate::events::delivery::{DeliveryDeps, DeliveryMsg, DeliveryWorker};
 use crate::flow::FlowRegistryMsg;
 use crate::flow::registry::{FlowRegistry, FlowRegistryArgs};
 use crate::flow::{FlowDeps, Flows};
@@ -32,6 +33,7 @@ pub(crate) struct Slots {
     pub(crate) inbound: Slot<InboundWorkerMsg>,
     pub(crate) flows: Slot<FlowRegistryMsg>,
     pub(crate) scheduler: Slot<SchedulerMsg>,
+    pub(crate) events: Slot<DeliveryMsg>,
 }
 
 impl Default for Slots {
@@ -42,6 +44,7 @@ impl Default for Slots {
             inbound: Slot::new(SupervisorKind::Inbound),
             flows: Slot::new(SupervisorKind::Flows),
             scheduler: Slot::new(SupervisorKind::Scheduler),
+            events: Slot::new(SupervisorKind::Events),
         }
     }
 }
@@ -55,11 +58,13 @@ impl Slots {
             (SupervisorKind::Inbound, Some(cell)) => self.inbound.publish_cell(cell),
             (SupervisorKind::Flows, Some(cell)) => self.flows.publish_cell(cell),
             (SupervisorKind::Scheduler, Some(cell)) => self.scheduler.publish_cell(cell),
+            (SupervisorKind::Events, Some(cell)) => self.events.publish_cell(cell),
             (SupervisorKind::Channels, None) => self.channels.publish(None),
             (SupervisorKind::Conversations, None) => self.conversations.publish(None),
             (SupervisorKind::Inbound, None) => self.inbound.publish(None),
             (SupervisorKind::Flows, None) => self.flows.publish(None),
             (SupervisorKind::Scheduler, None) => self.scheduler.publish(None),
+            (SupervisorKind::Events, None) => self.events.publish(None),
         }
     }
 }
@@ -76,6 +81,7 @@ pub(crate) struct RootArgs {
     pub(crate) flows_handle: Flows,
     pub(crate) tasks: TaskDeps,
     pub(crate) scheduler_sweep: Duration,
+    pub(crate) events: Arc<DeliveryDeps>,
 }
 
 /// State of the root.
@@ -267,6 +273,11 @@ async fn spawn_child(
                 sweep: args.scheduler_sweep,
             };
             let (actor, _) = Actor::spawn_linked(None, SchedulerRegistry, scheduler, root).await?;
+            actor.get_cell()
+        }
+        SupervisorKind::Events => {
+            let deps = args.events.clone();
+            let (actor, _) = Actor::spawn_linked(None, DeliveryWorker, deps, root).await?;
             actor.get_cell()
         }
     };

@@ -27,6 +27,7 @@ async fn the_runtime_starts_every_supervisor() {
         [
             "root/channels",
             "root/conversations",
+            "root/events",
             "root/flows",
             "root/inbound",
             "root/scheduler"

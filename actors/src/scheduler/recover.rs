@@ -14,12 +14,13 @@ use chrono::{DateTime, Utc};
 use parley_persistence::entities::{scheduled_task, scheduled_task_run};
 use parley_persistence::scheduled_tasks::{self, RunEnd};
 use parley_persistence::{
-    ConnectionTrait, FailureReason, MessageStatus, PersistenceError, RunStatus, TaskType,
-    conversations,
+    ConnectionTrait, DatabaseConnection, FailureReason, MessageStatus, PersistenceError, RunStatus,
+    TaskType, conversations,
 };
 use serde_json::json;
 
 use super::next_run;
+use crate::events::Events;
 
 /// How the runs left `running` were settled.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -35,7 +36,8 @@ pub(super) struct Recovered {
 /// # Errors
 /// Fails on a database error.
 pub(super) async fn recover(
-    db: &impl ConnectionTrait,
+    db: &DatabaseConnection,
+    events: &Events,
     now: DateTime<Utc>,
 ) -> Result<Recovered, PersistenceError> {
     let mut recovered = Recovered::default();
@@ -47,7 +49,7 @@ pub(super) async fn recover(
             (RunStatus::Failed, _) => recovered.interrupted += 1,
             _ => {}
         }
-        scheduled_tasks::finish_run(db, &run, end, now).await?;
+        super::finish_run(db, events, task.as_ref(), &run, end, now).await?;
     }
     Ok(recovered)
 }

@@ -54,7 +54,7 @@ impl Actor for SchedulerRegistry {
         args: SchedulerArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
         let now = clock::now();
-        let recovered = recover(&args.deps.db, now).await?;
+        let recovered = recover(&args.deps.db, args.deps.outbox.events(), now).await?;
         if recovered.interrupted > 0 {
             tracing::warn!(
                 interrupted = recovered.interrupted,

@@ -134,7 +134,8 @@ async fn run_once(deps: TaskDeps, task_id: Uuid, due_at: DateTime<Utc>, late: bo
                 }
             }
         };
-        scheduled_tasks::finish_run(db, &run, end, finished).await?;
+        let events = deps.outbox.events();
+        super::finish_run(db, events, Some(&task), &run, end, finished).await?;
         scheduled_tasks::trim_runs(db, task_id, deps.runs_kept.max(1)).await?;
         Ok(())
     }

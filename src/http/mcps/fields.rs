@@ -14,14 +14,12 @@ use serde_json::{Value, json};
 use super::{HeaderBody, MASK, McpBody};
 use crate::http::AppState;
 use crate::http::error::{FieldError, PathSegment, Result};
-use crate::http::validation::{Checked, checked, problem, required};
+use crate::http::validation::{Checked, checked, problem, required, tenant_url};
 
 /// Most headers a server may have.
 const MAX_HEADERS: usize = 20;
 /// Longest name.
 const MAX_NAME: usize = 100;
-/// Longest URL.
-const MAX_URL: usize = 2048;
 /// Longest header value.
 const MAX_HEADER_VALUE: usize = 16 * 1024;
 
@@ -92,26 +90,7 @@ fn url(
     current: Option<&mcp_server::Model>,
 ) -> Checked<String> {
     let url = required("url", given.or_else(|| current.map(|c| c.url.clone())))?;
-    let lower = url.to_ascii_lowercase();
-    let rest = lower
-        .strip_prefix("https://")
-        .or_else(|| lower.strip_prefix("http://"));
-    let parsed = Url::parse(&url).ok();
-    let shaped = url.len() <= MAX_URL && rest.is_some_and(|r| !r.is_empty() && !r.starts_with('/'));
-    match parsed {
-        Some(_) if !shaped => problem(["url"], "must be an http or https URL"),
-        None => problem(["url"], "must be an http or https URL"),
-        Some(parsed) if !parsed.username().is_empty() || parsed.password().is_some() => problem(
-            ["url"],
-            "must not carry credentials; give them as headers, which are kept sealed",
-        ),
-        // A literal address is read here; a name's addresses are checked at every connection.
-        Some(parsed) if state.actors.mcp().egress().check_url(&parsed).is_err() => problem(
-            ["url"],
-            "must not lead to a loopback, private, link-local or other inside address",
-        ),
-        Some(_) => Ok(url),
-    }
+    tenant_url(state.actors.mcp().egress(), url)
 }
 
 /// The URL as the API shows it: every query value masked (it may be a key).

@@ -4,7 +4,8 @@
 
 use parley_persistence::conversations::{self, NewMessage};
 use parley_persistence::entities::{conversation, message};
-use parley_persistence::{GroupCommit, clock, deliveries};
+use parley_persistence::{EventType, clock, deliveries};
+use serde_json::json;
 use uuid::Uuid;
 
 use super::super::context::Context;
@@ -162,7 +163,7 @@ pub(in crate::conversation) async fn open_on(
 /// of every message of the batch (stored now or before) and the rows stored now.
 #[tracing::instrument(name = "store_inbound", level = "debug", skip_all)]
 pub(super) async fn store_inbound(
-    writer: &GroupCommit,
+    deps: &ConversationDeps,
     found: &Found,
     batch: &[TurnRequest],
 ) -> Result<(Vec<Uuid>, Vec<message::Model>), TurnError> {
@@ -181,13 +182,46 @@ pub(super) async fn store_inbound(
         let mut message = NewMessage::from_person(request.text.clone());
         message.platform_message_id = wamid.map(str::to_owned);
         message.metadata = request.metadata.clone();
-        let stored =
-            conversations::store_message(writer, &found.conversation, message, clock::now())
-                .await?;
+        let stored = store_received(deps, &found.conversation, message).await?;
         ids.push(stored.id);
         stored_now.push(stored);
     }
     Ok((ids, stored_now))
+}
+
+/// Stores a person's message, with its `message.received` event for the endpoints that take
+/// it.
+async fn store_received(
+    deps: &ConversationDeps,
+    conversation: &conversation::Model,
+    mut message: NewMessage,
+) -> Result<message::Model, TurnError> {
+    let id = *message.id.get_or_insert_with(Uuid::now_v7);
+    let event = deps.events.event(
+        conversation.workspace_id,
+        EventType::MessageReceived,
+        || {
+            json!({
+                "message_id": id,
+                "conversation_id": conversation.id,
+                "identity_id": conversation.identity_id,
+                "channel_id": conversation.channel_id,
+                "content": message.content,
+                "platform_message_id": message.platform_message_id,
+            })
+        },
+    );
+    let (conversation, now) = (conversation.clone(), clock::now());
+    let stored = deps
+        .events
+        .write_with(&deps.writer, event.into_iter().collect(), move |db| {
+            let (conversation, message) = (conversation.clone(), message.clone());
+            Box::pin(
+                async move { conversations::append_message(db, &conversation, message, now).await },
+            )
+        })
+        .await?;
+    Ok(stored)
 }
 
 /// Keeps what [`store_inbound`] stored: in the history, and as the channel's current

@@ -1,0 +1,286 @@
+//! Event webhooks: what the business's own systems hear of what happened (a message arrived,
+//! was delivered, read or failed; a conversation was handed to a person; a flow finished; a
+//! task ran; a person opted out), signed by Standard Webhooks 1.0.
+//!
+//! - [`Events`] knows which endpoints of a workspace take which event types. Where a fact is
+//!   written, [`Events::event`] makes its event for those endpoints (nothing at all when none
+//!   takes it), and the fact's own write stores it ([`Recorded::write`]): one durable row per
+//!   endpoint, committed with the fact or not at all.
+//! - [`delivery`]: the supervised actor that works the rows off, at most a few requests in
+//!   flight per endpoint, retried on a schedule, each endpoint apart from the others.
+//! - [`sign`]: secrets and signatures.
+
+pub mod delivery;
+pub mod sign;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+
+use chrono::{DateTime, Utc};
+use parley_persistence::event_deliveries::{self, NewEvent};
+use parley_persistence::{
+    ConnectionTrait, DatabaseExecutor, EventType, GroupCommit, PersistenceError, Writes, clock,
+    event_webhooks,
+};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use self::delivery::DeliveryMsg;
+use crate::tree::{Slot, SupervisorKind};
+
+/// Which endpoints take which events, and how to wake the delivery actor; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Events {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    /// The enabled endpoints of each workspace that has any.
+    routes: RwLock<HashMap<i64, Vec<Route>>>,
+    /// Where the delivery actor is published.
+    slot: Slot<DeliveryMsg>,
+    /// Set while a wake-up is on its way, so that a burst of facts sends one.
+    waking: AtomicBool,
+}
+
+/// One endpoint and the event types it takes.
+#[derive(Clone, Debug)]
+struct Route {
+    endpoint_id: Uuid,
+    /// `None`: every type.
+    types: Option<Vec<String>>,
+}
+
+impl Route {
+    fn takes(&self, kind: EventType) -> bool {
+        self.types
+            .as_ref()
+            .is_none_or(|types| types.iter().any(|t| t == kind.as_str()))
+    }
+}
+
+impl Default for Events {
+    fn default() -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                routes: RwLock::default(),
+                slot: Slot::new(SupervisorKind::Events),
+                waking: AtomicBool::new(false),
+            }),
+        }
+    }
+}
+
+/// An event made for the endpoints that take it, to be written with its fact.
+#[derive(Clone, Debug)]
+pub struct Recorded {
+    event: NewEvent,
+    endpoints: Vec<Uuid>,
+}
+
+impl Recorded {
+    /// Writes one delivery per endpoint on `db`: call it inside the fact's transaction.
+    ///
+    /// # Errors
+    /// The database's.
+    pub async fn write(
+        &self,
+        db: &impl ConnectionTrait,
+        now: DateTime<Utc>,
+    ) -> Result<(), PersistenceError> {
+        event_deliveries::insert(db, &self.event, &self.endpoints, now).await
+    }
+
+    /// The event's id (`webhook-id`).
+    pub fn id(&self) -> Uuid {
+        self.event.id
+    }
+}
+
+impl Events {
+    /// Where the delivery actor is published.
+    pub(crate) fn slot(&self) -> &Slot<DeliveryMsg> {
+        &self.inner.slot
+    }
+
+    /// Whether an enabled endpoint of `workspace_id` takes `kind`: what a writer asks before
+    /// it reads more than its fact needs for the event's data.
+    pub fn wanted(&self, workspace_id: i64, kind: EventType) -> bool {
+        self.inner.routes.read().is_ok_and(|routes| {
+            routes
+                .get(&workspace_id)
+                .is_some_and(|r| r.iter().any(|route| route.takes(kind)))
+        })
+    }
+
+    /// The event of `kind` in `workspace_id` with `data` (read only when some endpoint takes
+    /// it), for every enabled endpoint of the workspace that takes it; `None` when none does.
+    pub fn event(
+        &self,
+        workspace_id: i64,
+        kind: EventType,
+        data: impl FnOnce() -> Value,
+    ) -> Option<Recorded> {
+        let endpoints: Vec<Uuid> = {
+            let routes = self.inner.routes.read().ok()?;
+            routes
+                .get(&workspace_id)?
+                .iter()
+                .filter(|route| route.takes(kind))
+                .map(|route| route.endpoint_id)
+                .collect()
+        };
+        if endpoints.is_empty() {
+            return None;
+        }
+        let id = Uuid::now_v7();
+        let body = json!({
+            "type": kind.as_str(),
+            "timestamp": clock::now(),
+            "data": data(),
+        });
+        Some(Recorded {
+            event: NewEvent {
+                id,
+                event_type: kind,
+                workspace_id,
+                body: body.to_string(),
+            },
+            endpoints,
+        })
+    }
+
+    /// Runs `work` through `writer` with `recorded` written in the same transaction (one
+    /// commit: the fact and its events, or neither), then wakes the delivery actor. Without
+    /// events, it is `work` alone, as the writer would run it.
+    ///
+    /// # Errors
+    /// What `work` answered, or the database's.
+    pub async fn write_with<T, F>(
+        &self,
+        writer: &GroupCommit,
+        recorded: Vec<Recorded>,
+        work: F,
+    ) -> Result<T, PersistenceError>
+    where
+        T: Send + 'static,
+        F: for<'e> Fn(&'e DatabaseExecutor<'e>) -> Writes<'e, T> + Send + Sync + 'static,
+    {
+        self.write_then_wake(writer, recorded, work, false).await
+    }
+
+    /// As [`Events::write_with`], for `work` of several statements that must commit together
+    /// even without events.
+    ///
+    /// # Errors
+    /// As [`Events::write_with`].
+    pub async fn write_atomic_with<T, F>(
+        &self,
+        writer: &GroupCommit,
+        recorded: Vec<Recorded>,
+        work: F,
+    ) -> Result<T, PersistenceError>
+    where
+        T: Send + 'static,
+        F: for<'e> Fn(&'e DatabaseExecutor<'e>) -> Writes<'e, T> + Send + Sync + 'static,
+    {
+        self.write_then_wake(writer, recorded, work, true).await
+    }
+
+    async fn write_then_wake<T, F>(
+        &self,
+        writer: &GroupCommit,
+        recorded: Vec<Recorded>,
+        work: F,
+        atomic: bool,
+    ) -> Result<T, PersistenceError>
+    where
+        T: Send + 'static,
+        F: for<'e> Fn(&'e DatabaseExecutor<'e>) -> Writes<'e, T> + Send + Sync + 'static,
+    {
+        if recorded.is_empty() {
+            return if atomic {
+                writer.write_atomic(work).await
+            } else {
+                writer.write(work).await
+            };
+        }
+        let (work, recorded) = (Arc::new(work), Arc::new(recorded));
+        let written = writer
+            .write_atomic(move |db| {
+                let (work, recorded) = (work.clone(), recorded.clone());
+                Box::pin(async move {
+                    let done = work(db).await?;
+                    let now = clock::now();
+                    for event in recorded.iter() {
+                        event.write(db, now).await?;
+                    }
+                    Ok(done)
+                })
+            })
+            .await?;
+        self.wake();
+        Ok(written)
+    }
+
+    /// Tells the delivery actor that events were written (once per burst).
+    pub fn wake(&self) {
+        if self.inner.waking.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        match self.inner.slot.get() {
+            Ok(actor) => {
+                let _ = actor.send_message(DeliveryMsg::Wake);
+            }
+            // Not running (starting or restarting): its first sweep finds them.
+            Err(_) => self.inner.waking.store(false, Ordering::Release),
+        }
+    }
+
+    /// The delivery actor took the wake-up: the next burst sends another.
+    pub(crate) fn woken(&self) {
+        self.inner.waking.store(false, Ordering::Release);
+    }
+
+    /// Reads the enabled endpoints of `workspace_id` (of every workspace for `None`) again.
+    ///
+    /// # Errors
+    /// The database's; the routes are left as they were.
+    pub async fn reload(
+        &self,
+        db: &impl ConnectionTrait,
+        workspace_id: Option<i64>,
+    ) -> Result<(), PersistenceError> {
+        let endpoints = event_webhooks::enabled(db, workspace_id).await?;
+        let mut fresh: HashMap<i64, Vec<Route>> = HashMap::new();
+        for endpoint in endpoints {
+            let types = endpoint.events.as_array().and_then(|list| {
+                let types: Vec<String> = list
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect();
+                (!types.iter().any(|t| t == "*")).then_some(types)
+            });
+            fresh.entry(endpoint.workspace_id).or_default().push(Route {
+                endpoint_id: endpoint.id,
+                types,
+            });
+        }
+        let Ok(mut routes) = self.inner.routes.write() else {
+            return Ok(());
+        };
+        match workspace_id {
+            Some(workspace_id) => {
+                routes.remove(&workspace_id);
+                if let Some(workspace) = fresh.remove(&workspace_id) {
+                    routes.insert(workspace_id, workspace);
+                }
+            }
+            None => *routes = fresh,
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,87 @@
+//! Free text to a person: a scheduled task's message, and an operator's (a person of the
+//! business writing through the channel, usually in a conversation handed to them). Both go
+//! the one way every message goes (stored pending, then sent by the channel, statuses
+//! tracked); an operator's is stored with role `operator`, refused outside the 24-hour window
+//! before anything is stored, and puts off the conversation's automatic return to the
+//! assistant.
+
+use parley_persistence::{Role, clock, handoff};
+use uuid::Uuid;
+
+use super::{OutboundError, Outbox, Retries, Sent, detached};
+use crate::channel::service_window_open;
+use crate::people;
+use crate::thread::Thread;
+use crate::whatsapp::OutboundContent;
+
+impl Outbox {
+    /// Sends free text to an identity on a channel (the channel's actor refuses it outside the
+    /// 24-hour window), recorded in the identity's conversation like every message, under
+    /// `message_id` when the caller names it (a task run's).
+    ///
+    /// # Errors
+    /// [`OutboundError::NoPhone`], or as [`Outbox::send_template`].
+    pub async fn send_text(
+        &self,
+        thread: Thread,
+        text: String,
+        message_id: Option<Uuid>,
+    ) -> Result<Sent, OutboundError> {
+        let outbox = self.clone();
+        detached(async move {
+            outbox
+                .text_as(Role::Assistant, thread, text, message_id)
+                .await
+        })
+        .await
+    }
+
+    /// Free text to the thread's identity at its phone, stored as written by `role`.
+    async fn text_as(
+        &self,
+        role: Role,
+        thread: Thread,
+        text: String,
+        message_id: Option<Uuid>,
+    ) -> Result<Sent, OutboundError> {
+        let phone = people::phone_of(&self.db, thread.identity_id)
+            .await?
+            .ok_or(OutboundError::NoPhone)?;
+        let content = OutboundContent::Text {
+            body: text.clone(),
+            context: None,
+        };
+        let shown = (content, text);
+        self.send_as(role, thread, &phone, shown, message_id, Retries::Channel)
+            .await
+    }
+
+    /// Sends an operator's `text` to the thread's identity, inside WhatsApp's 24-hour window
+    /// only (refused before anything is stored otherwise).
+    ///
+    /// # Errors
+    /// [`OutboundError::OutsideWindow`], [`OutboundError::NoPhone`], or as
+    /// [`Outbox::send_text`].
+    pub async fn send_operator_text(
+        &self,
+        thread: Thread,
+        text: String,
+    ) -> Result<Sent, OutboundError> {
+        let outbox = self.clone();
+        let sent = detached(async move {
+            if !service_window_open(&outbox.db, thread.identity_id, thread.channel_id).await? {
+                return Err(OutboundError::OutsideWindow);
+            }
+            let sent = outbox.text_as(Role::Operator, thread, text, None).await?;
+            let (conversation_id, now) = (sent.conversation_id, clock::now());
+            outbox
+                .writer
+                .write(move |db| Box::pin(handoff::person_acted(db, conversation_id, now)))
+                .await?;
+            Ok(sent)
+        })
+        .await;
+        crate::measure::operator_message(sent.is_ok());
+        sent
+    }
+}

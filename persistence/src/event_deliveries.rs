@@ -1,0 +1,229 @@
+//! Event deliveries: one durable row per endpoint and event, written by the fact's own
+//! transaction ([`insert`]), taken by the delivery actor when due ([`due`]) and settled after
+//! each attempt ([`settle`]). A delivery being attempted stays `pending`, so one caught by a
+//! stop is attempted again after the restart: at least once, never lost.
+
+use chrono::{DateTime, Utc};
+use sea_orm::sea_query::{Expr, ExprTrait};
+use sea_orm::{
+    ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
+    QuerySelect, Set,
+};
+use uuid::Uuid;
+
+use crate::entities::{event_delivery, event_webhook};
+use crate::page::fetch_page;
+use crate::values::{DeliveryStatus, EventType};
+use crate::{Page, Paged, Result};
+
+/// An event as it is written: its id (`webhook-id`), type, workspace and the body every
+/// endpoint receives.
+#[derive(Clone, Debug)]
+pub struct NewEvent {
+    /// The event's id.
+    pub id: Uuid,
+    /// Its type.
+    pub event_type: EventType,
+    /// The workspace it happened in.
+    pub workspace_id: i64,
+    /// The JSON body, `{"type", "timestamp", "data"}`.
+    pub body: String,
+}
+
+/// Writes `event` for each of `endpoints`, due at once. Runs in the fact's transaction.
+///
+/// # Errors
+/// The database's.
+pub async fn insert(
+    db: &impl ConnectionTrait,
+    event: &NewEvent,
+    endpoints: &[Uuid],
+    now: DateTime<Utc>,
+) -> Result<()> {
+    if endpoints.is_empty() {
+        return Ok(());
+    }
+    let rows = endpoints
+        .iter()
+        .map(|endpoint_id| event_delivery::ActiveModel {
+            id: Set(Uuid::now_v7()),
+            workspace_id: Set(event.workspace_id),
+            endpoint_id: Set(*endpoint_id),
+            event_id: Set(event.id),
+            event_type: Set(event.event_type.as_str().to_owned()),
+            body: Set(event.body.clone()),
+            status: Set(DeliveryStatus::Pending),
+            attempts: Set(0),
+            last_status_code: Set(None),
+            last_error: Set(None),
+            next_attempt_at: Set(now),
+            created_at: Set(now),
+            updated_at: Set(now),
+        });
+    event_delivery::Entity::insert_many(rows)
+        .exec_without_returning(db)
+        .await?;
+    Ok(())
+}
+
+/// The enabled endpoints that have deliveries due at `now`.
+///
+/// # Errors
+/// The database's.
+pub async fn endpoints_due(
+    db: &impl ConnectionTrait,
+    now: DateTime<Utc>,
+) -> Result<Vec<event_webhook::Model>> {
+    let due: Vec<Uuid> = event_delivery::Entity::find()
+        .select_only()
+        .column(event_delivery::Column::EndpointId)
+        .distinct()
+        .filter(event_delivery::Column::Status.eq(DeliveryStatus::Pending))
+        .filter(event_delivery::Column::NextAttemptAt.lte(now))
+        .into_tuple()
+        .all(db)
+        .await?;
+    if due.is_empty() {
+        return Ok(Vec::new());
+    }
+    Ok(event_webhook::Entity::find()
+        .filter(event_webhook::Column::Id.is_in(due))
+        .filter(event_webhook::Column::Enabled.eq(true))
+        .all(db)
+        .await?)
+}
+
+/// Up to `limit` deliveries of `endpoint_id` due at `now`, oldest first, leaving out `busy`
+/// (those being attempted).
+///
+/// # Errors
+/// The database's.
+pub async fn due(
+    db: &impl ConnectionTrait,
+    endpoint_id: Uuid,
+    now: DateTime<Utc>,
+    busy: &[Uuid],
+    limit: u64,
+) -> Result<Vec<event_delivery::Model>> {
+    let mut query = event_delivery::Entity::find()
+        .filter(event_delivery::Column::EndpointId.eq(endpoint_id))
+        .filter(event_delivery::Column::Status.eq(DeliveryStatus::Pending))
+        .filter(event_delivery::Column::NextAttemptAt.lte(now));
+    if !busy.is_empty() {
+        query = query.filter(event_delivery::Column::Id.is_not_in(busy.iter().copied()));
+    }
+    Ok(query
+        .order_by_asc(event_delivery::Column::NextAttemptAt)
+        .order_by_asc(event_delivery::Column::Id)
+        .limit(limit)
+        .all(db)
+        .await?)
+}
+
+/// How an attempt ended, as the row records it.
+#[derive(Clone, Debug)]
+pub struct Settled {
+    /// The new status (`pending` again for a retry).
+    pub status: DeliveryStatus,
+    /// The endpoint's status code, when it answered.
+    pub status_code: Option<i32>,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// When to try again (for `pending`).
+    pub next_attempt_at: DateTime<Utc>,
+}
+
+/// Records one attempt of delivery `id` (unless it was settled otherwise meanwhile: a retry
+/// asked for by the API finds it pending again).
+///
+/// # Errors
+/// The database's.
+pub async fn settle(
+    db: &impl ConnectionTrait,
+    id: Uuid,
+    settled: Settled,
+    now: DateTime<Utc>,
+) -> Result<()> {
+    event_delivery::Entity::update_many()
+        .col_expr(event_delivery::Column::Status, Expr::value(settled.status))
+        .col_expr(
+            event_delivery::Column::Attempts,
+            Expr::col(event_delivery::Column::Attempts).add(1),
+        )
+        .col_expr(
+            event_delivery::Column::LastStatusCode,
+            Expr::value(settled.status_code),
+        )
+        .col_expr(
+            event_delivery::Column::LastError,
+            Expr::value(settled.error),
+        )
+        .col_expr(
+            event_delivery::Column::NextAttemptAt,
+            Expr::value(settled.next_attempt_at),
+        )
+        .col_expr(event_delivery::Column::UpdatedAt, Expr::value(now))
+        .filter(event_delivery::Column::Id.eq(id))
+        .exec(db)
+        .await?;
+    Ok(())
+}
+
+/// The deliveries of an endpoint, newest first.
+///
+/// # Errors
+/// The database's.
+pub async fn list(
+    db: &impl ConnectionTrait,
+    endpoint_id: Uuid,
+    page: Page,
+) -> Result<Paged<event_delivery::Model>> {
+    let query = event_delivery::Entity::find()
+        .filter(event_delivery::Column::EndpointId.eq(endpoint_id))
+        .order_by_desc(event_delivery::Column::Id);
+    fetch_page(db, query, page).await
+}
+
+/// Makes delivery `id` of `endpoint_id` due now, whatever its status; answers it, or `None`
+/// when the endpoint has no such delivery.
+///
+/// # Errors
+/// The database's.
+pub async fn retry_now(
+    db: &impl ConnectionTrait,
+    endpoint_id: Uuid,
+    id: Uuid,
+    now: DateTime<Utc>,
+) -> Result<Option<event_delivery::Model>> {
+    let updated = event_delivery::Entity::update_many()
+        .col_expr(
+            event_delivery::Column::Status,
+            Expr::value(DeliveryStatus::Pending),
+        )
+        .col_expr(event_delivery::Column::NextAttemptAt, Expr::value(now))
+        .col_expr(event_delivery::Column::UpdatedAt, Expr::value(now))
+        .filter(event_delivery::Column::Id.eq(id))
+        .filter(event_delivery::Column::EndpointId.eq(endpoint_id))
+        .exec(db)
+        .await?;
+    if updated.rows_affected == 0 {
+        return Ok(None);
+    }
+    Ok(event_delivery::Entity::find_by_id(id).one(db).await?)
+}
+
+/// How many deliveries wait, and since when the oldest waits.
+///
+/// # Errors
+/// The database's.
+pub async fn backlog(db: &impl ConnectionTrait) -> Result<(u64, Option<DateTime<Utc>>)> {
+    let pending = event_delivery::Entity::find()
+        .filter(event_delivery::Column::Status.eq(DeliveryStatus::Pending));
+    let count = pending.clone().count(db).await?;
+    let oldest = pending
+        .order_by_asc(event_delivery::Column::CreatedAt)
+        .one(db)
+        .await?
+        .map(|d| d.created_at);
+    Ok((count, oldest))
+}
