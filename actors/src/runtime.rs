@@ -19,7 +19,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parley_persistence::channels::VerifiedNumber;
-use parley_persistence::{DatabaseConnection, GroupCommit, PersistenceError, deliveries};
+use parley_persistence::{
+    DatabaseConnection, EventType, GroupCommit, MessageStatus, PersistenceError, deliveries,
+};
 use ractor::{ActorRef, call_t};
 
 use self::root::{Root, RootArgs, RootMsg, Slots};
@@ -212,7 +214,7 @@ impl ActorRuntime {
     /// # Errors
     /// Fails on a database error.
     pub async fn resume(&self) -> Result<(), PersistenceError> {
-        let interrupted = deliveries::fail_interrupted(&self.db).await?;
+        let interrupted = self.fail_interrupted().await?;
         if interrupted > 0 {
             tracing::warn!(
                 interrupted,
@@ -221,6 +223,39 @@ impl ActorRuntime {
         }
         self.handles.outbox.resume_pending();
         Ok(())
+    }
+
+    /// Fails the messages a stop caught mid-send, each with its `message.failed` event, in
+    /// one transaction; answers how many.
+    async fn fail_interrupted(&self) -> Result<usize, PersistenceError> {
+        let events = &self.handles.events;
+        let now = parley_persistence::clock::now();
+        let txn = parley_persistence::begin_write(&self.db).await?;
+        let caught = deliveries::fail_interrupted(&txn).await?;
+        let mut told = false;
+        for message in &caught {
+            let identity_id = crate::whatsapp::Outgoing::from_stored(message.outbound.as_ref())
+                .and_then(|outgoing| outgoing.identity_id);
+            let event = events.event(message.workspace_id, EventType::MessageFailed, || {
+                serde_json::json!({
+                    "message_id": message.id,
+                    "channel_id": message.channel_id,
+                    "identity_id": identity_id,
+                    "status": MessageStatus::Failed,
+                    "platform_message_id": message.platform_message_id,
+                    "error": deliveries::interrupted_error(),
+                })
+            });
+            if let Some(event) = event {
+                event.write(&txn, now).await?;
+                told = true;
+            }
+        }
+        txn.commit().await?;
+        if told {
+            events.wake();
+        }
+        Ok(caught.len())
     }
 
     /// The supervisors and how many actors each runs, for operators.

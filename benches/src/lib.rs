@@ -511,6 +511,63 @@ where
     }
 }
 
+/// An event webhook receiver that answers 200 at once and counts what it took.
+pub struct CountingReceiver {
+    /// Where it listens: `http://127.0.0.1:<port>/hook`.
+    pub url: String,
+    count: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl CountingReceiver {
+    /// Listens on a port of its own.
+    ///
+    /// # Errors
+    /// Fails when it cannot bind.
+    pub async fn start() -> anyhow::Result<Self> {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let count = std::sync::Arc::new(AtomicUsize::new(0));
+        let counted = count.clone();
+        let app = axum::Router::new().route(
+            "/hook",
+            axum::routing::post(move |_body: axum::body::Bytes| {
+                let counted = counted.clone();
+                async move {
+                    counted.fetch_add(1, Ordering::Relaxed);
+                    axum::http::StatusCode::OK
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let url = format!("http://{}/hook", listener.local_addr()?);
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Ok(Self { url, count })
+    }
+
+    /// Requests taken so far.
+    pub fn count(&self) -> usize {
+        self.count.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Waits until it took `count` requests (a minute at most).
+    ///
+    /// # Errors
+    /// Fails when they do not arrive in time.
+    pub async fn wait_for(&self, count: usize) -> anyhow::Result<()> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while self.count() < count {
+            anyhow::ensure!(
+                std::time::Instant::now() < deadline,
+                "only {} of {count} events arrived",
+                self.count()
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -238,17 +238,31 @@ pub async fn release(db: &impl ConnectionTrait, message_id: Uuid) -> Result<()> 
 }
 
 /// Marks replies left in flight by a stop as failed (`interrupted`): Meta may have accepted
-/// them, so they are not sent again. Answers how many.
+/// them, so they are not sent again. Answers them as they were (run it in a transaction to
+/// answer exactly those it marked).
 ///
 /// # Errors
 /// Fails on a database error.
-pub async fn fail_interrupted(db: &impl ConnectionTrait) -> Result<u64> {
-    let error = serde_json::json!({"code": null, "message": FailureReason::Interrupted.as_str()});
-    let result = message::Entity::update_many()
+pub async fn fail_interrupted(db: &impl ConnectionTrait) -> Result<Vec<message::Model>> {
+    let caught = message::Entity::find()
+        .filter(message::Column::Status.eq(MessageStatus::Sending))
+        .all(db)
+        .await?;
+    if caught.is_empty() {
+        return Ok(caught);
+    }
+    let error = interrupted_error();
+    message::Entity::update_many()
         .col_expr(message::Column::Status, Expr::value(MessageStatus::Failed))
         .col_expr(message::Column::Error, Some(error).into())
+        .filter(message::Column::Id.is_in(caught.iter().map(|m| m.id)))
         .filter(message::Column::Status.eq(MessageStatus::Sending))
         .exec(db)
         .await?;
-    Ok(result.rows_affected)
+    Ok(caught)
+}
+
+/// The error a message caught mid-send is failed with.
+pub fn interrupted_error() -> serde_json::Value {
+    serde_json::json!({"code": null, "message": FailureReason::Interrupted.as_str()})
 }

@@ -169,6 +169,41 @@ pub async fn settle(
     Ok(())
 }
 
+/// Records that deliveries `ids` succeeded, the endpoint answering `status_code`, in one
+/// statement.
+///
+/// # Errors
+/// The database's.
+pub async fn succeeded(
+    db: &impl ConnectionTrait,
+    ids: &[Uuid],
+    status_code: Option<i32>,
+    now: DateTime<Utc>,
+) -> Result<()> {
+    event_delivery::Entity::update_many()
+        .col_expr(
+            event_delivery::Column::Status,
+            Expr::value(DeliveryStatus::Succeeded),
+        )
+        .col_expr(
+            event_delivery::Column::Attempts,
+            Expr::col(event_delivery::Column::Attempts).add(1),
+        )
+        .col_expr(
+            event_delivery::Column::LastStatusCode,
+            Expr::value(status_code),
+        )
+        .col_expr(
+            event_delivery::Column::LastError,
+            Expr::value(Option::<String>::None),
+        )
+        .col_expr(event_delivery::Column::UpdatedAt, Expr::value(now))
+        .filter(event_delivery::Column::Id.is_in(ids.iter().copied()))
+        .exec(db)
+        .await?;
+    Ok(())
+}
+
 /// The deliveries of an endpoint, newest first.
 ///
 /// # Errors

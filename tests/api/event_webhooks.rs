@@ -323,6 +323,9 @@ async fn each_fact_is_told_signed_and_a_rotated_secret_signs_beside_the_new_one(
     let payload = text_message(NUMBER, SHEENA, "Sheena", "wamid.E1", "Hello");
     assert_eq!(app.webhook(Some(&channel), &payload).await, 200);
     let sent = app.wait_for_sends(1).await;
+    // Meta's reports come once the send is recorded (`message.sent`): one that came sooner
+    // would wait, and `read` could overtake `delivered`, which then moves nothing.
+    receiver.wait_for(2).await;
     let delivered = status_payload(NUMBER, &sent[0].wamid, "delivered", None);
     assert_eq!(app.webhook(Some(&channel), &delivered).await, 200);
     let read = status_payload(NUMBER, &sent[0].wamid, "read", None);

@@ -20,7 +20,7 @@ use parley_persistence::{DatabaseConnection, clock};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use uuid::Uuid;
 
-use self::attempt::Attempt;
+use self::attempt::{Attempt, Outcome};
 use super::Events;
 use crate::domain::SecretBox;
 use crate::egress::Egress;
@@ -98,22 +98,33 @@ pub(crate) struct DeliveryState {
     deps: Arc<DeliveryDeps>,
     client: reqwest::Client,
     lanes: HashMap<Uuid, Lane>,
+    /// Attempts that ended and are not recorded yet: recorded together, a few milliseconds
+    /// after the first of them (their ids stay held meanwhile, so no read takes them again).
+    ended: Vec<Outcome>,
 }
 
+/// Most outcomes recorded in one transaction.
+const RECORD_BATCH: usize = 128;
+/// How long an outcome waits for others to be recorded with.
+const RECORD_AFTER: Duration = Duration::from_millis(2);
+
 /// Messages of the delivery actor.
-pub enum DeliveryMsg {
+pub(crate) enum DeliveryMsg {
     /// Events were written: look now.
     Wake,
     /// Time to look for due deliveries and report the backlog.
     Sweep,
-    /// An attempt ended; `disabled` when it disabled its endpoint.
-    Done {
-        /// The endpoint.
-        endpoint_id: Uuid,
-        /// The delivery.
-        delivery_id: Uuid,
-        /// Whether the endpoint was disabled.
-        disabled: bool,
+    /// An attempt ended.
+    Done(Box<Outcome>),
+    /// Time to record the attempts that ended.
+    Record,
+    /// Attempts were recorded (or could not be): their ids may go; these endpoints were
+    /// disabled.
+    Recorded {
+        /// The deliveries recorded, by endpoint.
+        ended: Vec<(Uuid, Uuid)>,
+        /// Endpoints disabled, with their workspaces.
+        disabled: Vec<(Uuid, i64)>,
     },
 }
 
@@ -133,7 +144,22 @@ impl Actor for DeliveryWorker {
             client: deps.egress.client(deps.settings.timeout),
             deps,
             lanes: HashMap::new(),
+            ended: Vec::new(),
         })
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        // What ended is recorded; what was in flight stays pending and goes again.
+        let ended = std::mem::take(&mut state.ended);
+        let deps = &state.deps;
+        if let Err(error) = attempt::record(&deps.db, &ended, deps.settings.give_up_after).await {
+            tracing::warn!(%error, "could not record event deliveries");
+        }
+        Ok(())
     }
 
     #[tracing::instrument(name = "event_delivery", skip_all)]
@@ -152,29 +178,25 @@ impl Actor for DeliveryWorker {
                 look(state, &myself).await;
                 report_backlog(&state.deps.db).await;
             }
-            DeliveryMsg::Done {
-                endpoint_id,
-                delivery_id,
-                disabled,
-            } => {
-                let Some(lane) = state.lanes.get_mut(&endpoint_id) else {
-                    return Ok(());
-                };
-                lane.running = lane.running.saturating_sub(1);
-                lane.held.remove(&delivery_id);
-                if disabled {
-                    for queued in lane.queue.drain(..) {
-                        lane.held.remove(&queued.id);
-                    }
-                    if lane.running == 0 {
-                        state.lanes.remove(&endpoint_id);
-                    }
-                    return Ok(());
+            DeliveryMsg::Done(outcome) => {
+                if let Some(lane) = state.lanes.get_mut(&outcome.endpoint_id) {
+                    lane.running = lane.running.saturating_sub(1);
                 }
-                if lane.queue.is_empty() {
-                    fill(&state.deps.db, lane).await;
+                if state.ended.is_empty() {
+                    myself.send_after(RECORD_AFTER, || DeliveryMsg::Record);
                 }
-                pump(state, endpoint_id, &myself);
+                let endpoint_id = outcome.endpoint_id;
+                state.ended.push(*outcome);
+                if state.ended.len() >= RECORD_BATCH {
+                    record_behind(state, &myself);
+                }
+                top_up(state, endpoint_id, &myself).await;
+            }
+            DeliveryMsg::Record => record_behind(state, &myself),
+            DeliveryMsg::Recorded { ended, disabled } => {
+                for endpoint_id in let_go(state, &ended, disabled).await {
+                    top_up(state, endpoint_id, &myself).await;
+                }
             }
         }
         Ok(())
@@ -195,7 +217,7 @@ async fn look(state: &mut DeliveryState, myself: &ActorRef<DeliveryMsg>) {
     let due_ids: HashSet<Uuid> = due.iter().map(|e| e.id).collect();
     state
         .lanes
-        .retain(|id, lane| due_ids.contains(id) || lane.running > 0 || !lane.queue.is_empty());
+        .retain(|id, lane| due_ids.contains(id) || !lane.held.is_empty());
     for endpoint in due {
         let id = endpoint.id;
         let lane = state.lanes.entry(id).or_insert_with(|| Lane {
@@ -210,6 +232,69 @@ async fn look(state: &mut DeliveryState, myself: &ActorRef<DeliveryMsg>) {
         }
         pump(state, id, myself);
     }
+}
+
+/// Refills the lane's queue when it runs short, and starts what it has room for.
+async fn top_up(state: &mut DeliveryState, endpoint_id: Uuid, myself: &ActorRef<DeliveryMsg>) {
+    let per_endpoint = state.deps.settings.per_endpoint;
+    let Some(lane) = state.lanes.get_mut(&endpoint_id) else {
+        return;
+    };
+    if lane.queue.len() < per_endpoint {
+        fill(&state.deps.db, lane).await;
+    }
+    pump(state, endpoint_id, myself);
+}
+
+/// Records the attempts that ended in one transaction, in a task of its own (new attempts
+/// start meanwhile); their ids stay held until it is done.
+fn record_behind(state: &mut DeliveryState, myself: &ActorRef<DeliveryMsg>) {
+    if state.ended.is_empty() {
+        return;
+    }
+    let ended = std::mem::take(&mut state.ended);
+    let (deps, myself) = (state.deps.clone(), myself.clone());
+    tokio::spawn(async move {
+        let disabled = match attempt::record(&deps.db, &ended, deps.settings.give_up_after).await {
+            Ok(disabled) => disabled,
+            Err(error) => {
+                // Left pending: attempted again once the lanes let them go.
+                tracing::warn!(%error, "could not record event deliveries");
+                Vec::new()
+            }
+        };
+        let ended = ended
+            .iter()
+            .map(|o| (o.endpoint_id, o.delivery_id))
+            .collect();
+        let _ = myself.send_message(DeliveryMsg::Recorded { ended, disabled });
+    });
+}
+
+/// Lets recorded deliveries' ids go; a disabled endpoint's lane is emptied and its
+/// workspace's routes read again. Answers the endpoints whose lanes may take more now.
+async fn let_go(
+    state: &mut DeliveryState,
+    ended: &[(Uuid, Uuid)],
+    disabled: Vec<(Uuid, i64)>,
+) -> Vec<Uuid> {
+    let mut touched: Vec<Uuid> = Vec::new();
+    for (endpoint_id, delivery_id) in ended {
+        if let Some(lane) = state.lanes.get_mut(endpoint_id) {
+            lane.held.remove(delivery_id);
+        }
+        if !touched.contains(endpoint_id) {
+            touched.push(*endpoint_id);
+        }
+    }
+    for (endpoint_id, workspace_id) in disabled {
+        tracing::warn!(%endpoint_id, "event webhook endpoint disabled");
+        state.lanes.remove(&endpoint_id);
+        touched.retain(|id| *id != endpoint_id);
+        let deps = &state.deps;
+        let _ = deps.events.reload(&deps.db, Some(workspace_id)).await;
+    }
+    touched
 }
 
 /// Reads the lane's next due deliveries into its queue.
@@ -247,13 +332,8 @@ fn pump(state: &mut DeliveryState, endpoint_id: Uuid, myself: &ActorRef<Delivery
         };
         let myself = myself.clone();
         tokio::spawn(async move {
-            let (endpoint_id, delivery_id) = (attempt.endpoint.id, attempt.delivery.id);
-            let disabled = attempt.run().await;
-            let _ = myself.send_message(DeliveryMsg::Done {
-                endpoint_id,
-                delivery_id,
-                disabled,
-            });
+            let outcome = attempt.run().await;
+            let _ = myself.send_message(DeliveryMsg::Done(Box::new(outcome)));
         });
     }
 }

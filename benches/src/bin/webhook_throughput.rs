@@ -16,7 +16,11 @@
 //! that load: `at R msg/s: p50 … p99 …` from the webhook's post to the reply at the fake Graph
 //! API, for each side.
 //!
-//! Run: `cargo run --release -p parley-benches --bin webhook_throughput -- [messages] [--rate R]`
+//! With `--events` Parley's workspace has an event webhook endpoint taking every event (a
+//! receiver in the bench answering 200 at once): the pipeline then writes each fact's events
+//! and delivers them while it works, and the ratio shows what that costs.
+//!
+//! Run: `cargo run --release -p parley-benches --bin webhook_throughput -- [messages] [--rate R] [--events]`
 //! With `PARLEY_BENCH_SPANS=1` it also prints the mean wall time of Parley's stage spans per
 //! message (waits included: under load a span's time is mostly its wait for a connection or
 //! the writer lock).
@@ -32,7 +36,7 @@ use futures_util::StreamExt;
 use parley::tenancy::{BootstrapRequest, bootstrap};
 use parley_actors::whatsapp::signature;
 
-use parley_benches::{BenchDatabase, BenchServer, Percentiles, SpanTimes, ms};
+use parley_benches::{BenchDatabase, BenchServer, CountingReceiver, Percentiles, SpanTimes, ms};
 use parley_persistence::conversations::{self, NewMessage};
 use parley_persistence::identities::{self, NewIdentity};
 use parley_persistence::{DatabaseConnection, MessageStatus, clock, deliveries, webhook_events};
@@ -66,9 +70,11 @@ impl Pace {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
-    let (mut messages, mut rate) = (1000_usize, None);
+    let (mut messages, mut rate, mut events) = (1000_usize, None, false);
     while let Some(arg) = args.next() {
-        if arg == "--rate" {
+        if arg == "--events" {
+            events = true;
+        } else if arg == "--rate" {
             let value = args.next().context("--rate needs a number")?;
             rate = Some(value.parse::<f64>().context("--rate")?);
         } else {
@@ -83,12 +89,17 @@ async fn main() -> anyhow::Result<()> {
     if let Some(spans) = &spans {
         spans.reset();
     }
-    let parley = run_parley(messages, pace).await?;
+    let parley = run_parley(messages, pace, events).await?;
 
     println!(
-        "webhook_throughput: {messages} messages from distinct senders, {}, {}, instant fakes",
+        "webhook_throughput: {messages} messages from distinct senders, {}, {}, instant fakes{}",
         pace.describe(),
-        database_kind()
+        database_kind(),
+        if events {
+            ", every event to a webhook endpoint"
+        } else {
+            ""
+        }
     );
     println!(
         "{:<40} {:>12} {:>18} {:>18}",
@@ -237,13 +248,21 @@ async fn wait_for(graph: &FakeGraph, count: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn run_parley(messages: usize, pace: Pace) -> anyhow::Result<Run> {
+async fn run_parley(messages: usize, pace: Pace, events: bool) -> anyhow::Result<Run> {
     let server = BenchServer::start(|settings| {
         settings.whatsapp.app_secret = Some(SECRET.into());
         settings.whatsapp.pair_burst = 1000;
         settings.whatsapp.rate_per_sec = 100_000;
     })
     .await?;
+    let receiver = if events {
+        let receiver = CountingReceiver::start().await?;
+        let endpoint = json!({"url": receiver.url, "events": ["*"]});
+        server.post("/workspace/webhooks", &endpoint).await?;
+        Some(receiver)
+    } else {
+        None
+    };
     let (_, channel) = server
         .assistant_channel(
             "Echo.",
@@ -256,6 +275,12 @@ async fn run_parley(messages: usize, pace: Pace) -> anyhow::Result<Run> {
     let posted = post_all(&url, bodies, pace).await?;
     wait_for(&server.graph, messages).await?;
     let run = Run::of(messages, started, &posted, &server.graph)?;
+    if let Some(receiver) = receiver {
+        println!(
+            "event webhook requests received by the reply of the last message: {}",
+            receiver.count()
+        );
+    }
     server.stop().await?;
     Ok(run)
 }

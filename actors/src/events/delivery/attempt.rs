@@ -1,13 +1,18 @@
-//! One attempt of one delivery: sign and post the stored body, then settle the row (and the
-//! endpoint: its failing streak, or disabled on 410 or after five days of failures).
+//! One attempt of one delivery (sign and post the stored body, and say how its row is to be
+//! settled), and the recording of many attempts' outcomes in one transaction (the rows, and
+//! each endpoint's failing streak: disabled on 410 or after five days of failures).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use parley_persistence::entities::{event_delivery, event_webhook};
 use parley_persistence::event_deliveries::{self, Settled};
-use parley_persistence::{DeliveryStatus, clock, event_webhooks};
+use parley_persistence::{
+    DatabaseConnection, DeliveryStatus, PersistenceError, clock, event_webhooks,
+};
+use uuid::Uuid;
 
 use super::super::sign;
 use super::DeliveryDeps;
@@ -32,53 +37,33 @@ enum Answer {
     Unreachable(String),
 }
 
+/// What an attempt came to, recorded by the actor with the others that ended about then.
+#[derive(Debug)]
+pub(crate) struct Outcome {
+    pub(super) endpoint_id: Uuid,
+    pub(super) workspace_id: i64,
+    pub(super) delivery_id: Uuid,
+    pub(super) settled: Settled,
+    /// Why to disable the endpoint at once (410), if so.
+    pub(super) disable: Option<&'static str>,
+}
+
 impl Attempt {
-    /// Posts the delivery and settles it; answers whether the endpoint was disabled.
-    pub(super) async fn run(self) -> bool {
+    /// Posts the delivery; answers how its row is to be settled.
+    pub(super) async fn run(self) -> Outcome {
         let answer = self.post().await;
-        let now = clock::now();
-        let db = &self.deps.db;
-        let (settled, disable) = self.settle(&answer, now);
+        let (settled, disable) = self.settle(&answer, clock::now());
         crate::measure::event_delivery(match settled.status {
             DeliveryStatus::Succeeded => "succeeded",
             DeliveryStatus::Pending => "retried",
             DeliveryStatus::Failed => "failed",
         });
-        let endpoint_id = self.endpoint.id;
-        let recorded = async {
-            event_deliveries::settle(db, self.delivery.id, settled, now).await?;
-            if matches!(answer, Answer::Success(_)) {
-                event_webhooks::succeeded(db, endpoint_id).await?;
-                return Ok(false);
-            }
-            event_webhooks::failed(db, endpoint_id, now).await?;
-            let give_up = now - self.deps.settings.give_up_after;
-            let disabled = match disable {
-                Some(reason) => event_webhooks::disable(db, endpoint_id, reason, None, now).await?,
-                None => {
-                    let reason = "every delivery failed for five days";
-                    event_webhooks::disable(db, endpoint_id, reason, Some(give_up), now).await?
-                }
-            };
-            Ok::<_, parley_persistence::PersistenceError>(disabled)
-        };
-        match recorded.await {
-            Ok(disabled) => {
-                if disabled {
-                    tracing::warn!(%endpoint_id, "event webhook endpoint disabled");
-                    let _ = self
-                        .deps
-                        .events
-                        .reload(db, Some(self.endpoint.workspace_id))
-                        .await;
-                }
-                disabled
-            }
-            Err(error) => {
-                // Left pending: it is attempted again.
-                tracing::warn!(%error, delivery_id = %self.delivery.id, "could not record an event delivery");
-                false
-            }
+        Outcome {
+            endpoint_id: self.endpoint.id,
+            workspace_id: self.endpoint.workspace_id,
+            delivery_id: self.delivery.id,
+            settled,
+            disable,
         }
     }
 
@@ -199,4 +184,62 @@ impl Attempt {
         };
         (retry, None)
     }
+}
+
+/// Records `outcomes` in one transaction: the deliveries that succeeded with one statement per
+/// status code, the others one by one, and each endpoint's failing streak (ended by a success;
+/// five days of it, or a 410, disable the endpoint). Answers the endpoints disabled now, with
+/// their workspaces.
+///
+/// # Errors
+/// The database's; nothing is recorded then, and the deliveries are attempted again.
+pub(super) async fn record(
+    db: &DatabaseConnection,
+    outcomes: &[Outcome],
+    give_up_after: chrono::Duration,
+) -> Result<Vec<(Uuid, i64)>, PersistenceError> {
+    let now = clock::now();
+    let txn = parley_persistence::begin_write(db).await?;
+    let mut by_code: HashMap<Option<i32>, Vec<Uuid>> = HashMap::new();
+    let mut endpoints: HashMap<Uuid, (i64, bool, Option<&'static str>)> = HashMap::new();
+    for outcome in outcomes {
+        let succeeded = outcome.settled.status == DeliveryStatus::Succeeded;
+        let entry =
+            endpoints
+                .entry(outcome.endpoint_id)
+                .or_insert((outcome.workspace_id, false, None));
+        entry.1 |= succeeded;
+        entry.2 = entry.2.or(outcome.disable);
+        if succeeded {
+            by_code
+                .entry(outcome.settled.status_code)
+                .or_default()
+                .push(outcome.delivery_id);
+        } else {
+            event_deliveries::settle(&txn, outcome.delivery_id, outcome.settled.clone(), now)
+                .await?;
+        }
+    }
+    for (code, ids) in by_code {
+        event_deliveries::succeeded(&txn, &ids, code, now).await?;
+    }
+    let mut disabled = Vec::new();
+    for (endpoint_id, (workspace_id, any_success, gone)) in endpoints {
+        let now_disabled = if let Some(reason) = gone {
+            event_webhooks::disable(&txn, endpoint_id, reason, None, now).await?
+        } else if any_success {
+            event_webhooks::succeeded(&txn, endpoint_id).await?;
+            false
+        } else {
+            event_webhooks::failed(&txn, endpoint_id, now).await?;
+            let reason = "every delivery failed for five days";
+            let since = Some(now - give_up_after);
+            event_webhooks::disable(&txn, endpoint_id, reason, since, now).await?
+        };
+        if now_disabled {
+            disabled.push((endpoint_id, workspace_id));
+        }
+    }
+    txn.commit().await?;
+    Ok(disabled)
 }

@@ -1,0 +1,148 @@
+//! Event webhook delivery rate, next to a baseline in the same run.
+//!
+//! - Baseline: the same number of Standard Webhooks posts (the same body, signed with the same
+//!   code) made directly to a receiver that answers 200 at once, four in flight, as Parley
+//!   allows per endpoint.
+//! - Parley: that many pending deliveries for one endpoint (written straight to the run's
+//!   database, as facts would write them), then the delivery actor is woken; the clock stops
+//!   when the receiver has them all.
+//!
+//! Run: `cargo run --release -p parley-benches --bin event_delivery -- [events]`
+
+use std::time::Instant;
+
+use anyhow::Context;
+use futures_util::StreamExt;
+use parley_actors::events::sign;
+use parley_benches::{BenchServer, CountingReceiver};
+use parley_persistence::entities::event_delivery;
+use parley_persistence::event_deliveries::{self, NewEvent};
+use parley_persistence::{EventType, clock};
+use sea_orm::sea_query::Expr;
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+use serde_json::json;
+use uuid::Uuid;
+
+/// Requests in flight per endpoint, Parley's and the baseline's.
+const IN_FLIGHT: usize = 4;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let events: usize = std::env::args()
+        .nth(1)
+        .map(|a| a.parse())
+        .transpose()
+        .context("events")?
+        .unwrap_or(5000);
+    parley_actors::llm::install_crypto_provider();
+    let body = json!({"type": "message.received", "timestamp": clock::now(),
+                      "data": {"message_id": Uuid::now_v7(), "content": "hello"}})
+    .to_string();
+
+    let baseline = direct(events, &body).await?;
+    let parley = through_parley(events, &body).await?;
+    println!(
+        "event_delivery: {events} events to one endpoint answering 200 at once, {IN_FLIGHT} in flight"
+    );
+    println!(
+        "{:<44} {:>12}",
+        "direct signed POSTs",
+        format!("{baseline:.0} ev/s")
+    );
+    println!(
+        "{:<44} {:>12}",
+        "Parley's delivery actor",
+        format!("{parley:.0} ev/s")
+    );
+    println!("ratio Parley/direct: {:.2}", parley / baseline);
+    Ok(())
+}
+
+/// Events per second posted straight to a receiver.
+async fn direct(events: usize, body: &str) -> anyhow::Result<f64> {
+    let receiver = CountingReceiver::start().await?;
+    let http = reqwest::Client::new();
+    let secret = sign::new_secret();
+    let started = Instant::now();
+    futures_util::stream::iter(0..events)
+        .map(|_| {
+            let (http, url) = (http.clone(), receiver.url.clone());
+            let id = Uuid::now_v7().to_string();
+            let timestamp = clock::now().timestamp();
+            let signature = sign::signature(&[&secret], &id, timestamp, body);
+            let body = body.to_owned();
+            async move {
+                http.post(url)
+                    .header("content-type", "application/json")
+                    .header("webhook-id", id)
+                    .header("webhook-timestamp", timestamp.to_string())
+                    .header("webhook-signature", signature)
+                    .body(body)
+                    .send()
+                    .await
+            }
+        })
+        .buffer_unordered(IN_FLIGHT)
+        .for_each(|_| async {})
+        .await;
+    receiver.wait_for(events).await?;
+    Ok(events as f64 / started.elapsed().as_secs_f64())
+}
+
+/// Events per second through Parley's delivery actor.
+async fn through_parley(events: usize, body: &str) -> anyhow::Result<f64> {
+    let receiver = CountingReceiver::start().await?;
+    let server = BenchServer::start(|_| {}).await?;
+    let endpoint = server
+        .post(
+            "/workspace/webhooks",
+            &json!({"url": receiver.url, "events": ["*"]}),
+        )
+        .await?;
+    let endpoint_id: Uuid = endpoint["id"].as_str().context("id")?.parse()?;
+    let db = parley_persistence::connect(server.database_url()).await?;
+    // Written a minute ahead, so that no sweep starts on them before the clock does.
+    let later = clock::now() + chrono::Duration::minutes(1);
+    for chunk in (0..events).collect::<Vec<_>>().chunks(500) {
+        let txn = parley_persistence::begin_write(&db).await?;
+        for _ in chunk {
+            let event = NewEvent {
+                id: Uuid::now_v7(),
+                event_type: EventType::MessageReceived,
+                workspace_id: server.workspace_id,
+                body: body.to_owned(),
+            };
+            event_deliveries::insert(&txn, &event, &[endpoint_id], later).await?;
+        }
+        txn.commit().await?;
+    }
+    // The clock starts before they fall due: making them due is part of the measured time.
+    let started = Instant::now();
+    event_delivery::Entity::update_many()
+        .col_expr(
+            event_delivery::Column::NextAttemptAt,
+            Expr::value(clock::now()),
+        )
+        .filter(event_delivery::Column::EndpointId.eq(endpoint_id))
+        .exec(&db)
+        .await?;
+    let listed = server
+        .send(
+            reqwest::Method::GET,
+            &format!("/workspace/webhooks/{endpoint_id}/deliveries?limit=1"),
+            &json!({}),
+        )
+        .await?;
+    let any = listed["data"][0]["id"].as_str().context("a delivery")?;
+    server
+        .post(
+            &format!("/workspace/webhooks/{endpoint_id}/deliveries/{any}/retry"),
+            &json!({}),
+        )
+        .await?;
+    receiver.wait_for(events).await?;
+    let rate = events as f64 / started.elapsed().as_secs_f64();
+    db.close().await?;
+    server.stop().await?;
+    Ok(rate)
+}
