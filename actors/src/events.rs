@@ -20,8 +20,8 @@ use std::sync::{Arc, RwLock};
 use chrono::{DateTime, Utc};
 use parley_persistence::event_deliveries::{self, NewEvent};
 use parley_persistence::{
-    ConnectionTrait, DatabaseExecutor, EventType, GroupCommit, PersistenceError, Writes, clock,
-    event_webhooks,
+    ConnectionTrait, DatabaseExecutor, EventType, GroupCommit, MessageStatus, PersistenceError,
+    Writes, clock, event_webhooks,
 };
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -70,6 +70,35 @@ impl Default for Events {
                 waking: AtomicBool::new(false),
             }),
         }
+    }
+}
+
+/// What an event of a message to a person says: which message, where, to whom, how it went.
+#[derive(Clone, Copy, Debug)]
+pub struct MessageTold<'a> {
+    /// The workspace.
+    pub workspace_id: i64,
+    /// The stored message.
+    pub message_id: Uuid,
+    /// Its channel.
+    pub channel_id: Uuid,
+    /// The person, when known.
+    pub identity_id: Option<Uuid>,
+    /// Meta's id of the message, when it has one.
+    pub platform_message_id: Option<&'a str>,
+    /// Why it failed.
+    pub error: Option<&'a Value>,
+}
+
+/// The event type of a message to a person reaching `status` (`None` for a status no event
+/// tells of).
+pub fn message_event(status: MessageStatus) -> Option<EventType> {
+    match status {
+        MessageStatus::Sent => Some(EventType::MessageSent),
+        MessageStatus::Delivered => Some(EventType::MessageDelivered),
+        MessageStatus::Read => Some(EventType::MessageRead),
+        MessageStatus::Failed => Some(EventType::MessageFailed),
+        _ => None,
     }
 }
 
@@ -223,6 +252,22 @@ impl Events {
             .await?;
         self.wake();
         Ok(written)
+    }
+
+    /// The event of a message to a person reaching `status`: `message.sent`, `.delivered`,
+    /// `.read` or `.failed` (`None` for other statuses, or when no endpoint takes it).
+    pub fn message(&self, status: MessageStatus, told: MessageTold<'_>) -> Option<Recorded> {
+        let kind = message_event(status)?;
+        self.event(told.workspace_id, kind, || {
+            json!({
+                "message_id": told.message_id,
+                "channel_id": told.channel_id,
+                "identity_id": told.identity_id,
+                "status": status,
+                "platform_message_id": told.platform_message_id,
+                "error": told.error,
+            })
+        })
     }
 
     /// Tells the delivery actor that events were written (once per burst).

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use parley_persistence::channels::VerifiedNumber;
 use parley_persistence::{
-    DatabaseConnection, EventType, GroupCommit, MessageStatus, PersistenceError, deliveries,
+    DatabaseConnection, GroupCommit, MessageStatus, PersistenceError, deliveries,
 };
 use ractor::{ActorRef, call_t};
 
@@ -29,8 +29,8 @@ use crate::changes::Announcer;
 use crate::channel::{ChannelDeps, Channels};
 use crate::conversation::ConversationDeps;
 use crate::conversation::registry::Conversations;
-use crate::events::Events;
 use crate::events::delivery::DeliveryDeps;
+use crate::events::{Events, MessageTold};
 use crate::flow::{FlowDeps, Flows};
 use crate::inbound::InboundDeps;
 use crate::inbound::worker::{Inbound, InboundSettings};
@@ -236,16 +236,16 @@ impl ActorRuntime {
         for message in &caught {
             let identity_id = crate::whatsapp::Outgoing::from_stored(message.outbound.as_ref())
                 .and_then(|outgoing| outgoing.identity_id);
-            let event = events.event(message.workspace_id, EventType::MessageFailed, || {
-                serde_json::json!({
-                    "message_id": message.id,
-                    "channel_id": message.channel_id,
-                    "identity_id": identity_id,
-                    "status": MessageStatus::Failed,
-                    "platform_message_id": message.platform_message_id,
-                    "error": deliveries::interrupted_error(),
-                })
-            });
+            let error = deliveries::interrupted_error();
+            let about = MessageTold {
+                workspace_id: message.workspace_id,
+                message_id: message.id,
+                channel_id: message.channel_id,
+                identity_id,
+                platform_message_id: message.platform_message_id.as_deref(),
+                error: Some(&error),
+            };
+            let event = events.message(MessageStatus::Failed, about);
             if let Some(event) = event {
                 event.write(&txn, now).await?;
                 told = true;

@@ -6,14 +6,13 @@
 
 use std::time::Duration;
 
-use parley_persistence::{DatabaseConnection, EventType, GroupCommit, MessageStatus, deliveries};
+use parley_persistence::{DatabaseConnection, GroupCommit, MessageStatus, deliveries};
 use ractor::ActorRef;
-use serde_json::json;
 use uuid::Uuid;
 
 use super::limits::Limits;
 use super::{Accepted, ChannelMsg, ChannelSettings, SendError};
-use crate::events::{Events, Recorded};
+use crate::events::{Events, MessageTold, Recorded};
 use crate::whatsapp::error::PAIR_RATE_LIMIT;
 use crate::whatsapp::{GraphClient, GraphError, MetaErrorKind, Outgoing};
 
@@ -50,23 +49,15 @@ impl Told {
         platform_message_id: Option<&str>,
         error: Option<&serde_json::Value>,
     ) -> Option<Recorded> {
-        let kind = match status {
-            MessageStatus::Sent => EventType::MessageSent,
-            MessageStatus::Delivered => EventType::MessageDelivered,
-            MessageStatus::Read => EventType::MessageRead,
-            MessageStatus::Failed => EventType::MessageFailed,
-            _ => return None,
+        let told = MessageTold {
+            workspace_id: self.workspace_id,
+            message_id: id,
+            channel_id: self.channel_id,
+            identity_id: self.identity_id,
+            platform_message_id,
+            error,
         };
-        self.events.event(self.workspace_id, kind, || {
-            json!({
-                "message_id": id,
-                "channel_id": self.channel_id,
-                "identity_id": self.identity_id,
-                "status": status,
-                "platform_message_id": platform_message_id,
-                "error": error,
-            })
-        })
+        self.events.message(status, told)
     }
 }
 

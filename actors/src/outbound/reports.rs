@@ -13,15 +13,12 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use parley_persistence::{
-    DatabaseConnection, EventType, MessageStatus, PersistenceError, clock, deliveries,
-};
-use serde_json::json;
+use parley_persistence::{DatabaseConnection, PersistenceError, clock, deliveries};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use crate::events::Events;
+use crate::events::{Events, MessageTold};
 use crate::whatsapp::error::STOPPED_MARKETING;
 use crate::whatsapp::status::StatusReport;
 
@@ -164,30 +161,22 @@ impl Reports {
         else {
             return Ok(None);
         };
-        let kind = match report.status {
-            MessageStatus::Delivered => Some(EventType::MessageDelivered),
-            MessageStatus::Read => Some(EventType::MessageRead),
-            MessageStatus::Failed => Some(EventType::MessageFailed),
-            _ => None,
-        };
+        let kind = crate::events::message_event(report.status);
         let wanted = kind.is_some_and(|kind| self.events.wanted(found.workspace_id, kind));
         if !wanted || report.status.rank() <= found.status.rank() {
             return deliveries::apply_status(db, channel_id, &report.wamid, report.status, error)
                 .await;
         }
         let identity_id = deliveries::recipient_of(db, channel_id, &report.wamid).await?;
-        let event = kind.and_then(|kind| {
-            self.events.event(found.workspace_id, kind, || {
-                json!({
-                    "message_id": found.id,
-                    "channel_id": channel_id,
-                    "identity_id": identity_id,
-                    "status": report.status,
-                    "platform_message_id": report.wamid,
-                    "error": error,
-                })
-            })
-        });
+        let told = MessageTold {
+            workspace_id: found.workspace_id,
+            message_id: found.id,
+            channel_id,
+            identity_id,
+            platform_message_id: Some(&report.wamid),
+            error: error.as_ref(),
+        };
+        let event = self.events.message(report.status, told);
         let now = clock::now();
         let txn = parley_persistence::begin_write(db).await?;
         let applied = deliveries::apply_status(
