@@ -368,23 +368,25 @@ async fn each_fact_is_told_signed_and_a_rotated_secret_signs_beside_the_new_one(
     let stamp: i64 = all[0].timestamp.parse().expect("unix seconds");
     assert!((now - stamp).abs() < 60);
 
-    let deliveries = expect_status(
-        app.get(&format!("/workspace/webhooks/{id}/deliveries?limit=100"))
-            .await,
-        200,
-    )
-    .await;
-    assert_eq!(deliveries["pagination"]["total"], 9);
-    assert!(
-        deliveries["data"]
+    // Each is recorded succeeded (outcomes are recorded a moment after their answer).
+    let path = format!("/workspace/webhooks/{id}/deliveries?limit=100");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let deliveries = expect_status(app.get(&path).await, 200).await;
+        assert_eq!(deliveries["pagination"]["total"], 9);
+        let all_done = deliveries["data"]
             .as_array()
             .expect("deliveries")
             .iter()
-            .all(|d| d["status"] == "succeeded"
-                && d["attempts"] == 1
-                && d["last_status_code"] == 200),
-        "{deliveries}"
-    );
+            .all(|d| {
+                d["status"] == "succeeded" && d["attempts"] == 1 && d["last_status_code"] == 200
+            });
+        if all_done {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{deliveries}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 
     // After a rotation both secrets sign, for receivers to switch without a gap.
     let rotated = app

@@ -156,7 +156,9 @@ impl Actor for DeliveryWorker {
         // What ended is recorded; what was in flight stays pending and goes again.
         let ended = std::mem::take(&mut state.ended);
         let deps = &state.deps;
-        if let Err(error) = attempt::record(&deps.db, &ended, deps.settings.give_up_after).await {
+        if let Err(error) =
+            attempt::record(&deps.db, &deps.events, &ended, deps.settings.give_up_after).await
+        {
             tracing::warn!(%error, "could not record event deliveries");
         }
         Ok(())
@@ -194,7 +196,7 @@ impl Actor for DeliveryWorker {
             }
             DeliveryMsg::Record => record_behind(state, &myself),
             DeliveryMsg::Recorded { ended, disabled } => {
-                for endpoint_id in let_go(state, &ended, disabled).await {
+                for endpoint_id in let_go(state, &ended, disabled) {
                     top_up(state, endpoint_id, &myself).await;
                 }
             }
@@ -255,7 +257,14 @@ fn record_behind(state: &mut DeliveryState, myself: &ActorRef<DeliveryMsg>) {
     let ended = std::mem::take(&mut state.ended);
     let (deps, myself) = (state.deps.clone(), myself.clone());
     tokio::spawn(async move {
-        let disabled = match attempt::record(&deps.db, &ended, deps.settings.give_up_after).await {
+        let disabled = match attempt::record(
+            &deps.db,
+            &deps.events,
+            &ended,
+            deps.settings.give_up_after,
+        )
+        .await
+        {
             Ok(disabled) => disabled,
             Err(error) => {
                 // Left pending: attempted again once the lanes let them go.
@@ -273,7 +282,7 @@ fn record_behind(state: &mut DeliveryState, myself: &ActorRef<DeliveryMsg>) {
 
 /// Lets recorded deliveries' ids go; a disabled endpoint's lane is emptied and its
 /// workspace's routes read again. Answers the endpoints whose lanes may take more now.
-async fn let_go(
+fn let_go(
     state: &mut DeliveryState,
     ended: &[(Uuid, Uuid)],
     disabled: Vec<(Uuid, i64)>,
@@ -291,8 +300,10 @@ async fn let_go(
         tracing::warn!(%endpoint_id, "event webhook endpoint disabled");
         state.lanes.remove(&endpoint_id);
         touched.retain(|id| *id != endpoint_id);
-        let deps = &state.deps;
-        let _ = deps.events.reload(&deps.db, Some(workspace_id)).await;
+        tracing::debug!(
+            workspace_id,
+            "routes read again without the disabled endpoint"
+        );
     }
     touched
 }

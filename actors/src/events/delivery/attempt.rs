@@ -16,6 +16,7 @@ use uuid::Uuid;
 
 use super::super::sign;
 use super::DeliveryDeps;
+use crate::events::Events;
 
 /// One attempt of one delivery.
 pub(super) struct Attempt {
@@ -195,6 +196,7 @@ impl Attempt {
 /// The database's; nothing is recorded then, and the deliveries are attempted again.
 pub(super) async fn record(
     db: &DatabaseConnection,
+    events: &Events,
     outcomes: &[Outcome],
     give_up_after: chrono::Duration,
 ) -> Result<Vec<(Uuid, i64)>, PersistenceError> {
@@ -239,6 +241,11 @@ pub(super) async fn record(
         if now_disabled {
             disabled.push((endpoint_id, workspace_id));
         }
+    }
+    // The routes leave a disabled endpoint out before its disabling commits: no fact written
+    // after the commit is written for it.
+    for (_, workspace_id) in &disabled {
+        events.reload(&txn, Some(*workspace_id)).await?;
     }
     txn.commit().await?;
     Ok(disabled)
