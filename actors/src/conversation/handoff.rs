@@ -76,29 +76,34 @@ pub(super) async fn change(
             hand_over(&deps, context, &current.conversation, reason, "api").await
         }
         ModeChange::GiveBack { channel_id } => {
+            // The identity, then the channel, must be the workspace's.
             state.context().await?;
             state
                 .shared
                 .route(&deps.db, workspace_id, channel_id)
                 .await?;
-            let context = state.context().await?;
-            let open = place::open_on(&deps, context, channel_id)
-                .await?
-                .ok_or(TurnError::NoConversation)?;
-            Ok(give_back(&deps, context, &open, None)
-                .await?
-                .unwrap_or(open))
+            give_back_open(state, &deps, channel_id, None).await
         }
         ModeChange::GiveBackIfQuiet { channel_id, before } => {
-            let context = state.context().await?;
-            let open = place::open_on(&deps, context, channel_id)
-                .await?
-                .ok_or(TurnError::NoConversation)?;
-            Ok(give_back(&deps, context, &open, Some(before))
-                .await?
-                .unwrap_or(open))
+            give_back_open(state, &deps, channel_id, Some(before)).await
         }
     }
+}
+
+/// Gives the channel's open conversation back (see [`give_back`]); answers it as it is now.
+async fn give_back_open(
+    state: &mut ConversationState,
+    deps: &ConversationDeps,
+    channel_id: Uuid,
+    quiet_before: Option<DateTime<Utc>>,
+) -> Result<conversation::Model, TurnError> {
+    let context = state.context().await?;
+    let open = place::open_on(deps, context, channel_id)
+        .await?
+        .ok_or(TurnError::NoConversation)?;
+    Ok(give_back(deps, context, &open, quiet_before)
+        .await?
+        .unwrap_or(open))
 }
 
 /// Hands `conversation` to a person and keeps it so in the context; `by` (`api`, `tool`) is
