@@ -91,7 +91,9 @@ pub struct Overrides {
 
 /// Where a flat `PARLEY_*` name lives in the sections (`llm_base_url` → `llm.base_url`).
 fn env_key(flat: &str) -> String {
-    const SERVER: [&str; 15] = [
+    const SERVER: [&str; 17] = [
+        "console_session_idle_secs",
+        "console_session_max_secs",
         "metrics_public",
         "operator_token",
         "auth_failures_per_minute",

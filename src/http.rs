@@ -8,10 +8,13 @@ mod assistants;
 mod auth;
 mod campaigns;
 pub(crate) use auth::{AuthFailures, KnownKeys};
+pub(crate) use console::Sessions as ConsoleSessions;
 pub(crate) use lookup::IdentityPaths;
 pub(crate) use webhooks::WebhookChannels;
 mod channels;
 mod chat;
+mod commands;
+mod console;
 mod conversations;
 mod envelope;
 mod error;
@@ -74,6 +77,8 @@ pub struct AppState {
     pub(crate) identity_paths: lookup::IdentityPaths,
     /// Channels that webhooks were addressed to recently.
     pub(crate) webhook_channels: webhooks::WebhookChannels,
+    /// The operator console's sessions.
+    pub(crate) console: console::Sessions,
     /// The Prometheus recorder's handle (`None` when another recorder was installed first).
     pub(crate) metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
 }
@@ -114,7 +119,9 @@ pub fn router(state: AppState) -> Router {
         .route_layer(acting);
     openapi::with_idempotency_key(upstream_bound.get_openapi_mut());
     let (routes, routed) = plain.merge(upstream_bound).split_for_parts();
-    let routes = routes.merge(openapi::routes(openapi::document(routed)));
+    let routes = routes
+        .merge(openapi::routes(openapi::document(routed)))
+        .merge(console::router());
     with_middleware(routes, body_limit).with_state(state)
 }
 

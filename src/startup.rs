@@ -69,6 +69,10 @@ impl Application {
                     settings.server.auth_failures_per_minute,
                 ),
                 known_keys: crate::http::KnownKeys::default(),
+                console: crate::http::ConsoleSessions::new(
+                    Duration::from_secs(settings.server.console_session_idle_secs),
+                    Duration::from_secs(settings.server.console_session_max_secs),
+                ),
                 identity_paths,
                 webhook_channels,
                 settings: Arc::new(settings),

@@ -21,6 +21,7 @@ mod group_commit;
 pub mod handoff;
 pub mod idempotency;
 pub mod identities;
+pub mod inbox;
 pub mod mcp_servers;
 pub mod memory;
 mod page;

@@ -73,6 +73,10 @@ pub struct ServerSettings {
     /// `GET /metrics` without a key (for a private scrape network); otherwise it needs a
     /// workspace admin key or the operator token.
     pub metrics_public: bool,
+    /// How long an operator console session lasts without a request, in seconds.
+    pub console_session_idle_secs: u64,
+    /// How long an operator console session lasts at most, in seconds, however busy.
+    pub console_session_max_secs: u64,
 }
 
 impl Default for ServerSettings {
@@ -93,6 +97,8 @@ impl Default for ServerSettings {
             operator_token: None,
             auth_failures_per_minute: 60,
             metrics_public: false,
+            console_session_idle_secs: 60 * 60,
+            console_session_max_secs: 12 * 60 * 60,
         }
     }
 }

@@ -56,43 +56,54 @@ impl FromRequestParts<AppState> for Caller {
     ) -> Result<Self, Self::Rejection> {
         let refused = || state.auth_failures.refuse(parts);
         let presented = bearer_token(parts).ok_or_else(refused)?;
-        let hash = hash_api_key(presented);
-        // What the read needs is copied only when it is made (a miss, or a refresh).
-        let read = || {
-            let (db, hash) = (state.db.clone(), hash.clone());
-            async move { read_key(&db, &hash).await }
-        };
-        let known = state
-            .known_keys
-            .0
-            .recall(&hash, read)
+        let known = known_key(state, &hash_api_key(presented))
             .await?
             .ok_or_else(refused)?;
-        let now = clock::now();
-        if known.expires_at.is_some_and(|at| at <= now) {
-            return Err(refused());
-        }
-        if known
-            .last_used_at
-            .is_none_or(|at| now - at >= LAST_USED_RESOLUTION)
-        {
-            // Recorded without holding up the request: the time is only kept to the minute.
-            state
-                .known_keys
-                .0
-                .update(&hash, |known| known.last_used_at = Some(now));
-            let (db, key_id) = (state.db.clone(), known.key_id);
-            spawn_behind(async move {
-                if let Err(error) = api_keys::touch(&db, key_id, now).await {
-                    tracing::warn!(%error, %key_id, "could not record when the key was used");
-                }
-            });
-        }
         let span = tracing::Span::current();
         span.record("workspace_id", known.caller.workspace_id);
         span.record("api_key_id", tracing::field::display(known.key_id));
         Ok(known.caller)
     }
+}
+
+/// What the key of `hash` grants now: `None` when there is no such key, or it was revoked or
+/// has expired. Remembered for a few seconds ([`KnownKeys`]); records when it was used.
+async fn known_key(state: &AppState, hash: &str) -> Result<Option<KnownKey>, ApiError> {
+    // What the read needs is copied only when it is made (a miss, or a refresh).
+    let read = || {
+        let (db, hash) = (state.db.clone(), hash.to_owned());
+        async move { read_key(&db, &hash).await }
+    };
+    let Some(known) = state.known_keys.0.recall(hash, read).await? else {
+        return Ok(None);
+    };
+    let now = clock::now();
+    if known.expires_at.is_some_and(|at| at <= now) {
+        return Ok(None);
+    }
+    if known
+        .last_used_at
+        .is_none_or(|at| now - at >= LAST_USED_RESOLUTION)
+    {
+        // Recorded without holding up the request: the time is only kept to the minute.
+        state
+            .known_keys
+            .0
+            .update(hash, |known| known.last_used_at = Some(now));
+        let (db, key_id) = (state.db.clone(), known.key_id);
+        spawn_behind(async move {
+            if let Err(error) = api_keys::touch(&db, key_id, now).await {
+                tracing::warn!(%error, %key_id, "could not record when the key was used");
+            }
+        });
+    }
+    Ok(Some(known))
+}
+
+/// The caller a key's hash stands for now (the console keeps the hash, never the key): `None`
+/// when the key is unknown, revoked or expired.
+pub(crate) async fn caller_of(state: &AppState, hash: &str) -> Result<Option<Caller>, ApiError> {
+    Ok(known_key(state, hash).await?.map(|known| known.caller))
 }
 
 /// How long an authenticated key is answered from memory before it is read again.
@@ -179,16 +190,19 @@ impl AuthFailures {
     /// The answer to a failed authentication from the request's client: 401, or 429 when the
     /// address has failed too often.
     fn refuse(&self, parts: &Parts) -> ApiError {
-        let (Some(limiter), Some(ConnectInfo(peer))) = (
-            self.limiter.as_ref(),
-            parts.extensions.get::<ConnectInfo<SocketAddr>>(),
-        ) else {
+        let peer = parts.extensions.get::<ConnectInfo<SocketAddr>>();
+        self.refuse_from(peer.map(|ConnectInfo(peer)| peer.ip()))
+    }
+
+    /// As [`AuthFailures::refuse`], for a client at `peer` (`None`: unknown, never slowed).
+    pub(crate) fn refuse_from(&self, peer: Option<IpAddr>) -> ApiError {
+        let (Some(limiter), Some(peer)) = (self.limiter.as_ref(), peer) else {
             return ApiError::Unauthenticated;
         };
         if limiter.len() > REMEMBERED_ADDRESSES {
             limiter.retain_recent();
         }
-        match limiter.check_key(&peer.ip()) {
+        match limiter.check_key(&peer) {
             Ok(()) => ApiError::Unauthenticated,
             Err(_) => ApiError::too_many_failures(),
         }

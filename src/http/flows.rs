@@ -16,6 +16,7 @@ use uuid::Uuid;
 use crate::domain::Permission;
 use crate::http::AppState;
 use crate::http::auth::Caller;
+use crate::http::commands;
 use crate::http::envelope::Envelope;
 use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Json, Path, Query};
@@ -266,27 +267,8 @@ async fn update_flow(
     }
     problems.finish()?;
     let mut found = find_flow(&state, &caller, &uid).await?;
-    // A move to the state the flow is in is not one of DESIGN's moves: 409 like any other.
     if let Some(to) = to {
-        let from = found.status;
-        if !move_flow(&state, &found, to).await? {
-            let now = flows::find_in_any_workspace(&state.db, found.id)
-                .await?
-                .map_or(from, |f| f.status);
-            return Err(ApiError::ConflictCode {
-                code: "invalid_transition",
-                message: format!(
-                    "A flow cannot move from {} to {}",
-                    now.as_str(),
-                    to.as_str()
-                ),
-            });
-        }
-        tracing::info!(flow_id = %found.id, from = from.as_str(), to = to.as_str(), "flow status set");
-        tell(&state, found.id);
-        found = flows::find_in_any_workspace(&state.db, found.id)
-            .await?
-            .ok_or(ApiError::NotFound("Flow"))?;
+        found = commands::set_flow_status(&state, &found, to).await?;
     }
     if let Some(description) = body.description {
         found = flows::describe(&state.db, found, description, clock::now()).await?;
@@ -295,31 +277,6 @@ async fn update_flow(
         "Flow updated successfully",
         record(&state.db, found).await?,
     ))
-}
-
-/// Moves `flow` to `to` if its status allows it: a flow its actor moved meanwhile (a queued
-/// one that started) is read again and moved from where it is now, if that allows it too.
-async fn move_flow(
-    state: &AppState,
-    flow: &parley_persistence::entities::flow::Model,
-    to: FlowStatus,
-) -> Result<bool> {
-    let events = state.actors.events();
-    let mut from = flow.status;
-    for _ in 0..3 {
-        if !from.may_move_to(to) {
-            return Ok(false);
-        }
-        let ending = parley_actors::flow::Ending::From(&[from]);
-        if parley_actors::flow::move_to(&state.db, events, flow, to, None, ending).await? {
-            return Ok(true);
-        }
-        match flows::find_in_any_workspace(&state.db, flow.id).await? {
-            Some(now) if now.status != from => from = now.status,
-            _ => return Ok(false),
-        }
-    }
-    Ok(false)
 }
 
 /// Delete a flow.

@@ -8,7 +8,7 @@ use axum::extract::State;
 use chrono::{DateTime, Utc};
 use parley_persistence::entities::{scheduled_task, scheduled_task_run};
 use parley_persistence::scheduled_tasks::{self};
-use parley_persistence::{RunStatus, TaskStatus, TaskType, clock};
+use parley_persistence::{RunStatus, TaskStatus, TaskType};
 use serde::Serialize;
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -16,6 +16,7 @@ use uuid::Uuid;
 use crate::domain::Permission;
 use crate::http::AppState;
 use crate::http::auth::Caller;
+use crate::http::commands::{self, TaskMove};
 use crate::http::envelope::Envelope;
 use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Path, Query};
@@ -211,16 +212,8 @@ async fn pause_task(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Envelope<TaskRecord>> {
-    let refusal = ("task_not_scheduled", "Only a scheduled task can be paused");
-    let moved = move_task(
-        &state,
-        &caller,
-        &id,
-        TaskStatus::Scheduled,
-        TaskStatus::Paused,
-        refusal,
-    );
-    Ok(Envelope::ok("Scheduled task paused", moved.await?.into()))
+    let moved = move_task(&state, &caller, &id, TaskMove::Pause).await?;
+    Ok(Envelope::ok("Scheduled task paused", moved.into()))
 }
 
 /// Resume a paused task.
@@ -240,38 +233,19 @@ async fn resume_task(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Envelope<TaskRecord>> {
-    let refusal = ("task_not_paused", "Only a paused task can be resumed");
-    let moved = move_task(
-        &state,
-        &caller,
-        &id,
-        TaskStatus::Paused,
-        TaskStatus::Scheduled,
-        refusal,
-    );
-    Ok(Envelope::ok("Scheduled task resumed", moved.await?.into()))
+    let moved = move_task(&state, &caller, &id, TaskMove::Resume).await?;
+    Ok(Envelope::ok("Scheduled task resumed", moved.into()))
 }
 
-/// Moves the task `raw` from `from` to `to` and tells the scheduler; a task in another status
-/// is a 409 with `refusal` (code, sentence).
 async fn move_task(
     state: &AppState,
     caller: &Caller,
     raw: &str,
-    from: TaskStatus,
-    to: TaskStatus,
-    refusal: (&'static str, &str),
+    how: TaskMove,
 ) -> Result<scheduled_task::Model> {
     caller.require(Permission::Write)?;
     let found = find_task(state, caller, raw).await?;
-    if !scheduled_tasks::set_status(&state.db, found.id, &[from], to, clock::now()).await? {
-        return Err(ApiError::ConflictCode {
-            code: refusal.0,
-            message: format!("{}; this one is {}", refusal.1, found.status.as_str()),
-        });
-    }
-    tell(state, found.id);
-    find_task(state, caller, raw).await
+    commands::move_task(state, &found, how).await
 }
 
 /// List a task's runs.

@@ -11,6 +11,8 @@ mod caches;
 mod channels;
 mod chat;
 mod cli;
+mod console;
+mod console_browser;
 mod contract;
 mod conversations;
 mod demo;

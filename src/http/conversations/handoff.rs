@@ -4,8 +4,6 @@
 //! mode changes inside the identity's conversation actor (so that a message racing a handoff
 //! is answered before it or not at all); the reply goes the one way every message goes.
 
-use std::time::Duration;
-
 use axum::extract::State;
 use parley_actors::ModeChange;
 use parley_actors::outbound::Sent;
@@ -17,8 +15,9 @@ use serde_json::Value;
 use crate::domain::Permission;
 use crate::http::AppState;
 use crate::http::auth::Caller;
+use crate::http::commands;
 use crate::http::envelope::Envelope;
-use crate::http::error::{ApiError, Refusal, Result};
+use crate::http::error::{Refusal, Result};
 use crate::http::extract::{Json, Path};
 use crate::http::lookup::{find_channel, identity_id_of};
 use crate::http::validation::{Problems, optional_text, parse_uuid, text_field};
@@ -164,21 +163,11 @@ async fn reply(
     problems.finish()?;
     let channel = find_channel(&state, &caller, &channel_id).await?;
     let identity_id = identity_id_of(&state, &caller, &identity_id).await?;
-    if !channel.active {
-        return Err(ApiError::Conflict("The channel is not active".to_owned()));
-    }
     let thread = Thread {
         workspace_id: caller.workspace_id,
         identity_id,
         channel_id: channel.id,
     };
-    // The send runs on its own: past the limit the client hears 504, and the send still
-    // finishes and is recorded.
-    let limit = Duration::from_secs(state.settings.server.send_timeout_secs);
-    let outbox = state.actors.outbox();
-    let sent = tokio::time::timeout(limit, outbox.send_operator_text(thread, text))
-        .await
-        .map_err(|_| ApiError::send_timed_out())?
-        .map_err(ApiError::from)?;
+    let sent = commands::send_operator_reply(&state, &channel, thread, text).await?;
     Ok(Envelope::ok("Operator message sent", sent))
 }

@@ -1,0 +1,381 @@
+//! One conversation: its messages by role (tool calls folded), the statuses of what was sent,
+//! and the controls a person uses to step in: hand over, give back, reply.
+
+use askama::Template;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use parley_actors::ModeChange;
+use parley_actors::thread::Thread;
+use parley_persistence::entities::{conversation, message};
+use parley_persistence::{ConversationStatus, Direction, Role, clock};
+use parley_persistence::{conversations, identities, inbox};
+use serde::Deserialize;
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::http::AppState;
+use crate::http::commands;
+use crate::http::error::ApiError;
+use crate::http::lookup::channel_of;
+use crate::http::validation::{Problems, optional_text, parse_uuid, text_field};
+
+use super::conversations::author;
+use super::session::Console;
+use super::view::{Shell, when};
+use super::{CarriesCsrf, Failure, Plain, acting, live, page, page_with, see_other};
+
+/// Messages a conversation page shows (the newest).
+const SHOWN: u64 = 200;
+
+/// Longest reason of a handoff, as the API takes it.
+const REASON_LIMIT: usize = 1024;
+
+/// What a finished action says on the page it returns to.
+const DONE: &[(&str, &str)] = &[
+    (
+        "handed",
+        "The conversation is yours: the assistant stays quiet until you give it back.",
+    ),
+    ("resumed", "The assistant answers this conversation again."),
+    ("sent", "Your message went out through the channel."),
+];
+
+pub(super) fn router() -> Router<AppState> {
+    Router::new()
+        .route("/console/conversations/{id}", get(conversation_page))
+        .route(
+            "/console/conversations/{id}/messages",
+            get(messages_fragment),
+        )
+        .route("/console/conversations/{id}/live", get(conversation_live))
+        .route("/console/conversations/{id}/handoff", post(hand_over))
+        .route("/console/conversations/{id}/resume", post(give_back))
+        .route("/console/conversations/{id}/reply", post(reply))
+}
+
+/// A message as the page shows it.
+pub(super) struct Line {
+    kind: &'static str,
+    author: &'static str,
+    text: String,
+    /// Tool calls the assistant asked for (names), folded with their arguments.
+    tools: String,
+    detail: String,
+    status: &'static str,
+    error: String,
+    at: String,
+}
+
+/// What the live part of the page shows: how the conversation is answered, and its messages.
+pub(super) struct Live {
+    mode: &'static str,
+    open: bool,
+    reason: String,
+    lines: Vec<Line>,
+}
+
+#[derive(Template)]
+#[template(path = "console/conversation.html")]
+struct ConversationPage {
+    shell: Shell,
+    id: Uuid,
+    who: String,
+    phone: String,
+    channel: String,
+    live: Live,
+}
+
+#[derive(Template)]
+#[template(path = "console/conversation_messages.html")]
+struct MessagesFragment {
+    live: Live,
+}
+
+#[derive(Debug, Deserialize)]
+struct DoneQuery {
+    done: Option<String>,
+}
+
+async fn conversation_page(
+    State(state): State<AppState>,
+    console: Console,
+    Path(id): Path<String>,
+    Query(query): Query<DoneQuery>,
+) -> Result<Response, Failure> {
+    let found = find(&state, &console, &id).await?;
+    let shell = Shell::new(&console, "conversations").told(query.done.as_deref(), DONE);
+    render(&state, found, shell, StatusCode::OK).await
+}
+
+async fn messages_fragment(
+    State(state): State<AppState>,
+    console: Console,
+    Path(id): Path<String>,
+) -> Result<Response, Failure> {
+    let found = find(&state, &console, &id).await?;
+    Ok(page(&MessagesFragment {
+        live: live_part(&state, &found).await?,
+    }))
+}
+
+/// `changed` when a message arrives, one's status moves, or the mode changes.
+async fn conversation_live(
+    State(state): State<AppState>,
+    console: Console,
+    Path(id): Path<String>,
+) -> Result<impl IntoResponse, Failure> {
+    let found = find(&state, &console, &id).await?;
+    Ok(live::changes(
+        state,
+        console.token,
+        move |state| async move { inbox::conversation_mark(&state.db, found.id).await },
+    ))
+}
+
+async fn find(
+    state: &AppState,
+    console: &Console,
+    raw: &str,
+) -> Result<conversation::Model, Failure> {
+    let id = parse_uuid(raw, "conversation_id").map_err(|e| Failure::new(console, e))?;
+    conversations::find(&state.db, console.caller.workspace_id, id)
+        .await?
+        .ok_or_else(|| Failure::new(console, ApiError::NotFound("Conversation")))
+}
+
+/// The page of `found`, with `shell`'s notice or problem, answered with `status`.
+async fn render(
+    state: &AppState,
+    found: conversation::Model,
+    shell: Shell,
+    status: StatusCode,
+) -> Result<Response, Failure> {
+    let workspace_id = found.workspace_id;
+    let person = identities::find(&state.db, workspace_id, found.identity_id).await?;
+    let phone = identities::contacts_of(&state.db, &[found.identity_id])
+        .await?
+        .into_iter()
+        .find(|c| c.kind == parley_persistence::ContactKind::Phone)
+        .map(|c| c.value)
+        .unwrap_or_default();
+    let channel = parley_persistence::channels::find(&state.db, workspace_id, found.channel_id)
+        .await?
+        .map_or_else(|| "a deleted channel".to_owned(), |c| c.name);
+    let live = live_part(state, &found).await?;
+    Ok(page_with(
+        status,
+        &ConversationPage {
+            shell,
+            id: found.id,
+            who: person
+                .and_then(|p| p.name)
+                .unwrap_or_else(|| "Unnamed person".to_owned()),
+            phone,
+            channel,
+            live,
+        },
+    ))
+}
+
+async fn live_part(state: &AppState, found: &conversation::Model) -> Result<Live, Failure> {
+    let idle_since = clock::now() - state.settings.actors.conversation_idle();
+    let messages = conversations::recent_messages(&state.db, found.id, SHOWN).await?;
+    Ok(Live {
+        mode: found.mode.as_str(),
+        open: found.status == ConversationStatus::Open && found.last_message_at > idle_since,
+        reason: found.handoff_reason.clone().unwrap_or_default(),
+        lines: messages.into_iter().map(line).collect(),
+    })
+}
+
+fn line(m: message::Model) -> Line {
+    let kind = match m.role {
+        Role::User => "person",
+        Role::Assistant => "assistant",
+        Role::Tool => "tool",
+        Role::Operator => "operator",
+        Role::System => "system",
+    };
+    let tools = m.tool_calls.as_ref().map(tool_names).unwrap_or_default();
+    let detail = match (&m.tool_calls, m.role) {
+        (Some(calls), _) => serde_json::to_string_pretty(calls).unwrap_or_default(),
+        (None, Role::Tool) => m.content.clone(),
+        _ => String::new(),
+    };
+    // What went to the person through the channel has a status worth showing; a tool call or
+    // its result never left.
+    let outbound = m.direction == Direction::Outbound
+        && matches!(m.role, Role::Assistant | Role::Operator)
+        && m.tool_calls.is_none();
+    Line {
+        kind,
+        author: author(m.role),
+        text: if m.role == Role::Tool {
+            String::new()
+        } else {
+            m.content
+        },
+        tools,
+        detail,
+        status: if outbound { m.status.as_str() } else { "" },
+        error: m
+            .error
+            .as_ref()
+            .and_then(|e| e.get("title").or_else(|| e.get("message")))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+        at: when(m.created_at),
+    }
+}
+
+/// The names of the tools of an assistant's `tool_calls`.
+fn tool_names(calls: &Value) -> String {
+    calls
+        .as_array()
+        .map(|calls| {
+            calls
+                .iter()
+                .filter_map(|c| c.pointer("/function/name").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .unwrap_or_default()
+}
+
+#[derive(Debug, Deserialize)]
+struct HandoffForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    reason: String,
+}
+
+impl CarriesCsrf for HandoffForm {
+    fn csrf(&self) -> &str {
+        &self.csrf
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct ReplyForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    text: String,
+}
+
+impl CarriesCsrf for ReplyForm {
+    fn csrf(&self) -> &str {
+        &self.csrf
+    }
+}
+
+async fn hand_over(
+    State(state): State<AppState>,
+    console: Console,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Response, Failure> {
+    let fields: HandoffForm = acting(&console, &body)?;
+    let found = find(&state, &console, &id).await?;
+    let mut problems = Problems::default();
+    let reason = Some(fields.reason.trim().to_owned()).filter(|r| !r.is_empty());
+    let reason = optional_text(&mut problems, "reason", reason, REASON_LIMIT);
+    let change = ModeChange::HandOver {
+        channel_id: found.channel_id,
+        reason,
+    };
+    let changed = match problems.finish() {
+        Ok(()) => change_mode(&state, &found, change).await,
+        Err(error) => Err(error),
+    };
+    settle(&state, &console, found, changed.map(|c| (c.id, "handed"))).await
+}
+
+async fn give_back(
+    State(state): State<AppState>,
+    console: Console,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Response, Failure> {
+    let _: Plain = acting(&console, &body)?;
+    let found = find(&state, &console, &id).await?;
+    let change = ModeChange::GiveBack {
+        channel_id: found.channel_id,
+    };
+    let changed = change_mode(&state, &found, change).await;
+    settle(&state, &console, found, changed.map(|c| (c.id, "resumed"))).await
+}
+
+async fn reply(
+    State(state): State<AppState>,
+    console: Console,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Response, Failure> {
+    let fields: ReplyForm = acting(&console, &body)?;
+    let found = find(&state, &console, &id).await?;
+    let sent = send(&state, &console, &found, fields.text).await;
+    settle(
+        &state,
+        &console,
+        found,
+        sent.map(|s| (s.conversation_id, "sent")),
+    )
+    .await
+}
+
+async fn send(
+    state: &AppState,
+    console: &Console,
+    found: &conversation::Model,
+    text: String,
+) -> Result<parley_actors::outbound::Sent, ApiError> {
+    let mut problems = Problems::default();
+    let text = text_field(&mut problems, "text", Some(&Value::String(text)));
+    problems.finish()?;
+    let channel = channel_of(state, &console.caller, found.channel_id).await?;
+    let thread = Thread {
+        workspace_id: found.workspace_id,
+        identity_id: found.identity_id,
+        channel_id: found.channel_id,
+    };
+    commands::send_operator_reply(state, &channel, thread, text).await
+}
+
+async fn change_mode(
+    state: &AppState,
+    found: &conversation::Model,
+    change: ModeChange,
+) -> Result<conversation::Model, ApiError> {
+    Ok(state
+        .actors
+        .conversations()
+        .change_mode(found.workspace_id, found.identity_id, change)
+        .await?)
+}
+
+/// After an action: to the conversation it left (a new one when none was open), saying what
+/// happened; or this page again with why it was refused.
+async fn settle(
+    state: &AppState,
+    console: &Console,
+    found: conversation::Model,
+    outcome: Result<(Uuid, &'static str), ApiError>,
+) -> Result<Response, Failure> {
+    match outcome {
+        Ok((id, done)) => Ok(see_other(&format!(
+            "/console/conversations/{id}?done={done}"
+        ))),
+        Err(error) => {
+            let status = error.status();
+            let shell = Shell::new(console, "conversations").refused(error.public_message());
+            render(state, found, shell, status).await
+        }
+    }
+}

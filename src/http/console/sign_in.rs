@@ -1,0 +1,150 @@
+//! Signing in with an API key and signing out.
+
+use std::net::SocketAddr;
+
+use askama::Template;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{ConnectInfo, Query, State};
+use axum::http::header::SET_COOKIE;
+use axum::http::{Extensions, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Deserialize;
+
+use crate::domain::{Permission, hash_api_key};
+use crate::http::AppState;
+use crate::http::auth::caller_of;
+use crate::http::error::ApiError;
+
+use super::session::{CLEARED_COOKIE, COOKIE_NAME, Console, Ended};
+use super::{Failure, Plain, form, page_with, see_other};
+
+pub(super) fn router() -> Router<AppState> {
+    Router::new()
+        .route("/console/sign-in", get(sign_in_page).post(sign_in))
+        .route("/console/sign-out", post(sign_out))
+}
+
+#[derive(Template)]
+#[template(path = "console/sign_in.html")]
+struct SignInPage {
+    notice: Option<&'static str>,
+    problem: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct SignInQuery {
+    why: Option<String>,
+}
+
+async fn sign_in_page(Query(query): Query<SignInQuery>) -> Response {
+    let notice = query.why.as_deref().and_then(Ended::sentence);
+    page_with(
+        StatusCode::OK,
+        &SignInPage {
+            notice,
+            problem: None,
+        },
+    )
+}
+
+#[derive(Debug, Deserialize)]
+struct SignInForm {
+    #[serde(default)]
+    key: String,
+}
+
+/// Checks the key once and starts a session for it: the browser keeps only the session's
+/// token, the server only the key's hash. A wrong, revoked or expired key is refused with a
+/// sentence (and counted against the address like any failed authentication).
+async fn sign_in(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    extensions: Extensions,
+    body: Bytes,
+) -> Result<Response, Failure> {
+    if headers
+        .get("sec-fetch-site")
+        .is_some_and(|site| site.as_bytes() == b"cross-site")
+    {
+        return Ok(refused(
+            StatusCode::FORBIDDEN,
+            "Sign in from the console's own page.",
+        ));
+    }
+    let fields: SignInForm =
+        serde_urlencoded::from_bytes(&body).unwrap_or(SignInForm { key: String::new() });
+    let key = fields.key.trim();
+    if key.is_empty() {
+        return Ok(refused(
+            StatusCode::BAD_REQUEST,
+            "Enter an API key to sign in.",
+        ));
+    }
+    let hash = hash_api_key(key);
+    let Some(caller) = caller_of(&state, &hash).await? else {
+        let peer = extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|ConnectInfo(peer)| peer.ip());
+        let status = state.auth_failures.refuse_from(peer).status();
+        let sentence = if status == StatusCode::TOO_MANY_REQUESTS {
+            "Too many keys were refused from your address; wait a minute and try again."
+        } else {
+            "That key was not accepted: it is mistyped, revoked or expired."
+        };
+        return Ok(refused(status, sentence));
+    };
+    if !caller.permissions.contains(Permission::Read) {
+        return Ok(refused(
+            StatusCode::FORBIDDEN,
+            "That key may not read its workspace, so the console has nothing to show it.",
+        ));
+    }
+    let token = state.console.start(hash);
+    let secure = state
+        .settings
+        .server
+        .public_url
+        .as_deref()
+        .is_some_and(|url| url.starts_with("https://"));
+    let cookie = format!(
+        "{COOKIE_NAME}={token}; Path=/console; HttpOnly; SameSite=Strict; Max-Age={}{}",
+        state.console.longest().as_secs(),
+        if secure { "; Secure" } else { "" }
+    );
+    let mut response = see_other("/console/conversations");
+    let value = HeaderValue::from_str(&cookie)
+        .map_err(|error| ApiError::Internal(anyhow::anyhow!("the session cookie: {error}")))?;
+    response.headers_mut().insert(SET_COOKIE, value);
+    tracing::info!(
+        workspace_id = caller.workspace_id,
+        "console session started"
+    );
+    Ok(response)
+}
+
+fn refused(status: StatusCode, sentence: &str) -> Response {
+    page_with(
+        status,
+        &SignInPage {
+            notice: None,
+            problem: Some(sentence.to_owned()),
+        },
+    )
+}
+
+/// Ends the session here and in the browser.
+async fn sign_out(
+    State(state): State<AppState>,
+    console: Console,
+    body: Bytes,
+) -> Result<Response, Failure> {
+    let _: Plain = form(&console, &body)?;
+    state.console.end(&console.token);
+    let mut response = see_other("/console/sign-in?why=out");
+    response
+        .headers_mut()
+        .insert(SET_COOKIE, HeaderValue::from_static(CLEARED_COOKIE));
+    Ok(response.into_response())
+}

@@ -1,0 +1,79 @@
+//! What every console page shows around its content, and how values read on a page.
+
+use chrono::{DateTime, Utc};
+
+use super::session::Console;
+
+/// The frame of a page: its section, who is looking, the CSRF token of its forms, and a line
+/// saying what the last action did or why it was refused.
+#[derive(Clone, Debug)]
+pub(super) struct Shell {
+    pub(super) section: &'static str,
+    pub(super) workspace_id: i64,
+    pub(super) may_act: bool,
+    pub(super) csrf: String,
+    pub(super) notice: Option<String>,
+    pub(super) problem: Option<String>,
+}
+
+impl Shell {
+    pub(super) fn new(console: &Console, section: &'static str) -> Self {
+        Self {
+            section,
+            workspace_id: console.caller.workspace_id,
+            may_act: console.may_act(),
+            csrf: console.csrf.clone(),
+            notice: None,
+            problem: None,
+        }
+    }
+
+    /// With the sentence of a finished action (from a fixed list: never text from the address).
+    pub(super) fn told(mut self, done: Option<&str>, sentences: &[(&str, &str)]) -> Self {
+        self.notice = done.and_then(|done| {
+            sentences
+                .iter()
+                .find(|(code, _)| *code == done)
+                .map(|(_, sentence)| (*sentence).to_owned())
+        });
+        self
+    }
+
+    /// With why an action was refused.
+    pub(super) fn refused(mut self, problem: String) -> Self {
+        self.problem = Some(problem);
+        self
+    }
+}
+
+/// A time as a page shows it: `2026-11-26 05:12 UTC`.
+pub(super) fn when(at: DateTime<Utc>) -> String {
+    at.format("%Y-%m-%d %H:%M UTC").to_string()
+}
+
+/// An optional time, or a dash.
+pub(super) fn when_or_dash(at: Option<DateTime<Utc>>) -> String {
+    at.map_or_else(|| "—".to_owned(), when)
+}
+
+/// `text` cut to `most` characters, with an ellipsis when cut.
+pub(super) fn clipped(text: &str, most: usize) -> String {
+    let mut chars = text.chars();
+    let head: String = chars.by_ref().take(most).collect();
+    if chars.next().is_some() {
+        format!("{head}…")
+    } else {
+        head
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_text_is_clipped_with_an_ellipsis_and_short_text_is_not() {
+        assert_eq!(clipped("héllo world", 5), "héllo…");
+        assert_eq!(clipped("hi", 5), "hi");
+    }
+}

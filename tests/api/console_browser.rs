@@ -1,0 +1,357 @@
+//! The operator console in a real headless Chromium (Debian's `chromium` and `chromium-driver`,
+//! driven over WebDriver): sign in, see a conversation appear live, hand it over, reply (the
+//! reply leaves through the channel), resume, look at flows, tasks and channels, sign out; at
+//! desktop and at phone width; no request leaves the machine and no script fails. Screenshots
+//! of every page go to `<target>/tmp/console-screenshots/` (not committed).
+//!
+//! Without Chromium the test says so and passes, unless `PARLEY_BROWSER_TESTS=required` (CI
+//! sets it, and installs the browser), where a missing browser fails it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use parley_testkit::graph::text_message;
+use serde_json::{Value, json};
+
+use crate::helpers::{TestApp, expect_status, spawn_app};
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+const DRIVER: &str = "/usr/bin/chromedriver";
+const NUMBER: &str = "106540352242922";
+const SHEENA: &str = "16505551234";
+
+/// chromedriver on a free port, stopped when dropped.
+struct Driver {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// chromedriver, or `None` (said on stderr) when the machine has no browser and the tests do
+/// not require one.
+async fn driver() -> Option<Driver> {
+    let required = std::env::var("PARLEY_BROWSER_TESTS").is_ok_and(|v| v == "required");
+    if !Path::new(CHROMIUM).exists() || !Path::new(DRIVER).exists() {
+        assert!(
+            !required,
+            "PARLEY_BROWSER_TESTS=required and no browser: apt-get install -y chromium chromium-driver"
+        );
+        eprintln!(
+            "console browser test skipped: no {CHROMIUM} or {DRIVER} \
+             (apt-get install -y chromium chromium-driver)"
+        );
+        return None;
+    }
+    parley_actors::llm::install_crypto_provider();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let child = Command::new(DRIVER)
+        .arg(format!("--port={port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("chromedriver starts");
+    let url = format!("http://127.0.0.1:{port}");
+    let driver = Driver { child, url };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Ok(answer) = reqwest::get(format!("{}/status", driver.url)).await
+            && answer.status().is_success()
+        {
+            return Some(driver);
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "chromedriver did not come up"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A headless Chromium that reaches nothing but loopback, with its own empty profile.
+async fn browser(driver: &Driver, profile: &Path) -> Client {
+    let args = [
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-quic",
+        "--disable-features=Translate,OptimizationHints,MediaRouter",
+        "--window-size=1280,900",
+    ];
+    let mut args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+    args.push(format!("--user-data-dir={}", profile.display()));
+    let capabilities = json!({
+        "browserName": "chrome",
+        "goog:chromeOptions": {"binary": CHROMIUM, "args": args},
+        "goog:loggingPrefs": {"browser": "ALL"},
+    });
+    let Value::Object(capabilities) = capabilities else {
+        unreachable!("an object")
+    };
+    ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+        .capabilities(capabilities)
+        .connect(&driver.url)
+        .await
+        .expect("a browser session")
+}
+
+/// Where the screenshots go.
+fn shots() -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("console-screenshots");
+    std::fs::create_dir_all(&dir).expect("screenshot folder");
+    dir
+}
+
+/// One visited page's checks: every resource it loaded came from the server, then a
+/// screenshot named `name`.
+async fn looked_at(page: &Client, app: &TestApp, name: &str) {
+    let loaded = page
+        .execute(
+            "return performance.getEntriesByType('resource').map(e => e.name)\
+                    .concat([location.href]);",
+            vec![],
+        )
+        .await
+        .expect("resource timings");
+    for url in loaded.as_array().expect("a list") {
+        let url = url.as_str().expect("a URL");
+        assert!(
+            url.starts_with(&app.address) || url.starts_with("data:"),
+            "{name}: a request left the machine: {url}"
+        );
+    }
+    let png = page.screenshot().await.expect("screenshot");
+    std::fs::write(shots().join(format!("{name}.png")), png).expect("screenshot written");
+}
+
+/// The browser's console so far: fails on any error (a script error, a refused resource, a
+/// policy violation) but those `expected` (substrings of their messages).
+async fn no_errors(page: &Client, driver: &Driver, expected: &[&str]) {
+    let session = page.session_id().await.expect("session").expect("an id");
+    let logs: Value = reqwest::Client::new()
+        .post(format!("{}/session/{session}/se/log", driver.url))
+        .json(&json!({"type": "browser"}))
+        .send()
+        .await
+        .expect("browser log")
+        .json()
+        .await
+        .expect("log entries");
+    let severe: Vec<&Value> = logs["value"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .filter(|entry| entry["level"] == "SEVERE")
+        .filter(|entry| {
+            let message = entry["message"].as_str().unwrap_or_default();
+            !expected.iter().any(|e| message.contains(e))
+        })
+        .collect();
+    assert!(severe.is_empty(), "the browser logged errors: {severe:?}");
+}
+
+/// Waits until `css` matches an element whose text holds `text`.
+async fn wait_for_text(page: &Client, css: &str, text: &str) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        if let Ok(found) = page.find(Locator::Css(css)).await
+            && found.text().await.is_ok_and(|t| t.contains(text))
+        {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{css} never said {text:?}; the page: {}",
+            page.source().await.unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn click(page: &Client, css: &str) {
+    page.find(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("{css}: {e}"))
+        .click()
+        .await
+        .unwrap_or_else(|e| panic!("clicking {css}: {e}"));
+}
+
+async fn type_into(page: &Client, css: &str, text: &str) {
+    page.find(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("{css}: {e}"))
+        .send_keys(text)
+        .await
+        .unwrap_or_else(|e| panic!("typing into {css}: {e}"));
+}
+
+async fn mode_of(app: &TestApp, id: &str) -> Value {
+    expect_status(app.get(&format!("/conversations/{id}")).await, 200).await["data"]["mode"].clone()
+}
+
+#[tokio::test]
+async fn an_operator_steps_into_a_live_conversation_in_chromium() {
+    let Some(driver) = driver().await else {
+        return;
+    };
+    let app = spawn_app().await;
+    let channel = app.live_channel(NUMBER).await;
+    let profile = tempfile::tempdir().expect("profile");
+    let page = browser(&driver, profile.path()).await;
+
+    // Sign in: the console sends to its sign-in page first.
+    page.goto(&format!("{}/console", app.address))
+        .await
+        .expect("console");
+    wait_for_text(&page, "h1", "Parley console").await;
+    looked_at(&page, &app, "01-sign-in").await;
+    type_into(&page, "#key", "prl_not-a-key").await;
+    click(&page, "#sign-in").await;
+    wait_for_text(&page, "#problem", "That key was not accepted").await;
+    type_into(&page, "#key", &app.owner.api_key).await;
+    click(&page, "#sign-in").await;
+    wait_for_text(&page, "h1", "Conversations").await;
+    wait_for_text(&page, "#conversation-rows", "No conversations match.").await;
+
+    // A person writes: the conversation appears without a reload.
+    let payload = text_message(
+        NUMBER,
+        SHEENA,
+        "Sheena Nelson",
+        "wamid.B1",
+        "Where is my order?",
+    );
+    assert_eq!(app.webhook(Some(&channel), &payload).await, 200);
+    app.wait_for_sends(1).await;
+    wait_for_text(&page, "#conversation-rows", "Sheena Nelson").await;
+    looked_at(&page, &app, "02-conversations").await;
+
+    // Open it, hand it over.
+    click(&page, "li.conversation a").await;
+    wait_for_text(&page, "#person", "Sheena Nelson").await;
+    wait_for_text(&page, "#messages", "Where is my order?").await;
+    let id = page
+        .current_url()
+        .await
+        .expect("url")
+        .path()
+        .rsplit('/')
+        .next()
+        .expect("id")
+        .to_owned();
+    type_into(&page, "#reason", "Asked for a person").await;
+    click(&page, "#handoff").await;
+    wait_for_text(&page, "#notice", "The conversation is yours").await;
+    wait_for_text(&page, "#mode", "A person answers").await;
+    assert_eq!(mode_of(&app, &id).await, "human");
+
+    // What the person writes now shows up live and is not answered by the assistant.
+    let payload = text_message(
+        NUMBER,
+        SHEENA,
+        "Sheena Nelson",
+        "wamid.B2",
+        "Hello? Anyone?",
+    );
+    assert_eq!(app.webhook(Some(&channel), &payload).await, 200);
+    wait_for_text(&page, "#messages", "Hello? Anyone?").await;
+    assert_eq!(app.graph.sent_count(), 1, "the assistant stayed quiet");
+
+    // Reply: it leaves through the channel.
+    type_into(&page, "#reply-text", "Hi Sheena, Rui here. Let me check.").await;
+    click(&page, "#reply").await;
+    wait_for_text(&page, "#notice", "Your message went out").await;
+    let sent = app.wait_for_sends(2).await;
+    assert_eq!(
+        sent[1].body["text"]["body"],
+        "Hi Sheena, Rui here. Let me check."
+    );
+    wait_for_text(&page, "#messages", "Rui here").await;
+    looked_at(&page, &app, "03-conversation-human").await;
+
+    // Give it back.
+    click(&page, "#resume").await;
+    wait_for_text(
+        &page,
+        "#notice",
+        "The assistant answers this conversation again",
+    )
+    .await;
+    assert_eq!(mode_of(&app, &id).await, "assistant");
+
+    // At phone width the page fits the screen.
+    page.set_window_size(390, 844).await.expect("phone width");
+    page.refresh().await.expect("reload");
+    wait_for_text(&page, "#person", "Sheena Nelson").await;
+    let fits = page
+        .execute(
+            "return document.documentElement.scrollWidth <= window.innerWidth;",
+            vec![],
+        )
+        .await
+        .expect("widths");
+    assert_eq!(fits, json!(true), "no sideways scrolling at phone width");
+    looked_at(&page, &app, "04-conversation-phone").await;
+    page.set_window_size(1280, 900)
+        .await
+        .expect("desktop width");
+
+    // The other pages.
+    for (link, heading, shot) in [
+        ("Flows", "Flows", "05-flows"),
+        ("Tasks", "Scheduled tasks", "06-tasks"),
+        ("Channels", "Channels", "07-channels"),
+    ] {
+        page.find(Locator::LinkText(link))
+            .await
+            .expect("nav link")
+            .click()
+            .await
+            .expect("follow");
+        wait_for_text(&page, "h1", heading).await;
+        looked_at(&page, &app, shot).await;
+    }
+    wait_for_text(&page, "table.channels", "Main line").await;
+
+    // Every control has a label a screen reader can say.
+    let unlabelled = page
+        .execute(
+            "return [...document.querySelectorAll('input:not([type=hidden]), select, textarea')]\
+               .filter(e => !(e.labels && e.labels.length) && !e.getAttribute('aria-label'))\
+               .map(e => e.outerHTML);",
+            vec![],
+        )
+        .await
+        .expect("controls");
+    assert_eq!(unlabelled, json!([]));
+
+    // Sign out.
+    click(&page, "#sign-out").await;
+    wait_for_text(&page, "#notice", "You signed out.").await;
+    page.goto(&format!("{}/console/conversations", app.address))
+        .await
+        .expect("after sign-out");
+    wait_for_text(&page, "h1", "Parley console").await;
+
+    // The one error on the way is the wrong key's answer, on purpose.
+    let refused_key = "/console/sign-in - Failed to load resource: the server responded with a \
+                       status of 401";
+    no_errors(&page, &driver, &[refused_key]).await;
+    page.close().await.expect("browser closed");
+}
