@@ -315,6 +315,7 @@ fn print_walkthrough(base: &str, demo: &Demo) {
 Parley demo is running offline at {base}
 API key (all permissions, kept across restarts): {key}
 API docs (try every endpoint; Authorize with the key): {base}/docs
+Operator console (sign in with the key): {base}/console
 Sandbox channel: {channel}
 Demo assistant: {assistant}
 {operator}

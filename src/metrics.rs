@@ -26,6 +26,8 @@ const HTTP_REQUESTS: &str = "parley_http_requests_total";
 const HTTP_SECONDS: &str = "parley_http_request_duration_seconds";
 /// Webhook events by outcome (`stored`, `duplicate`, `status`, `ignored`, `refused`).
 const WEBHOOK_EVENTS: &str = "parley_webhook_events_total";
+/// Console sign-ins by outcome (`accepted`, `refused`, `throttled`).
+const CONSOLE_SIGN_INS: &str = "parley_console_sign_ins_total";
 /// Live actors by kind, at the scrape.
 const LIVE_ACTORS: &str = "parley_live_actors";
 /// Database pool connections by state (`idle`, `in_use`), at the scrape.
@@ -89,6 +91,7 @@ fn describe() {
         "Time to a response's head, by method and route"
     );
     describe_counter!(WEBHOOK_EVENTS, "Webhook events by outcome");
+    describe_counter!(CONSOLE_SIGN_INS, "Operator console sign-ins by outcome");
     describe_histogram!(
         WRITE_BATCH,
         Unit::Count,
@@ -149,6 +152,11 @@ pub(crate) fn method_label(method: &Method) -> &'static str {
         Method::OPTIONS => "OPTIONS",
         _ => "other",
     }
+}
+
+/// Counts a console sign-in by outcome.
+pub(crate) fn console_sign_in(outcome: &'static str) {
+    counter!(CONSOLE_SIGN_INS, "outcome" => outcome).increment(1);
 }
 
 /// Counts webhook events by outcome.

@@ -31,6 +31,8 @@ use serde::de::DeserializeOwned;
 
 use crate::http::AppState;
 use crate::http::error::ApiError;
+use parley_persistence::entities::channel;
+use parley_persistence::{Page, channels};
 
 use self::session::Console;
 pub(crate) use self::session::Sessions;
@@ -102,6 +104,18 @@ async fn asset(Path(file): Path<String>) -> Response {
         body,
     )
         .into_response()
+}
+
+/// The workspace's channels (deleted ones left out), for names and the filter.
+async fn workspace_channels(
+    state: &AppState,
+    workspace_id: i64,
+) -> Result<Vec<channel::Model>, Failure> {
+    let page = Page {
+        page: 1,
+        limit: 1000,
+    };
+    Ok(channels::list(&state.db, workspace_id, page).await?.items)
 }
 
 /// A template rendered to a page (a template that cannot render is a 500 like any other).

@@ -12,6 +12,7 @@ struct Banner {
     base: String,
     key: String,
     docs: String,
+    console: String,
     channel: String,
     assistant: String,
     operator_token: String,
@@ -34,6 +35,7 @@ fn start_demo(dir: &std::path::Path) -> (std::process::Child, Banner) {
         base: String::new(),
         key: String::new(),
         docs: String::new(),
+        console: String::new(),
         channel: String::new(),
         assistant: String::new(),
         operator_token: String::new(),
@@ -49,6 +51,8 @@ fn start_demo(dir: &std::path::Path) -> (std::process::Child, Banner) {
         } else if let Some(docs) = after("API docs (try every endpoint; Authorize with the key): ")
         {
             banner.docs = docs;
+        } else if let Some(console) = after("Operator console (sign in with the key): ") {
+            banner.console = console;
         } else if let Some(key) = after("API key (all permissions, kept across restarts): ") {
             banner.key = key;
         } else if let Some(channel) = after("Sandbox channel: ") {
@@ -85,6 +89,7 @@ async fn the_offline_demo_answers_remembers_calls_its_mcp_tool_and_sends_a_flow(
         base,
         key,
         docs,
+        console,
         channel,
         ..
     } = banner;
@@ -95,6 +100,11 @@ async fn the_offline_demo_answers_remembers_calls_its_mcp_tool_and_sends_a_flow(
     let page = http.get(&docs).send().await.expect("docs");
     assert_eq!(page.status().as_u16(), 200);
     assert!(page.text().await.expect("html").contains("swagger-ui"));
+    // And the console, which sends to its sign-in page.
+    assert_eq!(console, format!("{base}/console"));
+    let page = http.get(&console).send().await.expect("console");
+    assert_eq!(page.status().as_u16(), 200);
+    assert!(page.text().await.expect("html").contains("API key"));
 
     let injected = http
         .post(format!("{base}/channels/{channel}/sandbox/inbound"))

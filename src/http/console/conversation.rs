@@ -23,9 +23,8 @@ use crate::http::error::ApiError;
 use crate::http::lookup::channel_of;
 use crate::http::validation::{Problems, optional_text, parse_uuid, text_field};
 
-use super::conversations::author;
 use super::session::Console;
-use super::view::{Shell, when};
+use super::view::{Shell, author, when};
 use super::{CarriesCsrf, Failure, Plain, acting, live, page, page_with, see_other};
 
 /// Messages a conversation page shows (the newest).

@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use parley_persistence::entities::channel;
 use parley_persistence::inbox::{self, InboxFilter, InboxRow};
-use parley_persistence::{ConversationMode, Page, Role, channels, clock};
+use parley_persistence::{ConversationMode, clock};
 use serde::Deserialize;
 use uuid::Uuid;
 
@@ -19,8 +19,8 @@ use crate::http::error::ApiError;
 use crate::http::validation::parse_uuid;
 
 use super::session::Console;
-use super::view::{Shell, clipped, when};
-use super::{Failure, live, page};
+use super::view::{Shell, author, clipped, when};
+use super::{Failure, live, page, workspace_channels};
 
 /// Conversations an inbox page shows.
 const SHOWN: u64 = 100;
@@ -171,18 +171,6 @@ async fn inbox_live(State(state): State<AppState>, console: Console) -> impl Int
     })
 }
 
-/// The workspace's channels (deleted ones left out), for names and the filter.
-pub(super) async fn workspace_channels(
-    state: &AppState,
-    workspace_id: i64,
-) -> Result<Vec<channel::Model>, Failure> {
-    let page = Page {
-        page: 1,
-        limit: 1000,
-    };
-    Ok(channels::list(&state.db, workspace_id, page).await?.items)
-}
-
 async fn rows(
     state: &AppState,
     workspace_id: i64,
@@ -216,16 +204,5 @@ fn line(row: InboxRow, channels: &HashMap<Uuid, &str>, filter: InboxFilter) -> R
         last,
         last_by,
         at: when(c.last_message_at),
-    }
-}
-
-/// Who wrote a message, as a page says it.
-pub(super) fn author(role: Role) -> &'static str {
-    match role {
-        Role::User => "Person",
-        Role::Assistant => "Assistant",
-        Role::Tool => "Tool",
-        Role::Operator => "Operator",
-        Role::System => "Note",
     }
 }

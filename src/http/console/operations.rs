@@ -16,10 +16,9 @@ use uuid::Uuid;
 
 use crate::http::AppState;
 
-use super::conversations::workspace_channels;
 use super::session::Console;
 use super::view::{Shell, when};
-use super::{Failure, page};
+use super::{Failure, page, workspace_channels};
 
 pub(super) fn router() -> Router<AppState> {
     Router::new()

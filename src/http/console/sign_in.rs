@@ -88,11 +88,18 @@ async fn sign_in(
             .get::<ConnectInfo<SocketAddr>>()
             .map(|ConnectInfo(peer)| peer.ip());
         let status = state.auth_failures.refuse_from(peer).status();
-        let sentence = if status == StatusCode::TOO_MANY_REQUESTS {
-            "Too many keys were refused from your address; wait a minute and try again."
+        let (sentence, outcome) = if status == StatusCode::TOO_MANY_REQUESTS {
+            (
+                "Too many keys were refused from your address; wait a minute and try again.",
+                "throttled",
+            )
         } else {
-            "That key was not accepted: it is mistyped, revoked or expired."
+            (
+                "That key was not accepted: it is mistyped, revoked or expired.",
+                "refused",
+            )
         };
+        crate::metrics::console_sign_in(outcome);
         return Ok(refused(status, sentence));
     };
     if !caller.permissions.contains(Permission::Read) {

@@ -1,6 +1,7 @@
 //! What every console page shows around its content, and how values read on a page.
 
 use chrono::{DateTime, Utc};
+use parley_persistence::Role;
 
 use super::session::Console;
 
@@ -64,6 +65,17 @@ pub(super) fn clipped(text: &str, most: usize) -> String {
         format!("{head}…")
     } else {
         head
+    }
+}
+
+/// Who wrote a message, as a page says it.
+pub(super) fn author(role: Role) -> &'static str {
+    match role {
+        Role::User => "Person",
+        Role::Assistant => "Assistant",
+        Role::Tool => "Tool",
+        Role::Operator => "Operator",
+        Role::System => "Note",
     }
 }
 
