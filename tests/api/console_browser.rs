@@ -15,6 +15,7 @@ use fantoccini::{Client, ClientBuilder, Locator};
 use parley_testkit::graph::text_message;
 use serde_json::{Value, json};
 
+use crate::flows::{campaign, people, sandbox_with_template};
 use crate::helpers::{TestApp, expect_status, spawn_app};
 
 const CHROMIUM: &str = "/usr/bin/chromium";
@@ -135,6 +136,17 @@ async fn looked_at(page: &Client, app: &TestApp, name: &str) {
             "{name}: a request left the machine: {url}"
         );
     }
+    // Every control has a label a screen reader can say.
+    let unlabelled = page
+        .execute(
+            "return [...document.querySelectorAll('input:not([type=hidden]), select, textarea')]\
+               .filter(e => !(e.labels && e.labels.length) && !e.getAttribute('aria-label'))\
+               .map(e => e.outerHTML);",
+            vec![],
+        )
+        .await
+        .expect("controls");
+    assert_eq!(unlabelled, json!([]), "{name}: controls without a label");
     let png = page.screenshot().await.expect("screenshot");
     std::fs::write(shots().join(format!("{name}.png")), png).expect("screenshot written");
 }
@@ -295,22 +307,49 @@ async fn an_operator_steps_into_a_live_conversation_in_chromium() {
     .await;
     assert_eq!(mode_of(&app, &id).await, "assistant");
 
-    // At phone width the page fits the screen.
+    // At phone width every page fits the screen (tables scroll inside their box).
     page.set_window_size(390, 844).await.expect("phone width");
-    page.refresh().await.expect("reload");
-    wait_for_text(&page, "#person", "Sheena Nelson").await;
-    let fits = page
-        .execute(
-            "return document.documentElement.scrollWidth <= window.innerWidth;",
-            vec![],
-        )
-        .await
-        .expect("widths");
-    assert_eq!(fits, json!(true), "no sideways scrolling at phone width");
-    looked_at(&page, &app, "04-conversation-phone").await;
+    let conversation_url = page.current_url().await.expect("url").to_string();
+    for (path, shot) in [
+        (conversation_url.as_str(), "04-conversation-phone"),
+        (
+            &format!("{}/console/conversations", app.address),
+            "04-conversations-phone",
+        ),
+        (&format!("{}/console/flows", app.address), "04-flows-phone"),
+    ] {
+        page.goto(path).await.expect("page");
+        wait_for_text(&page, "h1", "").await;
+        let fits = page
+            .execute(
+                "return document.documentElement.scrollWidth <= window.innerWidth;",
+                vec![],
+            )
+            .await
+            .expect("widths");
+        assert_eq!(
+            fits,
+            json!(true),
+            "{shot}: no sideways scrolling at phone width"
+        );
+        looked_at(&page, &app, shot).await;
+    }
     page.set_window_size(1280, 900)
         .await
         .expect("desktop width");
+
+    // A flow waiting as a draft is cancelled from its page.
+    let sandbox = sandbox_with_template(&app, "Sandbox").await;
+    let campaign = campaign(&app, &sandbox, "Welcome", json!({})).await;
+    let people = people(&app, 3).await;
+    let flow = app
+        .created(
+            "/flows",
+            json!({"channelUid": sandbox, "campaignUid": campaign, "contactUids": people,
+                   "status": "draft", "description": "Winter promo"}),
+        )
+        .await;
+    let flow = flow["uid"].as_str().expect("uid").to_owned();
 
     // The other pages.
     for (link, heading, shot) in [
@@ -328,18 +367,22 @@ async fn an_operator_steps_into_a_live_conversation_in_chromium() {
         looked_at(&page, &app, shot).await;
     }
     wait_for_text(&page, "table.channels", "Main line").await;
-
-    // Every control has a label a screen reader can say.
-    let unlabelled = page
-        .execute(
-            "return [...document.querySelectorAll('input:not([type=hidden]), select, textarea')]\
-               .filter(e => !(e.labels && e.labels.length) && !e.getAttribute('aria-label'))\
-               .map(e => e.outerHTML);",
-            vec![],
-        )
+    page.find(Locator::LinkText("Flows"))
         .await
-        .expect("controls");
-    assert_eq!(unlabelled, json!([]));
+        .expect("nav link")
+        .click()
+        .await
+        .expect("follow");
+    wait_for_text(&page, "#flow-rows", "Winter promo").await;
+    click(
+        &page,
+        &format!("form[action='/console/flows/{flow}/cancel'] button"),
+    )
+    .await;
+    wait_for_text(&page, "#notice", "The flow is cancelled").await;
+    wait_for_text(&page, "#flow-rows", "cancelled").await;
+    let record = expect_status(app.get(&format!("/flows/{flow}")).await, 200).await;
+    assert_eq!(record["data"]["status"], "cancelled");
 
     // Sign out.
     click(&page, "#sign-out").await;
