@@ -15,6 +15,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::serve::ListenerExt;
 use hmac::{Hmac, KeyInit, Mac};
 use serde_json::{Value, json};
 use sha2::Sha256;
@@ -126,6 +127,10 @@ impl FakeGraph {
         let addr = listener.local_addr().expect("bound address");
         let (tx, rx) = oneshot::channel::<()>();
         tokio::spawn(async move {
+            // Each answer leaves at once (no Nagle wait behind a delayed ACK of its head).
+            let listener = listener.tap_io(|tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
             let _ = axum::serve(listener, app)
                 .with_graceful_shutdown(async {
                     let _ = rx.await;

@@ -19,6 +19,7 @@ use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::serve::ListenerExt;
 use rmcp::ServerHandler;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, DiscoverResult,
@@ -189,6 +190,10 @@ impl FakeMcp {
         let addr = listener.local_addr().expect("bound address");
         let (tx, rx) = oneshot::channel::<()>();
         tokio::spawn(async move {
+            // Each answer leaves at once (no Nagle wait behind a delayed ACK of its head).
+            let listener = listener.tap_io(|tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
             let _ = axum::serve(listener, app)
                 .with_graceful_shutdown(async {
                     let _ = rx.await;

@@ -16,6 +16,7 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use axum::serve::ListenerExt;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tokio_stream::wrappers::ReceiverStream;
@@ -120,6 +121,10 @@ impl FakeModel {
         let addr = listener.local_addr().expect("bound address");
         let (tx, rx) = oneshot::channel::<()>();
         tokio::spawn(async move {
+            // Each answer leaves at once (no Nagle wait behind a delayed ACK of its head).
+            let listener = listener.tap_io(|tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
             let _ = axum::serve(listener, app)
                 .with_graceful_shutdown(async {
                     let _ = rx.await;

@@ -20,8 +20,12 @@
 //! The idle timeout must outlast the turns (an identity forgotten before the measurement is
 //! not held); the report says how many were held when measured.
 //!
-//! Run: `cargo run --release -p parley-benches --bin idle_identities -- [identities] [idle_secs]`
-//! (defaults 100000 and 300).
+//! With `--inbound` each person writes once to the sandbox channel instead (the WhatsApp path:
+//! the stored event, the inbound worker, the turn, the outbox), as a new person Parley has not
+//! seen before: what a channel's memory grows by per person it ever heard from.
+//!
+//! Run: `cargo run --release -p parley-benches --bin idle_identities -- [identities] [idle_secs]
+//! [--inbound]` (defaults 100000 and 300).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -41,7 +45,9 @@ const BATCH: usize = 1_000;
 const KEPT_MESSAGES: u64 = 2;
 
 fn main() -> anyhow::Result<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let inbound = args.iter().any(|a| a == "--inbound");
+    args.retain(|a| a != "--inbound");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -56,10 +62,27 @@ fn main() -> anyhow::Result<()> {
         .get(1)
         .map_or(Ok(300), |a| a.parse())
         .context("idle_secs")?;
-    runtime.block_on(run(identities, idle_secs))
+    runtime.block_on(run(identities, idle_secs, inbound))
 }
 
-async fn run(identities: usize, idle_secs: u64) -> anyhow::Result<()> {
+/// How the people reach Parley.
+#[derive(Clone, Copy)]
+enum Path {
+    /// A chat turn over HTTP, for an identity stored beforehand.
+    Chat,
+    /// A WhatsApp message to the sandbox channel from a number Parley has not seen.
+    Inbound,
+}
+
+/// One person of the run.
+#[derive(Clone)]
+enum Person {
+    Stored(Uuid),
+    Phone(String),
+}
+
+async fn run(identities: usize, idle_secs: u64, inbound: bool) -> anyhow::Result<()> {
+    let path = if inbound { Path::Inbound } else { Path::Chat };
     let mut rest = Duration::ZERO;
     let mut warm = (0, 0);
     let server = BenchServer::start(|settings| {
@@ -78,20 +101,31 @@ async fn run(identities: usize, idle_secs: u64) -> anyhow::Result<()> {
         )
         .await?;
     let channel: Uuid = channel.parse()?;
-    let people = store_identities(&server, identities).await?;
+    let people: Vec<Person> = match path {
+        Path::Chat => store_identities(&server, identities)
+            .await?
+            .into_iter()
+            .map(Person::Stored)
+            .collect(),
+        Path::Inbound => (0..identities)
+            .map(|n| Person::Phone(format!("+1555{n:07}")))
+            .collect(),
+    };
 
     // One person's turn first, so that what every turn shares (pools, clients, caches of the
     // channel and the workspace) is in the starting figure.
-    chat(&server, people[0], channel).await?;
+    turn(&server, &people[0], channel).await?;
+    replies(&server, path, channel, 1).await?;
     heap::count();
     let rss_before = memory_kib("VmRSS");
     let started = Instant::now();
-    let results: Vec<anyhow::Result<()>> = futures_util::stream::iter(people[1..].iter().copied())
-        .map(|person| chat(&server, person, channel))
+    let results: Vec<anyhow::Result<()>> = futures_util::stream::iter(people[1..].iter())
+        .map(|person| turn(&server, person, channel))
         .buffer_unordered(CONCURRENCY)
         .collect()
         .await;
     results.into_iter().collect::<anyhow::Result<()>>()?;
+    replies(&server, path, channel, identities).await?;
     let turns_took = started.elapsed();
     let last_turn = Instant::now();
     let just_after = held(&server).await?;
@@ -112,7 +146,20 @@ async fn run(identities: usize, idle_secs: u64) -> anyhow::Result<()> {
     let rss_rested = memory_kib("VmRSS");
     let heap_rested = heap::held();
 
-    let baseline = run_baseline_child(&server, people[0], channel, identities).await?;
+    let first = match &people[0] {
+        Person::Stored(id) => *id,
+        Person::Phone(phone) => server
+            .send(
+                reqwest::Method::GET,
+                &format!("/identity/{phone}"),
+                &json!({}),
+            )
+            .await?["data"]["id"]
+            .as_str()
+            .context("the first person's id")?
+            .parse()?,
+    };
+    let baseline = run_baseline_child(&server, first, channel, identities).await?;
 
     let idle_deadline = last_turn + Duration::from_secs(idle_secs);
     let forgotten = wait_until_forgotten(&server, idle_deadline).await?;
@@ -133,7 +180,11 @@ async fn run(identities: usize, idle_secs: u64) -> anyhow::Result<()> {
     let per_live = grown(rss_live, &just_after);
     let per_rested = grown(rss_rested, &rested);
     println!(
-        "idle_identities: {identities} identities, one turn each ({CONCURRENCY} at a time, {:.1} s, {:.0} turns/s), rest after {} ms ({} ms past {} live), database {}",
+        "idle_identities: {identities} identities, one turn each {} ({CONCURRENCY} at a time, {:.1} s, {:.0} turns/s), rest after {} ms ({} ms past {} live), database {}",
+        match path {
+            Path::Chat => "over the chat endpoint",
+            Path::Inbound => "as new WhatsApp senders to the sandbox channel",
+        },
         turns_took.as_secs_f64(),
         identities as f64 / turns_took.as_secs_f64(),
         rest.as_millis(),
@@ -222,14 +273,57 @@ async fn store_identities(server: &BenchServer, count: usize) -> anyhow::Result<
     Ok(people)
 }
 
-async fn chat(server: &BenchServer, person: Uuid, channel: Uuid) -> anyhow::Result<()> {
-    server
-        .post(
-            &format!("/conversation/{person}/chat/{channel}"),
-            &json!({"message": "hello"}),
-        )
-        .await
-        .map(drop)
+/// One person's message: a chat turn (answered when it returns), or a WhatsApp message
+/// (stored when it returns; answered behind it).
+async fn turn(server: &BenchServer, person: &Person, channel: Uuid) -> anyhow::Result<()> {
+    match person {
+        Person::Stored(id) => server
+            .post(
+                &format!("/conversation/{id}/chat/{channel}"),
+                &json!({"message": "hello"}),
+            )
+            .await
+            .map(drop),
+        Person::Phone(phone) => server
+            .post(
+                &format!("/channels/{channel}/sandbox/inbound"),
+                &json!({"from": phone, "name": "New person", "text": "hello"}),
+            )
+            .await
+            .map(drop),
+    }
+}
+
+/// Waits until the sandbox channel has sent `count` replies (the inbound path answers behind
+/// the posts); a chat turn was answered when it returned.
+async fn replies(
+    server: &BenchServer,
+    path: Path,
+    channel: Uuid,
+    count: usize,
+) -> anyhow::Result<()> {
+    if matches!(path, Path::Chat) {
+        return Ok(());
+    }
+    let give_up = Instant::now() + Duration::from_secs(1_800);
+    loop {
+        let outbox = server
+            .send(
+                reqwest::Method::GET,
+                &format!("/channels/{channel}/sandbox/outbox?limit=1"),
+                &json!({}),
+            )
+            .await?;
+        let sent = outbox["pagination"]["total"].as_u64().unwrap_or(0);
+        if usize::try_from(sent)? >= count {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            Instant::now() < give_up,
+            "only {sent} of {count} replies sent"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// What Parley holds of the identities: live actors and resting caches.
