@@ -250,6 +250,32 @@ pub async fn store_message(
         .await
 }
 
+/// Appends `messages` (each with the time it happened) to `conversation` in one transaction,
+/// committed by the database's writer with other writes: a tool round's request and its
+/// results, which the history must hold together or not at all.
+///
+/// # Errors
+/// As [`append_message`]; nothing is stored then.
+pub async fn store_messages(
+    writer: &GroupCommit,
+    conversation: &conversation::Model,
+    messages: Vec<(NewMessage, DateTime<Utc>)>,
+) -> Result<Vec<message::Model>> {
+    let conversation = conversation.clone();
+    writer
+        .write_atomic(move |db| {
+            let (conversation, messages) = (conversation.clone(), messages.clone());
+            Box::pin(async move {
+                let mut stored = Vec::with_capacity(messages.len());
+                for (new, at) in messages {
+                    stored.push(append_message(db, &conversation, new, at).await?);
+                }
+                Ok(stored)
+            })
+        })
+        .await
+}
+
 /// Appends a message to `conversation`. Its `last_message_at` moves to `now` in the same
 /// statement: the database's trigger `messages_touch_conversation` keeps it (one round trip,
 /// and one commit, per stored message).

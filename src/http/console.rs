@@ -19,6 +19,8 @@ mod session;
 mod sign_in;
 mod view;
 
+use std::future::Future;
+
 use askama::Template;
 use axum::Router;
 use axum::body::Bytes;
@@ -31,6 +33,7 @@ use serde::de::DeserializeOwned;
 
 use crate::http::AppState;
 use crate::http::error::ApiError;
+use crate::http::validation::parse_uuid;
 use parley_persistence::entities::channel;
 use parley_persistence::{Page, channels};
 
@@ -116,6 +119,25 @@ async fn workspace_channels(
         limit: 1000,
     };
     Ok(channels::list(&state.db, workspace_id, page).await?.items)
+}
+
+/// The workspace's row named by the path segment `raw` (`field` in a 400 when it is not an id),
+/// read by `read`; a 404 naming `what` when there is none.
+async fn named<T, F, Fut>(
+    console: &Console,
+    raw: &str,
+    field: &str,
+    what: &'static str,
+    read: F,
+) -> Result<T, Failure>
+where
+    F: FnOnce(uuid::Uuid) -> Fut,
+    Fut: Future<Output = Result<Option<T>, parley_persistence::PersistenceError>>,
+{
+    let id = parse_uuid(raw, field).map_err(|e| Failure::new(console, e))?;
+    read(id)
+        .await?
+        .ok_or_else(|| Failure::new(console, ApiError::NotFound(what)))
 }
 
 /// A template rendered to a page (a template that cannot render is a 500 like any other).

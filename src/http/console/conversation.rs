@@ -21,11 +21,11 @@ use crate::http::AppState;
 use crate::http::commands;
 use crate::http::error::ApiError;
 use crate::http::lookup::channel_of;
-use crate::http::validation::{Problems, optional_text, parse_uuid, text_field};
+use crate::http::validation::{Problems, optional_text, text_field};
 
 use super::session::Console;
-use super::view::{Shell, author, when};
-use super::{CarriesCsrf, Failure, Plain, acting, live, page, page_with, see_other};
+use super::view::{Done, Shell, author, when};
+use super::{CarriesCsrf, Failure, Plain, acting, live, named, page, page_with, see_other};
 
 /// Messages a conversation page shows (the newest).
 const SHOWN: u64 = 200;
@@ -94,16 +94,11 @@ struct MessagesFragment {
     live: Live,
 }
 
-#[derive(Debug, Deserialize)]
-struct DoneQuery {
-    done: Option<String>,
-}
-
 async fn conversation_page(
     State(state): State<AppState>,
     console: Console,
     Path(id): Path<String>,
-    Query(query): Query<DoneQuery>,
+    Query(query): Query<Done>,
 ) -> Result<Response, Failure> {
     let found = find(&state, &console, &id).await?;
     let shell = Shell::new(&console, "conversations").told(query.done.as_deref(), DONE);
@@ -140,10 +135,11 @@ async fn find(
     console: &Console,
     raw: &str,
 ) -> Result<conversation::Model, Failure> {
-    let id = parse_uuid(raw, "conversation_id").map_err(|e| Failure::new(console, e))?;
-    conversations::find(&state.db, console.caller.workspace_id, id)
-        .await?
-        .ok_or_else(|| Failure::new(console, ApiError::NotFound("Conversation")))
+    let workspace_id = console.caller.workspace_id;
+    named(console, raw, "conversation_id", "Conversation", |id| {
+        conversations::find(&state.db, workspace_id, id)
+    })
+    .await
 }
 
 /// The page of `found`, with `shell`'s notice or problem, answered with `status`.

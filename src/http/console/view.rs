@@ -47,6 +47,13 @@ impl Shell {
     }
 }
 
+/// The `done` of a page's address: which action just finished (its sentence comes from the
+/// page's own list, see [`Shell::told`]).
+#[derive(Debug, serde::Deserialize)]
+pub(super) struct Done {
+    pub(super) done: Option<String>,
+}
+
 /// A time as a page shows it: `2026-11-26 05:12 UTC`.
 pub(super) fn when(at: DateTime<Utc>) -> String {
     at.format("%Y-%m-%d %H:%M UTC").to_string()

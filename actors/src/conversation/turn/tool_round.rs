@@ -22,7 +22,9 @@ pub(super) struct ToolRound<'a> {
 }
 
 impl ToolRound<'_> {
-    /// Stores the model's request, runs each call, stores and hands back each result.
+    /// Runs each call the model asked for and hands its result back, then stores the request
+    /// and the results in one commit (each at the time it happened): the history holds a
+    /// request with its results or neither, and the calls do not wait for a write.
     pub(super) async fn run(
         self,
         completion: &Completion,
@@ -34,11 +36,11 @@ impl ToolRound<'_> {
             completion.content.clone(),
             parley_persistence::MessageStatus::Sent,
         );
+        request.id = Some(uuid::Uuid::now_v7());
         request.usage = serde_json::to_value(completion.usage).ok();
         request.tool_calls = Some(calls_json);
-        let stored =
-            conversations::append_message(db, self.conversation, request, clock::now()).await?;
-        self.context.wrote(&stored);
+        let mut written = Vec::with_capacity(1 + completion.tool_calls.len());
+        written.push((request, clock::now()));
         let content = (!completion.content.is_empty()).then(|| completion.content.clone());
         messages.push(ChatMessage::tool_request(
             content,
@@ -67,11 +69,9 @@ impl ToolRound<'_> {
                 || result["isError"] == Value::Bool(true);
             crate::measure::tool_call(source, !refused);
             let text = result.to_string();
-            let result_message = NewMessage::tool_result(call.id.clone(), text.clone());
-            let stored =
-                conversations::append_message(db, self.conversation, result_message, clock::now())
-                    .await?;
-            self.context.wrote(&stored);
+            let mut result_message = NewMessage::tool_result(call.id.clone(), text.clone());
+            result_message.id = Some(uuid::Uuid::now_v7());
+            written.push((result_message, clock::now()));
             messages.push(ChatMessage::tool_result(&call.id, text));
             records.push(ToolCallRecord {
                 name: call.function.name.clone(),
@@ -79,6 +79,10 @@ impl ToolRound<'_> {
                     .unwrap_or_else(|_| Value::String(call.function.arguments.clone())),
                 result,
             });
+        }
+        let writer = &self.deps.writer;
+        for stored in conversations::store_messages(writer, self.conversation, written).await? {
+            self.context.wrote(&stored);
         }
         Ok(records)
     }

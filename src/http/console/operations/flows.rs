@@ -8,17 +8,15 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use parley_persistence::flows::{self, FlowFilter};
 use parley_persistence::{FlowStatus, entities::flow};
-use serde::Deserialize;
 use uuid::Uuid;
 
 use crate::http::AppState;
 use crate::http::commands;
 use crate::http::error::ApiError;
-use crate::http::validation::parse_uuid;
 
 use super::super::session::Console;
-use super::super::view::{Shell, when};
-use super::super::{Failure, Plain, acting, page, page_with, see_other};
+use super::super::view::{Done, Shell, when};
+use super::super::{Failure, Plain, acting, named, page, page_with, see_other};
 use super::channel_names;
 
 /// Flows the page shows (the newest).
@@ -76,15 +74,10 @@ struct FlowRows {
     flows: Vec<FlowLine>,
 }
 
-#[derive(Debug, Deserialize)]
-struct DoneQuery {
-    done: Option<String>,
-}
-
 async fn flows_page(
     State(state): State<AppState>,
     console: Console,
-    Query(query): Query<DoneQuery>,
+    Query(query): Query<Done>,
 ) -> Result<Response, Failure> {
     let flows = lines(&state, &console).await?;
     let shell = Shell::new(&console, "flows").told(query.done.as_deref(), DONE);
@@ -160,8 +153,9 @@ async fn move_flow(
 }
 
 async fn find(state: &AppState, console: &Console, raw: &str) -> Result<flow::Model, Failure> {
-    let id = parse_uuid(raw, "uid").map_err(|e| Failure::new(console, e))?;
-    flows::find(&state.db, console.caller.workspace_id, id)
-        .await?
-        .ok_or_else(|| Failure::new(console, ApiError::NotFound("Flow")))
+    let workspace_id = console.caller.workspace_id;
+    named(console, raw, "uid", "Flow", |id| {
+        flows::find(&state.db, workspace_id, id)
+    })
+    .await
 }

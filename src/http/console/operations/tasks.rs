@@ -9,17 +9,14 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use parley_persistence::entities::scheduled_task;
 use parley_persistence::{Page, TaskStatus, scheduled_tasks};
-use serde::Deserialize;
 use uuid::Uuid;
 
 use crate::http::AppState;
 use crate::http::commands::{self, TaskMove};
-use crate::http::error::ApiError;
-use crate::http::validation::parse_uuid;
 
 use super::super::session::Console;
-use super::super::view::{Shell, when, when_or_dash};
-use super::super::{Failure, Plain, acting, page, see_other};
+use super::super::view::{Done, Shell, when, when_or_dash};
+use super::super::{Failure, Plain, acting, named, page, see_other};
 
 /// Tasks, and runs of one task, a page shows.
 const SHOWN: u64 = 100;
@@ -98,11 +95,6 @@ struct TaskPage {
     runs: Vec<RunLine>,
 }
 
-#[derive(Debug, Deserialize)]
-struct DoneQuery {
-    done: Option<String>,
-}
-
 const FIRST: Page = Page {
     page: 1,
     limit: SHOWN,
@@ -111,7 +103,7 @@ const FIRST: Page = Page {
 async fn tasks_page(
     State(state): State<AppState>,
     console: Console,
-    Query(query): Query<DoneQuery>,
+    Query(query): Query<Done>,
 ) -> Result<Response, Failure> {
     let tasks = scheduled_tasks::list(&state.db, console.caller.workspace_id, FIRST)
         .await?
@@ -127,7 +119,7 @@ async fn task_page(
     State(state): State<AppState>,
     console: Console,
     Path(id): Path<String>,
-    Query(query): Query<DoneQuery>,
+    Query(query): Query<Done>,
 ) -> Result<Response, Failure> {
     let found = find(&state, &console, &id).await?;
     let shell = Shell::new(&console, "tasks").told(query.done.as_deref(), DONE);
@@ -207,8 +199,9 @@ async fn find(
     console: &Console,
     raw: &str,
 ) -> Result<scheduled_task::Model, Failure> {
-    let id = parse_uuid(raw, "id").map_err(|e| Failure::new(console, e))?;
-    scheduled_tasks::find(&state.db, console.caller.workspace_id, id)
-        .await?
-        .ok_or_else(|| Failure::new(console, ApiError::NotFound("Scheduled task")))
+    let workspace_id = console.caller.workspace_id;
+    named(console, raw, "id", "Scheduled task", |id| {
+        scheduled_tasks::find(&state.db, workspace_id, id)
+    })
+    .await
 }
