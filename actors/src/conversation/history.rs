@@ -61,7 +61,7 @@ impl KeptHistory {
     pub(crate) fn loaded(conversation_id: uuid::Uuid, messages: Vec<message::Model>) -> Self {
         Self {
             conversation_id,
-            messages,
+            messages: messages.into_iter().map(lean).collect(),
             unread_since: None,
         }
     }
@@ -89,7 +89,7 @@ impl KeptHistory {
 
     /// Adds a message this actor stored.
     pub(crate) fn push(&mut self, stored: &message::Model) {
-        self.merge(vec![stored.clone()]);
+        self.merge(vec![lean(stored.clone())]);
     }
 
     /// Adds what is not kept yet, keeping time order.
@@ -97,6 +97,7 @@ impl KeptHistory {
         let fresh: Vec<message::Model> = newer
             .into_iter()
             .filter(|m| !self.messages.iter().rev().any(|k| k.id == m.id))
+            .map(lean)
             .collect();
         if fresh.is_empty() {
             return;
@@ -118,6 +119,19 @@ impl KeptHistory {
         let from = start_of_last_turns(&self.messages, turns.max(1));
         self.messages.drain(..from);
     }
+}
+
+/// `m` as the history keeps it: what the prompt and the keeping read (id, role, content, tool
+/// calls, time, conversation), without what only the table needs (the wire payload, token
+/// usage, metadata, Meta's id and error). A resting identity holds its history for as long as
+/// it is remembered, so every byte here is multiplied by the people a server has heard from.
+fn lean(mut m: message::Model) -> message::Model {
+    m.outbound = None;
+    m.usage = None;
+    m.metadata = None;
+    m.error = None;
+    m.platform_message_id = None;
+    m
 }
 
 fn to_chat(m: &message::Model) -> Option<ChatMessage> {

@@ -108,7 +108,7 @@ async fn run(identities: usize, idle_secs: u64, inbound: bool) -> anyhow::Result
             .map(Person::Stored)
             .collect(),
         Path::Inbound => (0..identities)
-            .map(|n| Person::Phone(format!("+1555{n:07}")))
+            .map(|n| Person::Phone(format!("+35191{n:07}")))
             .collect(),
     };
 
@@ -448,7 +448,20 @@ async fn baseline_child(args: &[String]) -> anyhow::Result<()> {
     let conversation = conversations::latest_for(&db, person, channel)
         .await?
         .context("the bench's conversation")?;
-    let history = conversations::recent_messages(&db, conversation.id, KEPT_MESSAGES).await?;
+    // As the actor keeps them: without what only the table needs (the wire payload, usage,
+    // metadata, Meta's id and error).
+    let history: Vec<_> = conversations::recent_messages(&db, conversation.id, KEPT_MESSAGES)
+        .await?
+        .into_iter()
+        .map(|mut m| {
+            m.outbound = None;
+            m.usage = None;
+            m.metadata = None;
+            m.error = None;
+            m.platform_message_id = None;
+            m
+        })
+        .collect();
     db.close().await?;
     let state = (identity, remembered, conversation, history);
 
