@@ -171,8 +171,8 @@ impl Actor for ChannelActor {
     }
 }
 
-/// Checks what can be checked without Meta, then sends: the sandbox records at once, a live
-/// number hands the send to a job so that sends run concurrently while the limits pace them.
+/// Checks what can be checked without Meta, then hands the send to a job so that a channel's
+/// sends run concurrently: the sandbox records at once, a live number's limits pace its jobs.
 async fn send(
     state: &ChannelState,
     myself: &ActorRef<ChannelMsg>,
@@ -200,7 +200,11 @@ async fn send(
         }
     };
     let Some(token) = token else {
-        let _ = reply.send(job.record_sandbox().await);
+        // Recorded beside the actor, like a live send: the channel's other sends do not wait
+        // for this one's writes (in the actor, a busy sandbox number answered ~370 a second).
+        tokio::spawn(async move {
+            let _ = reply.send(job.record_sandbox().await);
+        });
         return;
     };
     let live = send_job::LiveSend {

@@ -111,6 +111,7 @@ pub(crate) async fn process(
 }
 
 /// Sends the turn's stored reply.
+#[tracing::instrument(name = "deliver", level = "debug", skip_all)]
 async fn deliver(outbox: &Outbox, outcome: TurnOutcome) -> Processed {
     let reply_id = outcome.message_id;
     match outcome.deliver(outbox).await {

@@ -37,6 +37,7 @@ pub async fn find_or_create_by_phone(
 ///
 /// # Errors
 /// Fails on a database error.
+#[tracing::instrument(name = "find_or_create_person", level = "debug", skip_all)]
 pub async fn find_or_create(
     db: &DatabaseConnection,
     writer: &GroupCommit,

@@ -443,6 +443,7 @@ impl Conversations {
             .await
     }
 
+    #[tracing::instrument(name = "ask_turn", level = "debug", skip_all)]
     async fn run_turn(
         &self,
         key: ConversationKey,

@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use futures_util::StreamExt;
-use parley_benches::{BenchServer, heap, memory_kib};
+use parley_benches::{BenchServer, SpanTimes, heap, memory_kib};
 use parley_persistence::identities::{self, NewIdentity};
 use parley_persistence::{TransactionTrait, clock, conversations, memory};
 use serde_json::json;
@@ -83,6 +83,9 @@ enum Person {
 
 async fn run(identities: usize, idle_secs: u64, inbound: bool) -> anyhow::Result<()> {
     let path = if inbound { Path::Inbound } else { Path::Chat };
+    // Where a turn's time goes, with `PARLEY_BENCH_SPANS` (its memory figures then count the
+    // spans' bookkeeping too).
+    let spans = SpanTimes::install();
     let mut rest = Duration::ZERO;
     let mut warm = (0, 0);
     let server = BenchServer::start(|settings| {
@@ -127,6 +130,9 @@ async fn run(identities: usize, idle_secs: u64, inbound: bool) -> anyhow::Result
     results.into_iter().collect::<anyhow::Result<()>>()?;
     replies(&server, path, channel, identities).await?;
     let turns_took = started.elapsed();
+    if let Some(spans) = &spans {
+        spans.print(identities);
+    }
     let last_turn = Instant::now();
     let just_after = held(&server).await?;
     let rss_live = memory_kib("VmRSS");
