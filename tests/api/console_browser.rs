@@ -204,6 +204,19 @@ async fn click(page: &Client, css: &str) {
         .unwrap_or_else(|e| panic!("clicking {css}: {e}"));
 }
 
+/// Clicks `css` inside a region htmx may swap at any moment (a live list): found and clicked in
+/// one step in the page, so the element cannot go stale between the two.
+async fn click_live(page: &Client, css: &str) {
+    let clicked = page
+        .execute(
+            "const e = document.querySelector(arguments[0]); if (e) { e.click(); } return !!e;",
+            vec![json!(css)],
+        )
+        .await
+        .unwrap_or_else(|e| panic!("clicking {css}: {e}"));
+    assert_eq!(clicked, json!(true), "nothing matches {css}");
+}
+
 async fn type_into(page: &Client, css: &str, text: &str) {
     page.find(Locator::Css(css))
         .await
@@ -255,7 +268,7 @@ async fn an_operator_steps_into_a_live_conversation_in_chromium() {
     looked_at(&page, &app, "02-conversations").await;
 
     // Open it, hand it over.
-    click(&page, "li.conversation a").await;
+    click_live(&page, "li.conversation a").await;
     wait_for_text(&page, "#person", "Sheena Nelson").await;
     wait_for_text(&page, "#messages", "Where is my order?").await;
     let id = page
