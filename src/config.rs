@@ -2,9 +2,10 @@
 //! variables, then command-line flags; each layer overrides the one before.
 //!
 //! Settings are grouped in sections (`[server]`, `[database]`, `[log]`, `[llm]`,
-//! `[whatsapp]`, `[actors]`, `[mcp]`, `[egress]`); the environment keeps flat names (`PARLEY_LLM_BASE_URL` is
+//! `[whatsapp]`, `[actors]`, `[mcp]`, `[egress]`, `[cluster]`); the environment keeps flat names (`PARLEY_LLM_BASE_URL` is
 //! `llm.base_url`, `PARLEY_BIND` is `server.bind`), mapped in [`env_key`].
 
+mod cluster;
 mod deps;
 mod sections;
 
@@ -16,6 +17,7 @@ use figment::providers::{Env, Format, Serialized, Toml};
 use figment::value::Uncased;
 use serde::{Deserialize, Serialize};
 
+pub use self::cluster::{ClusterConfig, MIN_SECRET_LEN};
 pub use self::sections::{
     ActorSettings, DatabaseSettings, EgressConfig, LlmSettings, LogSettings, McpConfig, Secret,
     ServerSettings, WhatsAppSettings,
@@ -57,6 +59,8 @@ pub struct Settings {
     pub mcp: McpConfig,
     /// Where tenant URLs may lead.
     pub egress: EgressConfig,
+    /// Several nodes on one PostgreSQL database.
+    pub cluster: ClusterConfig,
 }
 
 impl Default for Settings {
@@ -72,6 +76,7 @@ impl Default for Settings {
             actors: ActorSettings::default(),
             mcp: McpConfig::default(),
             egress: EgressConfig::default(),
+            cluster: ClusterConfig::default(),
         }
     }
 }
@@ -129,9 +134,11 @@ fn env_key(flat: &str) -> String {
         "database_url" => return "database.url".to_owned(),
         "log" => return "log.filter".to_owned(),
         "log_format" => return "log.format".to_owned(),
+        "cluster" => return "cluster.enabled".to_owned(),
+        "node_url" => return "cluster.node_url".to_owned(),
         _ => {}
     }
-    for section in ["llm", "whatsapp", "mcp", "egress"] {
+    for section in ["llm", "whatsapp", "mcp", "egress", "cluster"] {
         if let Some(key) = flat.strip_prefix(section).and_then(|k| k.strip_prefix('_')) {
             return format!("{section}.{key}");
         }

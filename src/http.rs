@@ -13,6 +13,7 @@ pub(crate) use lookup::IdentityPaths;
 pub(crate) use webhooks::WebhookChannels;
 mod channels;
 mod chat;
+mod cluster;
 mod commands;
 mod console;
 mod conversations;
@@ -121,7 +122,8 @@ pub fn router(state: AppState) -> Router {
     let (routes, routed) = plain.merge(upstream_bound).split_for_parts();
     let routes = routes
         .merge(openapi::routes(openapi::document(routed)))
-        .merge(console::router());
+        .merge(console::router())
+        .merge(cluster::router());
     with_middleware(routes, body_limit).with_state(state)
 }
 

@@ -1,5 +1,7 @@
 //! Building the application from configuration and serving it until a shutdown signal.
 
+mod cluster;
+
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -19,6 +21,8 @@ use parley_actors::domain::SecretBox;
 pub struct Application {
     listener: TcpListener,
     state: AppState,
+    /// This node's place in a cluster (`None` on a single node).
+    membership: Option<Arc<parley_actors::runtime::Membership>>,
 }
 
 impl Application {
@@ -46,29 +50,37 @@ impl Application {
         }
         let secrets = Arc::new(secrets);
         warn_about_webhook_secret(&settings, &db).await?;
-        let actors = ActorRuntime::start(settings.runtime_deps(db.clone(), secrets.clone()))
+        let bind = settings.server.bind;
+        let listener = TcpListener::bind(bind)
+            .await
+            .with_context(|| format!("binding {bind}"))?;
+        let (ownership, membership) = cluster::join(&settings, &db, listener.local_addr()?).await?;
+        let deps = settings.runtime_deps(db.clone(), secrets.clone(), ownership);
+        let actors = ActorRuntime::start(deps)
             .await
             .context("starting the actor runtime")?;
         let actors = Arc::new(actors);
+        if let Some(membership) = &membership {
+            membership.run(actors.clone());
+        }
         let identity_paths = crate::http::IdentityPaths::default();
         let webhook_channels = crate::http::WebhookChannels::default();
+        let known_keys = crate::http::KnownKeys::default();
+        actors.changes().listen(Arc::new(known_keys.clone()));
         actors.changes().listen(Arc::new(identity_paths.clone()));
         actors.changes().listen(Arc::new(webhook_channels.clone()));
         actors
             .resume()
             .await
             .context("resuming outbound messages left at the last stop")?;
-        let bind = settings.server.bind;
-        let listener = TcpListener::bind(bind)
-            .await
-            .with_context(|| format!("binding {bind}"))?;
         Ok(Self {
+            membership,
             listener,
             state: AppState {
                 auth_failures: crate::http::AuthFailures::new(
                     settings.server.auth_failures_per_minute,
                 ),
-                known_keys: crate::http::KnownKeys::default(),
+                known_keys,
                 console: crate::http::ConsoleSessions::new(
                     Duration::from_secs(settings.server.console_session_idle_secs),
                     Duration::from_secs(settings.server.console_session_max_secs),
@@ -101,7 +113,11 @@ impl Application {
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
-        let Self { listener, state } = self;
+        let Self {
+            listener,
+            state,
+            membership,
+        } = self;
         let server = &state.settings.server;
         let grace = Duration::from_secs(server.shutdown_timeout_secs);
         let limits = ConnectionLimits {
@@ -115,7 +131,16 @@ impl Application {
         tracing::info!(%addr, "listening");
         let checkpoints = tokio::spawn(checkpoint_every(state.db.clone(), WAL_CHECKPOINT_EVERY));
         serve(listener, router(state.clone()), limits, shutdown, grace).await;
+        if let Some(membership) = &membership
+            && let Err(error) = membership.drain().await
+        {
+            tracing::warn!(%error, "could not mark this node as leaving");
+        }
         state.actors.shutdown(grace).await;
+        // The actors have stopped: the partitions are free for the others at once.
+        if let Some(membership) = &membership {
+            membership.leave().await;
+        }
         checkpoints.abort();
         if let Err(error) = state.db.close_by_ref().await {
             tracing::warn!(%error, "closing the database");

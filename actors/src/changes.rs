@@ -19,8 +19,11 @@ use std::sync::{Arc, RwLock};
 
 use uuid::Uuid;
 
+use crate::cluster::{Ownership, Topic};
+
 /// A change to something live actors may hold in memory.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case", tag = "change")]
 pub enum Change {
     /// An identity, its stage, contact points or memory changed (or it was deleted or merged).
     Identity {
@@ -63,6 +66,13 @@ pub enum Change {
         /// When the first of them was stored.
         since: chrono::DateTime<chrono::Utc>,
     },
+    /// An API key was revoked: whoever remembers it forgets it.
+    KeyRevoked {
+        /// Its workspace.
+        workspace_id: i64,
+        /// The key.
+        key_id: Uuid,
+    },
 }
 
 impl Change {
@@ -74,6 +84,7 @@ impl Change {
             | Self::Channel { workspace_id, .. }
             | Self::ChannelDeleted { workspace_id, .. }
             | Self::Assistants { workspace_id }
+            | Self::KeyRevoked { workspace_id, .. }
             | Self::Messages { workspace_id, .. } => *workspace_id,
         }
     }
@@ -88,11 +99,14 @@ pub trait Listener: Send + Sync {
 }
 
 /// Tells every [`Listener`] of a change; cheap to clone. The one place writes announce what
-/// they changed, so a writer never needs to know who caches what.
+/// they changed, so a writer never needs to know who caches what. On a cluster each change is
+/// also published to the other nodes (`pg_notify`), whose listeners hear it the same way.
 #[derive(Clone, Default)]
 pub struct Announcer {
     /// Written at start-up as listeners join, read for every change.
     listeners: Arc<RwLock<Vec<Arc<dyn Listener>>>>,
+    /// Publishes changes to the other nodes of a cluster.
+    ownership: Ownership,
 }
 
 impl std::fmt::Debug for Announcer {
@@ -102,6 +116,14 @@ impl std::fmt::Debug for Announcer {
 }
 
 impl Announcer {
+    /// An announcer that also tells the other nodes of `ownership`'s cluster.
+    pub fn new(ownership: Ownership) -> Self {
+        Self {
+            listeners: Arc::default(),
+            ownership,
+        }
+    }
+
     /// Adds `listener`; it hears every change announced from now on.
     pub fn listen(&self, listener: Arc<dyn Listener>) {
         match self.listeners.write() {
@@ -110,8 +132,27 @@ impl Announcer {
         }
     }
 
-    /// Tells every listener that `change` happened; call it once the write has committed.
+    /// Tells every listener that `change` happened (and, on a cluster, every other node);
+    /// call it once the write has committed.
     pub fn announce(&self, change: &Change) {
+        self.tell_here(change);
+        if !self.ownership.is_clustered() {
+            return;
+        }
+        // Messages stored for an identity matter only to its owner's actor.
+        if let Change::Messages { identity_id, .. } = change
+            && self.ownership.owns(*identity_id)
+        {
+            return;
+        }
+        match serde_json::to_string(change) {
+            Ok(json) => self.ownership.tell(Topic::Change, json),
+            Err(error) => tracing::warn!(%error, "a change could not be published"),
+        }
+    }
+
+    /// Tells this node's listeners of a change made on another node.
+    pub fn tell_here(&self, change: &Change) {
         let listeners = match self.listeners.read() {
             Ok(listeners) => listeners.clone(),
             Err(poisoned) => poisoned.into_inner().clone(),

@@ -8,6 +8,7 @@
 
 mod limits;
 pub mod registry;
+pub mod remote;
 mod sandbox;
 mod send_job;
 mod sending;
@@ -23,7 +24,7 @@ use serde_json::Value;
 use self::limits::Limits;
 pub use self::registry::Channels;
 use self::send_job::SendJob;
-pub use self::sending::{Accepted, SendError, SendRequest};
+pub use self::sending::{Accepted, SendAnswer, SendError, SendRequest};
 use crate::domain::SecretBox;
 use crate::tree::ActorPath;
 use crate::whatsapp::{GraphClient, GraphError, MetaError, OutboundContent, Outgoing};
@@ -60,6 +61,8 @@ pub struct ChannelDeps {
     pub settings: ChannelSettings,
     /// Events of what sends record (a message sent or failed).
     pub events: crate::events::Events,
+    /// Which channels this node owns (all, on a single node); claims carry its fence.
+    pub ownership: crate::cluster::Ownership,
 }
 
 /// Behaviour of a channel actor.
@@ -191,6 +194,7 @@ async fn send(
         },
         keep_when_unavailable: request.keep_when_unavailable,
         channel_retries: request.channel_retries,
+        ownership: state.deps.ownership.clone(),
     };
     let token = match admit(state, &request.outgoing).await {
         Ok(token) => token,

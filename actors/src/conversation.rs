@@ -10,6 +10,7 @@ mod context;
 mod handoff;
 mod history;
 pub mod registry;
+pub mod remote;
 mod request;
 mod route;
 mod shared;
@@ -94,6 +95,8 @@ pub struct ConversationDeps {
     pub announced: Arc<registry::Announced>,
     /// Events of what turns and handoffs write (a message received, a handoff).
     pub events: crate::events::Events,
+    /// Which identities (and everything else) this node owns: all, on a single node.
+    pub ownership: crate::cluster::Ownership,
 }
 
 /// Identifies a conversation actor: workspace and identity.

@@ -99,6 +99,8 @@ pub struct FlowDeps {
     /// When this process started: a recipient claimed before it and left `sending` was caught
     /// by a stop, and its message says what became of it.
     pub started_at: chrono::DateTime<chrono::Utc>,
+    /// Which flows this node owns; each recipient's claim carries its fence.
+    pub ownership: crate::cluster::Ownership,
 }
 
 /// Moves the flow recipient whose message `report` names to the report's status, when that is

@@ -4,7 +4,8 @@
 //! 1. Ground: [`tree`] (the actor tree's vocabulary: paths, supervisor kinds, the slots
 //!    handles are published in, a registry's bookkeeping), [`domain`] (values parsed once),
 //!    [`changes`] (what caches hold and how they hear of changes), [`measure`], and
-//!    [`remembered`] (values read once and remembered a while).
+//!    [`remembered`] (values read once and remembered a while), [`cluster`] (which partitions
+//!    this node owns, the fence its claims carry, and how the owner of the rest is reached).
 //! 2. Protocols, no actors: [`whatsapp`] (the Graph client, Meta's typed errors, the wire
 //!    form of a message, templates, inbound payloads), [`llm`], [`mcp`], and [`egress`] (where
 //!    URLs tenants give may lead).
@@ -22,6 +23,7 @@
 
 pub mod changes;
 pub mod channel;
+pub mod cluster;
 pub mod conversation;
 pub mod domain;
 pub mod egress;

@@ -45,6 +45,14 @@ pub const EVENT_DELIVERIES: &str = "parley_event_deliveries_total";
 pub const EVENT_BACKLOG: &str = "parley_event_deliveries_pending";
 /// Age of the oldest pending event webhook delivery.
 pub const EVENT_OLDEST: &str = "parley_event_delivery_oldest_pending_seconds";
+/// Partitions this node holds (a cluster member).
+pub const CLUSTER_PARTITIONS: &str = "parley_cluster_partitions_owned";
+/// Partitions this node took over, by how (`free`: nobody held it, `expired`: its holder's
+/// lease ran out, so the work it left is resumed as after a crash).
+pub const CLUSTER_TAKEOVERS: &str = "parley_cluster_takeovers_total";
+/// Requests and turns sent to the owning node, by kind (`http`, `turn`, `send`) and outcome
+/// (`ok`, `retried`, `error`).
+pub const CLUSTER_FORWARDS: &str = "parley_cluster_forwards_total";
 
 /// Gives every metric above its help text and unit; call once after installing a recorder.
 pub fn describe() {
@@ -56,6 +64,12 @@ pub fn describe() {
         "Time to the first token of a streamed model call"
     );
     describe_counter!(TURNS, "Conversation turns by origin and outcome");
+    describe_gauge!(CLUSTER_PARTITIONS, "Partitions this cluster node holds");
+    describe_counter!(CLUSTER_TAKEOVERS, "Partitions this node took over");
+    describe_counter!(
+        CLUSTER_FORWARDS,
+        "Requests and calls sent to the owning node"
+    );
     describe_histogram!(TURN_SECONDS, Unit::Seconds, "Time of a conversation turn");
     describe_counter!(TOOL_CALLS, "Tool calls by source and outcome");
     describe_counter!(
@@ -160,4 +174,22 @@ pub(crate) fn event_delivery(outcome: &'static str) {
 pub(crate) fn event_backlog(pending: u64, oldest_seconds: f64) {
     gauge!(EVENT_BACKLOG).set(pending as f64);
     gauge!(EVENT_OLDEST).set(oldest_seconds);
+}
+
+#[allow(clippy::cast_precision_loss)]
+pub(crate) fn cluster_partitions(held: usize) {
+    gauge!(CLUSTER_PARTITIONS).set(held as f64);
+}
+
+pub(crate) fn cluster_takeovers(how: &'static str, count: usize) {
+    counter!(CLUSTER_TAKEOVERS, "how" => how).increment(count as u64);
+}
+
+/// A request or call sent to the owning node (`kind`: `http`, `turn`, `send`).
+pub fn cluster_forward(kind: &'static str, ok: bool) {
+    counter!(CLUSTER_FORWARDS, "kind" => kind, "outcome" => outcome(ok)).increment(1);
+}
+
+pub(crate) fn cluster_not_owner_retry() {
+    counter!(CLUSTER_FORWARDS, "kind" => "any", "outcome" => "retried").increment(1);
 }

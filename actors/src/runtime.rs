@@ -13,7 +13,10 @@
 //! └── events          the worker delivering event webhooks
 //! ```
 
+mod cluster;
 mod root;
+
+pub use self::cluster::{ClusterSettings, Membership};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +26,7 @@ use parley_persistence::{
     DatabaseConnection, GroupCommit, MessageStatus, PersistenceError, deliveries,
 };
 use ractor::{ActorRef, call_t};
+use uuid::Uuid;
 
 use self::root::{Root, RootArgs, RootMsg, Slots};
 use crate::changes::Announcer;
@@ -168,6 +172,12 @@ impl ActorRuntime {
         &self.handles.reports
     }
 
+    /// Which partitions this node owns (everything, on a single node), and how the owners of
+    /// the rest are reached.
+    pub fn ownership(&self) -> &crate::cluster::Ownership {
+        self.handles.conversations.ownership()
+    }
+
     /// The MCP servers' client: listing tools for the API; turns use the same one.
     pub fn mcp(&self) -> Arc<McpHub> {
         self.mcp.clone()
@@ -214,24 +224,44 @@ impl ActorRuntime {
     /// # Errors
     /// Fails on a database error.
     pub async fn resume(&self) -> Result<(), PersistenceError> {
-        let interrupted = self.fail_interrupted().await?;
+        let ownership = self.ownership();
+        if !ownership.is_clustered() {
+            return self.resume_channels(None).await;
+        }
+        // A cluster node resumes the channels it owns; those it takes over later are
+        // resumed by the membership loop.
+        let ids = parley_persistence::channels::all_ids(&self.db).await?;
+        self.resume_channels(Some(ownership.keep_owned(ids, |id| *id)))
+            .await
+    }
+
+    /// Resumes the outbound side of `channels` (all, for `None`): messages caught mid-send
+    /// are failed `interrupted`, those pending are sent.
+    ///
+    /// # Errors
+    /// Fails on a database error.
+    pub async fn resume_channels(
+        &self,
+        channels: Option<Vec<Uuid>>,
+    ) -> Result<(), PersistenceError> {
+        let interrupted = self.fail_interrupted(channels.as_deref()).await?;
         if interrupted > 0 {
             tracing::warn!(
                 interrupted,
                 "outbound messages caught mid-send at the last stop were marked failed"
             );
         }
-        self.handles.outbox.resume_pending();
+        self.handles.outbox.resume_pending(channels);
         Ok(())
     }
 
-    /// Fails the messages a stop caught mid-send, each with its `message.failed` event, in
-    /// one transaction; answers how many.
-    async fn fail_interrupted(&self) -> Result<usize, PersistenceError> {
+    /// Fails the messages a stop caught mid-send (on `channels`, or all), each with its
+    /// `message.failed` event, in one transaction; answers how many.
+    async fn fail_interrupted(&self, channels: Option<&[Uuid]>) -> Result<usize, PersistenceError> {
         let events = &self.handles.events;
         let now = parley_persistence::clock::now();
         let txn = parley_persistence::begin_write(&self.db).await?;
-        let caught = deliveries::fail_interrupted(&txn).await?;
+        let caught = deliveries::fail_interrupted(&txn, channels).await?;
         let mut told = false;
         for message in &caught {
             let identity_id = crate::whatsapp::Outgoing::from_stored(message.outbound.as_ref())
@@ -351,12 +381,13 @@ impl ActorRuntime {
 fn wire(deps: &RuntimeDeps, slots: &Slots) -> (Handles, RootArgs) {
     let db = deps.conversations.db.clone();
     let settings = &deps.conversations.settings;
-    let changes = Announcer::default();
-    let channels = Channels::new(slots.channels.clone());
+    let changes = Announcer::new(deps.channels.ownership.clone());
+    let channels = Channels::new(slots.channels.clone(), deps.channels.ownership.clone());
     let conversations = Conversations::new(
         slots.conversations.clone(),
         settings.turn_timeout,
         deps.conversations.announced.clone(),
+        deps.conversations.ownership.clone(),
     );
     changes.listen(Arc::new(conversations.clone()));
     changes.listen(Arc::new(channels.clone()));
@@ -368,12 +399,13 @@ fn wire(deps: &RuntimeDeps, slots: &Slots) -> (Handles, RootArgs) {
         settings.idle_after,
         deps.conversations.events.clone(),
     );
-    let flows = Flows::new(slots.flows.clone(), db.clone());
+    let ownership = deps.channels.ownership.clone();
+    let flows = Flows::new(slots.flows.clone(), db.clone(), ownership.clone());
     let store = Store::new(db.clone(), changes.clone(), deps.conversations.mcp.clone());
     let handles = Handles {
         conversations: conversations.clone(),
-        inbound: Inbound::new(slots.inbound.clone()),
-        scheduler: Scheduler::new(slots.scheduler.clone()),
+        inbound: Inbound::new(slots.inbound.clone(), ownership.clone()),
+        scheduler: Scheduler::new(slots.scheduler.clone(), ownership.clone()),
         reports: Reports::start(
             db.clone(),
             Arc::new(flows.clone()),
@@ -402,6 +434,7 @@ fn wire(deps: &RuntimeDeps, slots: &Slots) -> (Handles, RootArgs) {
             db: db.clone(),
             outbox: outbox.clone(),
             started_at: parley_persistence::clock::now(),
+            ownership,
         },
         flows_handle: flows.clone(),
         tasks: TaskDeps {

@@ -62,6 +62,7 @@ pub(crate) async fn deps() -> (ConversationDeps, tempfile::TempDir, FakeModel) {
         },
         announced: std::sync::Arc::default(),
         events: crate::events::Events::default(),
+        ownership: crate::cluster::Ownership::single(),
     };
     (deps, dir, model)
 }
@@ -90,6 +91,7 @@ pub(crate) fn channel_deps(deps: &ConversationDeps) -> crate::channel::ChannelDe
             public_url: None,
         },
         events: deps.events.clone(),
+        ownership: deps.ownership.clone(),
     }
 }
 
@@ -109,6 +111,7 @@ pub(crate) async fn runtime_deps() -> (RuntimeDeps, tempfile::TempDir, FakeModel
             ),
             events: conversations.events.clone(),
             settings: crate::events::delivery::EventSettings::default(),
+            ownership: crate::cluster::Ownership::single(),
         },
         conversations,
         channels,

@@ -19,6 +19,7 @@ mod m20261125_000011_one_open_conversation;
 mod m20261125_000012_campaigns_kept;
 mod m20261126_000013_handoff;
 mod m20261126_000014_event_webhooks;
+mod m20261126_000015_cluster;
 
 /// Applies Parley's migrations in order; `parley serve` and `parley migrate` run it.
 #[derive(Debug)]
@@ -42,6 +43,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261125_000012_campaigns_kept::Migration),
             Box::new(m20261126_000013_handoff::Migration),
             Box::new(m20261126_000014_event_webhooks::Migration),
+            Box::new(m20261126_000015_cluster::Migration),
         ]
     }
 }

@@ -2,7 +2,8 @@
 
 use chrono::{DateTime, Utc};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
+    QuerySelect, Set,
 };
 use serde_json::Value;
 use uuid::Uuid;
@@ -261,7 +262,20 @@ pub async fn find_by_phone_number_id(
         .await?)
 }
 
-/// Every active channel, for start-up.
+/// The id of every channel, deleted ones included (their messages may still wait).
+///
+/// # Errors
+/// Fails on a database error.
+pub async fn all_ids(db: &impl ConnectionTrait) -> Result<Vec<Uuid>> {
+    Ok(channel::Entity::find()
+        .select_only()
+        .column(channel::Column::Id)
+        .into_tuple()
+        .all(db)
+        .await?)
+}
+
+/// Every active channel, of every workspace.
 ///
 /// # Errors
 /// Fails on a database error.

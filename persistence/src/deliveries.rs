@@ -7,6 +7,7 @@ use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder
 use serde_json::Value;
 use uuid::Uuid;
 
+use crate::cluster::{Fence, fenced};
 use crate::entities::{conversation, message};
 use crate::page::fetch_page;
 use crate::values::{Direction, FailureReason, MessageStatus, Role};
@@ -145,11 +146,15 @@ pub async fn pending_outbound(
     stored_before: DateTime<Utc>,
     after: Option<Uuid>,
     limit: u64,
+    channels: Option<&[Uuid]>,
 ) -> Result<Vec<message::Model>> {
     let mut query = message::Entity::find()
         .filter(message::Column::Status.eq(MessageStatus::Pending))
         .filter(message::Column::Direction.eq(Direction::Outbound))
         .filter(message::Column::CreatedAt.lt(stored_before));
+    if let Some(channels) = channels {
+        query = query.filter(message::Column::ChannelId.is_in(channels.iter().copied()));
+    }
     if let Some(after) = after {
         query = query.filter(message::Column::Id.gt(after));
     }
@@ -208,17 +213,21 @@ pub async fn outbound_of_channel(
 
 /// Takes a pending outbound message for one HTTP attempt: answers `true` when this caller
 /// moved it from `pending` to `sending`, `false` when it was not pending (someone else has it,
-/// or it was sent), so a message is attempted by one sender at a time.
+/// or it was sent, or `fence` no longer holds), so a message is attempted by one sender at a
+/// time, and only by the node holding its channel's partition.
 ///
 /// # Errors
 /// Fails on a database error.
-pub async fn claim(db: &impl ConnectionTrait, message_id: Uuid) -> Result<bool> {
-    let result = message::Entity::update_many()
+pub async fn claim(
+    db: &impl ConnectionTrait,
+    message_id: Uuid,
+    fence: Option<&Fence>,
+) -> Result<bool> {
+    let update = message::Entity::update_many()
         .col_expr(message::Column::Status, Expr::value(MessageStatus::Sending))
         .filter(message::Column::Id.eq(message_id))
-        .filter(message::Column::Status.eq(MessageStatus::Pending))
-        .exec(db)
-        .await?;
+        .filter(message::Column::Status.eq(MessageStatus::Pending));
+    let result = fenced(update, fence).exec(db).await?;
     Ok(result.rows_affected > 0)
 }
 
@@ -237,17 +246,22 @@ pub async fn release(db: &impl ConnectionTrait, message_id: Uuid) -> Result<()> 
     Ok(())
 }
 
-/// Marks replies left in flight by a stop as failed (`interrupted`): Meta may have accepted
-/// them, so they are not sent again. Answers them as they were (run it in a transaction to
+/// Marks replies left in flight by a stop (of `channels`, or of all) as failed
+/// (`interrupted`): Meta may have accepted them, so they are not sent again. Answers them as they were (run it in a transaction to
 /// answer exactly those it marked).
 ///
 /// # Errors
 /// Fails on a database error.
-pub async fn fail_interrupted(db: &impl ConnectionTrait) -> Result<Vec<message::Model>> {
-    let caught = message::Entity::find()
-        .filter(message::Column::Status.eq(MessageStatus::Sending))
-        .all(db)
-        .await?;
+pub async fn fail_interrupted(
+    db: &impl ConnectionTrait,
+    channels: Option<&[Uuid]>,
+) -> Result<Vec<message::Model>> {
+    let mut query =
+        message::Entity::find().filter(message::Column::Status.eq(MessageStatus::Sending));
+    if let Some(channels) = channels {
+        query = query.filter(message::Column::ChannelId.is_in(channels.iter().copied()));
+    }
+    let caught = query.all(db).await?;
     if caught.is_empty() {
         return Ok(caught);
     }

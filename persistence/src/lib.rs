@@ -9,6 +9,7 @@ pub mod assistants;
 pub mod campaigns;
 pub mod channels;
 pub mod clock;
+pub mod cluster;
 mod connection;
 pub mod conversations;
 pub mod deliveries;

@@ -11,6 +11,7 @@ use sea_orm::{
 use serde_json::Value;
 use uuid::Uuid;
 
+use crate::cluster::{Fence, fenced};
 use crate::entities::{scheduled_task, scheduled_task_run};
 use crate::page::fetch_page;
 use crate::values::{RunStatus, TaskStatus, TaskType};
@@ -155,8 +156,9 @@ pub async fn start_run(
     due_at: DateTime<Utc>,
     late: bool,
     now: DateTime<Utc>,
+    fence: Option<&Fence>,
 ) -> Result<Option<scheduled_task_run::Model>> {
-    let claimed = scheduled_task::Entity::update_many()
+    let update = scheduled_task::Entity::update_many()
         .col_expr(
             scheduled_task::Column::Status,
             Expr::value(TaskStatus::Running),
@@ -164,9 +166,8 @@ pub async fn start_run(
         .col_expr(scheduled_task::Column::UpdatedAt, Expr::value(now))
         .filter(scheduled_task::Column::Id.eq(id))
         .filter(scheduled_task::Column::Status.eq(TaskStatus::Scheduled))
-        .filter(scheduled_task::Column::NextRunAt.eq(due_at))
-        .exec(db)
-        .await?;
+        .filter(scheduled_task::Column::NextRunAt.eq(due_at));
+    let claimed = fenced(update, fence).exec(db).await?;
     if claimed.rows_affected == 0 {
         return Ok(None);
     }

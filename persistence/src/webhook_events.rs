@@ -78,7 +78,8 @@ pub async fn store(
 }
 
 /// Events waiting to be answered whose time has come (fresh ones, and failed attempts whose
-/// retry time has passed), oldest first.
+/// retry time has passed), oldest first; only those of `channels` when given (a cluster node
+/// answers the events of the channels it owns).
 ///
 /// # Errors
 /// Fails on a database error.
@@ -86,8 +87,13 @@ pub async fn due(
     db: &impl ConnectionTrait,
     now: DateTime<Utc>,
     limit: u64,
+    channels: Option<&[Uuid]>,
 ) -> Result<Vec<webhook_event::Model>> {
-    Ok(webhook_event::Entity::find()
+    let mut query = webhook_event::Entity::find();
+    if let Some(channels) = channels {
+        query = query.filter(webhook_event::Column::ChannelId.is_in(channels.iter().copied()));
+    }
+    Ok(query
         .filter(webhook_event::Column::Status.eq(EventStatus::Pending))
         .filter(
             Condition::any()

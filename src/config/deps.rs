@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parley_actors::channel::{ChannelDeps, ChannelSettings};
+use parley_actors::cluster::Ownership;
 use parley_actors::domain::SecretBox;
 use parley_actors::events::Events;
 use parley_actors::events::delivery::{DeliveryDeps, EventSettings};
@@ -18,7 +19,12 @@ use super::Settings;
 
 impl Settings {
     /// What the actor runtime needs from configuration.
-    pub fn runtime_deps(&self, db: DatabaseConnection, secrets: Arc<SecretBox>) -> RuntimeDeps {
+    pub fn runtime_deps(
+        &self,
+        db: DatabaseConnection,
+        secrets: Arc<SecretBox>,
+        ownership: Ownership,
+    ) -> RuntimeDeps {
         let actors = &self.actors;
         let writer = GroupCommit::start(db.clone());
         let events = Events::default();
@@ -31,11 +37,14 @@ impl Settings {
                 sweep: Duration::from_millis(actors.event_delivery_sweep_ms.max(10)),
                 ..EventSettings::default()
             },
+            ownership: ownership.clone(),
         };
         let mut conversations = self.conversation_deps(db.clone(), writer.clone(), secrets.clone());
         conversations.events = events.clone();
+        conversations.ownership = ownership.clone();
         let mut channels = self.channel_deps(db, writer, secrets);
         channels.events = events;
+        channels.ownership = ownership;
         RuntimeDeps {
             conversations,
             channels,
@@ -102,6 +111,7 @@ impl Settings {
             },
             announced: Arc::default(),
             events: Events::default(),
+            ownership: Ownership::single(),
         }
     }
 
@@ -129,6 +139,7 @@ impl Settings {
                 public_url: self.server.public_url.clone(),
             },
             events: Events::default(),
+            ownership: Ownership::single(),
         }
     }
 }

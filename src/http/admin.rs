@@ -37,13 +37,61 @@ pub(crate) struct ActorTree {
     root: String,
     /// `installation` for the operator, `workspace` for a workspace admin.
     scope: String,
-    /// The supervisors under the root.
+    /// The supervisors under the root (of the node that answered).
     supervisors: Vec<SupervisorRecord>,
+    /// On a cluster, for the operator: every node with the partitions it owns (absent on a
+    /// single node).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    nodes: Option<Vec<NodeRecord>>,
+}
+
+/// A node of the cluster.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub(crate) struct NodeRecord {
+    /// Its id (new at each start).
+    id: uuid::Uuid,
+    /// How the other nodes reach it.
+    url: String,
+    /// Whether its heartbeat is younger than the lease time.
+    alive: bool,
+    /// Whether it is stopping.
+    draining: bool,
+    /// Whether it is the node that answered.
+    this_node: bool,
+    /// The partitions whose lease it holds.
+    partitions: Vec<i32>,
+}
+
+/// The cluster's nodes, for the operator on a cluster.
+async fn nodes(state: &AppState, operator: bool) -> Result<Option<Vec<NodeRecord>>> {
+    let ownership = state.actors.ownership();
+    if !operator || !ownership.is_clustered() {
+        return Ok(None);
+    }
+    let ttl = state.settings.cluster.lease_ttl().as_millis();
+    let ttl = u64::try_from(ttl).unwrap_or(u64::MAX);
+    let nodes = parley_persistence::cluster::nodes(&state.db, ttl).await?;
+    let here = ownership.node_id();
+    Ok(Some(
+        nodes
+            .into_iter()
+            .map(|node| NodeRecord {
+                this_node: Some(node.id) == here,
+                id: node.id,
+                url: node.url,
+                alive: node.alive,
+                draining: node.draining,
+                partitions: node.partitions,
+            })
+            .collect(),
+    ))
 }
 
 /// Show the live actor tree.
 ///
-/// Supervisors and the actors under them, with their state. Needs the operator token.
+/// Supervisors and the actors under them, with their state. Needs the operator token (or a
+/// workspace's admin key, for that workspace's actors). On a cluster the operator also sees
+/// `nodes`: every node and the partitions it owns.
 #[utoipa::path(
     get,
     path = "/admin/actors",
@@ -55,6 +103,7 @@ async fn get_actor_tree(
     viewer: Viewer,
     State(state): State<AppState>,
 ) -> Result<Envelope<ActorTree>> {
+    let nodes = nodes(&state, matches!(viewer, Viewer::Operator)).await?;
     let (scope, tree) = match viewer {
         Viewer::Operator => ("installation", state.actors.tree().await),
         Viewer::Workspace(caller) => {
@@ -80,6 +129,7 @@ async fn get_actor_tree(
             root: "root".to_owned(),
             scope: scope.to_owned(),
             supervisors,
+            nodes,
         },
     ))
 }

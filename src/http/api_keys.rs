@@ -221,7 +221,14 @@ async fn revoke_api_key(
             other => other,
         })?;
     let revoked = api_keys::revoke(&state.db, key, clock::now()).await?;
-    state.known_keys.forget(revoked.id);
+    // Every node's remembered keys forget it (this one's among them).
+    state
+        .actors
+        .changes()
+        .announce(&parley_actors::Change::KeyRevoked {
+            workspace_id: revoked.workspace_id,
+            key_id: revoked.id,
+        });
     tracing::info!(revoked_api_key_id = %revoked.id, "API key revoked");
     Ok(Envelope::ok("API key revoked successfully", revoked.into()))
 }

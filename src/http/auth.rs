@@ -113,8 +113,8 @@ const KNOWN_KEY_TTL: Duration = Duration::from_secs(10);
 /// read its key (and workspace) again: one statement less on every authenticated request.
 /// Only successes are remembered (a wrong key always reaches the database and the failure
 /// limiter); expiry is checked on every use; a key revoked through this server is forgotten
-/// at once. A key revoked through another server sharing the database (or by hand in the
-/// database) is refused here within [`KNOWN_KEY_TTL`].
+/// at once, here and (through the announced change) on every node of a cluster. A key
+/// revoked by hand in the database is refused here within [`KNOWN_KEY_TTL`].
 #[derive(Clone, Debug)]
 pub(crate) struct KnownKeys(Remembered<String, KnownKey>);
 
@@ -159,6 +159,15 @@ impl KnownKeys {
     /// Forgets a key (it was revoked): its next request reads it again, and is refused.
     pub(crate) fn forget(&self, key_id: Uuid) {
         self.0.forget(|_, known| known.key_id == key_id);
+    }
+}
+
+impl parley_actors::changes::Listener for KnownKeys {
+    /// A key revoked (here, or on another node of a cluster) is forgotten at once.
+    fn changed(&self, change: &parley_actors::Change) {
+        if let parley_actors::Change::KeyRevoked { key_id, .. } = change {
+            self.forget(*key_id);
+        }
     }
 }
 

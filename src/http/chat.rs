@@ -8,15 +8,16 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
+use axum::body::Bytes;
 use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
 use parley_actors::llm::Usage;
 use parley_actors::{ToolCallRecord, TurnError, TurnEvent, TurnOrigin, TurnOutcome, TurnRequest};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::task::JoinError;
-use tokio_stream::Stream;
 use uuid::Uuid;
 
 use crate::domain::Permission;
@@ -25,7 +26,7 @@ use crate::http::auth::Caller;
 use crate::http::envelope::Envelope;
 use crate::http::error::Refusal;
 use crate::http::error::{ApiError, Result};
-use crate::http::extract::{Json, Path, Query};
+use crate::http::extract::{Forward, Json, Path, Query};
 use crate::http::lookup::identity_id_of;
 use crate::http::validation::{Problems, object_or_empty, parse_uuid, text_field};
 use utoipa_axum::router::OpenApiRouter;
@@ -96,9 +97,10 @@ impl From<TurnOutcome> for ChatData {
 async fn chat(
     caller: Caller,
     State(state): State<AppState>,
+    forward: Forward,
     Path((identity_id, channel_id)): Path<(String, String)>,
     Json(body): Json<ChatBody>,
-) -> Result<Envelope<ChatData>> {
+) -> Result<Response> {
     caller.require(Permission::Write)?;
     let mut problems = Problems::default();
     let text = text_field(&mut problems, "message", body.message.as_ref());
@@ -108,6 +110,11 @@ async fn chat(
     problems.finish()?;
     let channel_id = parse_uuid(&channel_id, "channel_id")?;
     let identity = identity_id_of(&state, &caller, &identity_id).await?;
+    let again = || serde_json::to_vec(&json!({"message": text, "metadata": metadata}));
+    let again = again().map(Bytes::from).ok();
+    if let Some(answer) = forward.elsewhere(&state, identity, again).await? {
+        return Ok(answer);
+    }
     let request = TurnRequest {
         channel_id,
         text,
@@ -120,7 +127,7 @@ async fn chat(
         .turn(caller.workspace_id, identity, request)
         .await
         .map_err(ApiError::from)?;
-    Ok(Envelope::ok(outcome.reply.clone(), outcome.into()))
+    Ok(Envelope::ok(outcome.reply.clone(), ChatData::from(outcome)).into_response())
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -153,9 +160,10 @@ struct StreamQuery {
 async fn stream(
     caller: Caller,
     State(state): State<AppState>,
+    forward: Forward,
     Path(identity_id): Path<String>,
     Query(query): Query<StreamQuery>,
-) -> Result<Sse<impl Stream<Item = std::result::Result<Event, Infallible>>>> {
+) -> Result<Response> {
     caller.require(Permission::Write)?;
     let mut problems = Problems::default();
     if query
@@ -174,6 +182,9 @@ async fn stream(
     let channel_id = query.channel_id.unwrap_or_default();
     let channel_id = parse_uuid(&channel_id, "channel_id")?;
     let identity = identity_id_of(&state, &caller, &identity_id).await?;
+    if let Some(answer) = forward.elsewhere(&state, identity, None).await? {
+        return Ok(answer);
+    }
     let conversations = state.actors.conversations().clone();
 
     // The turn runs in the identity's actor whatever happens to this connection; the stream
@@ -214,11 +225,13 @@ async fn stream(
         };
         if let Some(TurnEvent::Token(token)) = next {
             let token = event(&json!({"type": "token", "content": token}));
-            return Some((Ok(token), Some((None, heard, turn))));
+            return Some((Ok::<_, Infallible>(token), Some((None, heard, turn))));
         }
         Some((Ok(event(&ending(turn.await))), None))
     });
-    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive")))
+    let events =
+        Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive"));
+    Ok(events.into_response())
 }
 
 /// The last event of a stream: the stored reply, or why there is none.

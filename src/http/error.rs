@@ -187,6 +187,17 @@ impl ApiError {
         }
     }
 
+    /// 503 `not_owner`: on a cluster, this node does not own `what` (its partition moved);
+    /// the forwarding node reads the leases again and retries once.
+    pub(crate) fn not_owner(what: &str) -> Self {
+        Self::Unavailable {
+            code: parley_actors::cluster::NOT_OWNER,
+            message: format!(
+                "This node does not own the {what} any more; ask again and its owner answers"
+            ),
+        }
+    }
+
     /// 409 `outside_service_window`: free text outside WhatsApp's 24-hour window.
     pub(crate) fn outside_service_window() -> Self {
         Self::ConflictCode {
@@ -358,6 +369,14 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut response = (self.status(), Json(self.body())).into_response();
+        if let Self::Unavailable { code, .. } = &self
+            && *code == parley_actors::cluster::NOT_OWNER
+        {
+            response.headers_mut().insert(
+                parley_actors::cluster::NOT_OWNER_HEADER,
+                axum::http::HeaderValue::from_static("1"),
+            );
+        }
         if let Self::Internal(cause) = &self {
             response
                 .extensions_mut()

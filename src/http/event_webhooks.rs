@@ -369,5 +369,11 @@ async fn reload(state: &AppState, workspace_id: i64) -> Result<()> {
         .events()
         .reload(&state.db, Some(workspace_id))
         .await?;
+    // The other nodes of a cluster read them again too.
+    let ownership = state.actors.ownership();
+    ownership.tell(
+        parley_actors::cluster::Topic::Events,
+        workspace_id.to_string(),
+    );
     Ok(())
 }

@@ -11,6 +11,7 @@ mod caches;
 mod channels;
 mod chat;
 mod cli;
+mod cluster;
 mod console;
 mod console_browser;
 mod contract;

@@ -602,10 +602,14 @@ async fn more_than_a_thousand_waiting_events_are_all_worked_off() {
 
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
-        let due =
-            parley_persistence::webhook_events::due(&db, parley_persistence::clock::now(), 10)
-                .await
-                .expect("query");
+        let due = parley_persistence::webhook_events::due(
+            &db,
+            parley_persistence::clock::now(),
+            10,
+            None,
+        )
+        .await
+        .expect("query");
         if due.is_empty() {
             break;
         }

@@ -12,8 +12,10 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent
 use serde_json::Value;
 use uuid::Uuid;
 
+use super::remote::GraphOp;
 use super::{Accepted, ChannelActor, ChannelArgs, ChannelDeps, ChannelMsg, SendError, SendRequest};
 use crate::changes::{Change, Listener};
+use crate::cluster::Ownership;
 use crate::tree::{ActorPath, LiveActors, RuntimeError, Slot, SupervisorKind};
 use crate::whatsapp::GraphError;
 
@@ -36,6 +38,9 @@ pub(crate) enum LookupError {
     /// It could not be read or started.
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
+    /// Another node of the cluster owns it.
+    #[error("another node owns the channel")]
+    NotOwner,
 }
 
 /// Messages of the registry.
@@ -49,6 +54,9 @@ pub(crate) enum ChannelRegistryMsg {
     Changed(Change),
     /// How many actors are live (of one workspace, when given).
     Count(Option<i64>, RpcReplyPort<usize>),
+    /// The partitions this node owns changed: actors of channels it no longer owns stop,
+    /// active channels it now owns start.
+    Rebalance,
 }
 
 impl Actor for ChannelRegistry {
@@ -72,10 +80,7 @@ impl Actor for ChannelRegistry {
         myself: ActorRef<Self::Msg>,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        for channel in channels::all_active(&state.deps.db).await? {
-            // A channel that cannot start now is started again on its first use.
-            let _ = spawn(&myself, state, channel).await;
-        }
+        start_owned(&myself, state).await?;
         Ok(())
     }
 
@@ -102,10 +107,12 @@ impl Actor for ChannelRegistry {
             }
             ChannelRegistryMsg::Changed(Change::Channel { channel_id, .. }) => {
                 // The old actor finishes what is already in its mailbox; an active channel gets
-                // a new actor with the new data at once.
+                // a new actor with the new data at once (on the node that owns it).
                 state.live.retire(&channel_id, None);
                 match channels::find_in_any_workspace(&state.deps.db, channel_id).await {
-                    Ok(Some(channel)) if channel.active => {
+                    Ok(Some(channel))
+                        if channel.active && state.deps.ownership.owns(channel.id) =>
+                    {
                         let _ = spawn(&myself, state, channel).await;
                     }
                     Ok(_) => {}
@@ -120,6 +127,13 @@ impl Actor for ChannelRegistry {
             ChannelRegistryMsg::Changed(_) => {}
             ChannelRegistryMsg::Count(workspace, reply) => {
                 let _ = reply.send(state.live.count_in(workspace));
+            }
+            ChannelRegistryMsg::Rebalance => {
+                let ownership = state.deps.ownership.clone();
+                state.live.retire_unless(|id| ownership.owns(*id));
+                if let Err(error) = start_owned(&myself, state).await {
+                    tracing::warn!(%error, "owned channels not started; their next use starts them");
+                }
             }
         }
         Ok(())
@@ -142,11 +156,28 @@ impl Actor for ChannelRegistry {
     }
 }
 
+/// Starts an actor for every active channel this node owns that has none.
+async fn start_owned(
+    myself: &ActorRef<ChannelRegistryMsg>,
+    state: &mut ChannelRegistryState,
+) -> Result<(), parley_persistence::PersistenceError> {
+    for channel in channels::all_active(&state.deps.db).await? {
+        if state.deps.ownership.owns(channel.id) && state.live.get(&channel.id).is_none() {
+            // A channel that cannot start now is started again on its first use.
+            let _ = spawn(myself, state, channel).await;
+        }
+    }
+    Ok(())
+}
+
 async fn get(
     myself: &ActorRef<ChannelRegistryMsg>,
     state: &mut ChannelRegistryState,
     id: Uuid,
 ) -> Result<ActorRef<ChannelMsg>, LookupError> {
+    if !state.deps.ownership.owns(id) {
+        return Err(LookupError::NotOwner);
+    }
     if let Some(actor) = state.live.get(&id) {
         return Ok(actor.clone());
     }
@@ -182,19 +213,27 @@ async fn spawn(
     }
 }
 
-/// The handle on the channel actors; cheap to clone.
+/// The handle on the channel actors; cheap to clone. On a cluster, a channel another node
+/// owns is reached through that node.
 #[derive(Clone, Debug)]
 pub struct Channels {
     registry: Slot<ChannelRegistryMsg>,
+    pub(super) ownership: Ownership,
 }
 
 /// Longest wait for a channel actor's answer (a send includes its waits and retries; the
 /// send is recorded by the actor even when the caller stops waiting).
 const CALL_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// What a Graph call answers on a node that does not own the channel.
+pub(super) const NOT_HERE: &str = "this node does not own the channel";
+
 impl Channels {
-    pub(crate) fn new(registry: Slot<ChannelRegistryMsg>) -> Self {
-        Self { registry }
+    pub(crate) fn new(registry: Slot<ChannelRegistryMsg>, ownership: Ownership) -> Self {
+        Self {
+            registry,
+            ownership,
+        }
     }
 
     async fn actor(&self, channel_id: Uuid) -> Result<ActorRef<ChannelMsg>, LookupError> {
@@ -203,11 +242,31 @@ impl Channels {
             .map_err(|e| RuntimeError::Unavailable(e.to_string()))?
     }
 
-    /// Sends through the channel.
+    /// Sends through the channel: its actor here, or its owner's on a cluster.
     ///
     /// # Errors
     /// Why the message was not sent.
     pub async fn send(
+        &self,
+        channel_id: Uuid,
+        request: SendRequest,
+    ) -> Result<Accepted, SendError> {
+        if !self.ownership.owns(channel_id) {
+            return self.send_at_owner(channel_id, &request).await;
+        }
+        match self.send_here(channel_id, request.clone()).await {
+            // The partition moved between the check and the send.
+            Err(SendError::NotOwner) => self.send_at_owner(channel_id, &request).await,
+            outcome => outcome,
+        }
+    }
+
+    /// Sends through the channel's actor on this node; [`SendError::NotOwner`] when another
+    /// node owns it.
+    ///
+    /// # Errors
+    /// Why the message was not sent.
+    pub async fn send_here(
         &self,
         channel_id: Uuid,
         request: SendRequest,
@@ -217,6 +276,7 @@ impl Channels {
         for _ in 0..2 {
             let actor = self.actor(channel_id).await.map_err(|error| match error {
                 LookupError::Unknown => SendError::UnknownChannel,
+                LookupError::NotOwner => SendError::NotOwner,
                 LookupError::Runtime(e) => SendError::Unavailable(e.to_string()),
             })?;
             match actor
@@ -240,15 +300,20 @@ impl Channels {
         ))
     }
 
-    async fn ask<T: Send + 'static>(
+    async fn ask<T: Send + serde::de::DeserializeOwned + 'static>(
         &self,
         channel_id: Uuid,
+        op: GraphOp,
         message: impl FnOnce(RpcReplyPort<Result<T, GraphError>>) -> ChannelMsg,
     ) -> Result<T, GraphError> {
-        let actor = self
-            .actor(channel_id)
-            .await
-            .map_err(|e| GraphError::Connection(e.to_string()))?;
+        if !self.ownership.owns(channel_id) {
+            let value = self.graph_at_owner(channel_id, &op).await?;
+            return serde_json::from_value(value).map_err(|e| GraphError::Malformed(e.to_string()));
+        }
+        let actor = self.actor(channel_id).await.map_err(|e| match e {
+            LookupError::NotOwner => GraphError::Connection(NOT_HERE.to_owned()),
+            e => GraphError::Connection(e.to_string()),
+        })?;
         match actor.call(message, Some(Duration::from_secs(60))).await {
             Ok(ractor::rpc::CallResult::Success(outcome)) => outcome,
             Ok(_) => Err(GraphError::Timeout(60_000)),
@@ -261,7 +326,12 @@ impl Channels {
     /// # Errors
     /// Meta's error, or why Meta could not be asked.
     pub async fn list_templates(&self, channel_id: Uuid) -> Result<Vec<Value>, GraphError> {
-        self.ask(channel_id, ChannelMsg::ListTemplates).await
+        self.ask(
+            channel_id,
+            GraphOp::ListTemplates,
+            ChannelMsg::ListTemplates,
+        )
+        .await
     }
 
     /// Submits a template to Meta.
@@ -273,8 +343,11 @@ impl Channels {
         channel_id: Uuid,
         body: Value,
     ) -> Result<Value, GraphError> {
-        self.ask(channel_id, |reply| ChannelMsg::CreateTemplate(body, reply))
-            .await
+        let op = GraphOp::CreateTemplate { body: body.clone() };
+        self.ask(channel_id, op, |reply| {
+            ChannelMsg::CreateTemplate(body, reply)
+        })
+        .await
     }
 
     /// Registers Parley's webhook with Meta when a public URL is configured; `false` when there
@@ -283,11 +356,32 @@ impl Channels {
     /// # Errors
     /// Meta's error, or why Meta could not be asked.
     pub async fn register_webhook(&self, channel_id: Uuid) -> Result<bool, GraphError> {
-        self.ask(channel_id, ChannelMsg::RegisterWebhook).await
+        self.ask(
+            channel_id,
+            GraphOp::RegisterWebhook,
+            ChannelMsg::RegisterWebhook,
+        )
+        .await
     }
 
-    /// Starts the channel's actor now rather than at its first send.
+    /// Tells the registry that the partitions this node owns changed.
+    pub fn rebalance(&self) {
+        if let Ok(registry) = self.registry.get() {
+            let _ = registry.send_message(ChannelRegistryMsg::Rebalance);
+        }
+    }
+
+    /// Whether this node owns the channel (the front door forwards template calls of a
+    /// channel owned elsewhere).
+    pub fn owns(&self, channel_id: Uuid) -> bool {
+        self.ownership.owns(channel_id)
+    }
+
+    /// Starts the channel's actor now rather than at its first send (on its owner).
     pub async fn start(&self, channel_id: Uuid) {
+        if !self.ownership.owns(channel_id) {
+            return;
+        }
         if let Err(error) = self.actor(channel_id).await {
             tracing::warn!(%channel_id, %error, "channel actor did not start");
         }

@@ -30,6 +30,8 @@ pub(super) struct SendJob {
     pub(super) keep_when_unavailable: bool,
     /// Whether the channel retries (see [`super::SendRequest::channel_retries`]).
     pub(super) channel_retries: bool,
+    /// Whose lease a claim must still hold (its fence is read at each claim).
+    pub(super) ownership: crate::cluster::Ownership,
 }
 
 /// What the events of a send say besides the message: where, to whom.
@@ -157,9 +159,12 @@ impl SendJob {
         let Some(id) = self.message_id else {
             return Ok(());
         };
+        let fence = self.ownership.fence(self.told.channel_id);
         let claimed = self
             .writer
-            .write(move |db| Box::pin(deliveries::claim(db, id)))
+            .write(move |db| {
+                Box::pin(async move { deliveries::claim(db, id, fence.as_ref()).await })
+            })
             .await?;
         if claimed {
             Ok(())

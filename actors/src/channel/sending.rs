@@ -1,6 +1,7 @@
 //! What a send asks of a channel actor and what it answers.
 
 use parley_persistence::MessageStatus;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -44,6 +45,9 @@ pub enum SendError {
     /// The database failed.
     #[error("storage failed: {0}")]
     Storage(String),
+    /// This node does not own the channel (a cluster's partition moved); its owner sends.
+    #[error("this node does not own the channel")]
+    NotOwner,
 }
 
 impl SendError {
@@ -61,7 +65,7 @@ impl SendError {
     /// trouble, or a throttle that outlasted the retries).
     pub fn is_transient(&self) -> bool {
         match self {
-            Self::Unavailable(_) | Self::Storage(_) => true,
+            Self::Unavailable(_) | Self::Storage(_) | Self::NotOwner => true,
             Self::Refused(error) => error.kind().is_retryable(),
             _ => false,
         }
@@ -80,8 +84,8 @@ impl From<RuntimeError> for SendError {
     }
 }
 
-/// A send asked of a channel actor.
-#[derive(Clone, Debug)]
+/// A send asked of a channel actor (and, on a cluster, of its owner over HTTP).
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SendRequest {
     /// The stored message to claim before each attempt and to record the answer on; `None`
     /// for a message nobody stored.
@@ -97,4 +101,98 @@ pub struct SendRequest {
     /// no retry policy of their own. A flow's send is one attempt: the flow retries it under
     /// its own `maxRetries` and `retryDelayMs`, each attempt counted.
     pub channel_retries: bool,
+}
+
+/// A send's answer as one node tells another (`SendError` keeps Meta's HTTP status, which
+/// decides its kind, out of its own serialized form).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "answer")]
+pub enum SendAnswer {
+    /// [`Accepted`].
+    Accepted {
+        /// The message's platform id.
+        platform_message_id: String,
+        /// Sent or delivered.
+        status: MessageStatus,
+    },
+    /// [`SendError::Refused`], with the HTTP status Meta answered with.
+    Refused {
+        /// Meta's error.
+        error: MetaError,
+        /// The HTTP status of Meta's answer.
+        http_status: Option<u16>,
+    },
+    /// Any other [`SendError`], by its kind.
+    Failed {
+        /// `unknown_channel`, `inactive`, `credentials_invalid`, `window_closed`,
+        /// `unavailable`, `already_taken`, `storage`, `not_owner`.
+        kind: String,
+        /// Its sentence.
+        message: String,
+    },
+}
+
+impl From<Result<Accepted, SendError>> for SendAnswer {
+    fn from(outcome: Result<Accepted, SendError>) -> Self {
+        let (kind, message) = match outcome {
+            Ok(accepted) => {
+                return Self::Accepted {
+                    platform_message_id: accepted.platform_message_id,
+                    status: accepted.status,
+                };
+            }
+            Err(SendError::Refused(error)) => {
+                let http_status = error.http_status;
+                return Self::Refused { error, http_status };
+            }
+            Err(SendError::CredentialsInvalid(m)) => ("credentials_invalid", m),
+            Err(SendError::Unavailable(m)) => ("unavailable", m),
+            Err(SendError::Storage(m)) => ("storage", m),
+            Err(other) => {
+                let kind = match other {
+                    SendError::UnknownChannel => "unknown_channel",
+                    SendError::Inactive => "inactive",
+                    SendError::WindowClosed => "window_closed",
+                    SendError::AlreadyTaken => "already_taken",
+                    _ => "not_owner",
+                };
+                (kind, other.to_string())
+            }
+        };
+        Self::Failed {
+            kind: kind.to_owned(),
+            message,
+        }
+    }
+}
+
+impl From<SendAnswer> for Result<Accepted, SendError> {
+    fn from(answer: SendAnswer) -> Self {
+        match answer {
+            SendAnswer::Accepted {
+                platform_message_id,
+                status,
+            } => Ok(Accepted {
+                platform_message_id,
+                status,
+            }),
+            SendAnswer::Refused {
+                mut error,
+                http_status,
+            } => {
+                error.http_status = http_status;
+                Err(SendError::Refused(error))
+            }
+            SendAnswer::Failed { kind, message } => Err(match kind.as_str() {
+                "unknown_channel" => SendError::UnknownChannel,
+                "inactive" => SendError::Inactive,
+                "credentials_invalid" => SendError::CredentialsInvalid(message),
+                "window_closed" => SendError::WindowClosed,
+                "already_taken" => SendError::AlreadyTaken,
+                "storage" => SendError::Storage(message),
+                "not_owner" => SendError::NotOwner,
+                _ => SendError::Unavailable(message),
+            }),
+        }
+    }
 }

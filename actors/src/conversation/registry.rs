@@ -31,6 +31,7 @@ use super::{
     ConversationState, Rested, TurnError, TurnOrigin, TurnOutcome, TurnRequest,
 };
 use crate::changes::{Change, Listener};
+use crate::cluster::Ownership;
 use crate::tree::{ActorPath, LiveActors, RuntimeError, Slot, SupervisorKind};
 
 /// Behaviour of the `root/conversations` supervisor.
@@ -149,6 +150,9 @@ pub(crate) enum RegistryMsg {
     Sweep,
     /// Time to give back the conversations whose person has been quiet too long.
     SweepHandoffs,
+    /// The partitions this node owns changed: identities it no longer owns are let go
+    /// (their actors rest and their caches are dropped; their owner reads them afresh).
+    Rebalance,
 }
 
 impl Actor for ConversationRegistry {
@@ -223,6 +227,11 @@ impl Actor for ConversationRegistry {
                     });
                 }
             }
+            RegistryMsg::Rebalance => {
+                let ownership = state.deps.ownership.clone();
+                state.live.retire_unless(|key| ownership.owns(key.1));
+                state.resting.retain(|key, _| ownership.owns(key.1));
+            }
             RegistryMsg::Sweep => {
                 let idle = state.deps.settings.actor_idle;
                 let before = state.resting.len();
@@ -268,6 +277,7 @@ impl Actor for ConversationRegistry {
         // its own cache is the newer.
         if let Some(rested) = rested
             && state.live.get(&key).is_none()
+            && state.deps.ownership.owns(key.1)
         {
             state.resting.insert(key, Box::new(rested));
         }
@@ -363,6 +373,8 @@ pub struct Conversations {
     registry: Slot<RegistryMsg>,
     turn_timeout: Duration,
     announced: Arc<Announced>,
+    /// Which identities this node owns; a turn for another's goes to its owner.
+    ownership: Ownership,
 }
 
 impl Conversations {
@@ -370,11 +382,25 @@ impl Conversations {
         registry: Slot<RegistryMsg>,
         turn_timeout: Duration,
         announced: Arc<Announced>,
+        ownership: Ownership,
     ) -> Self {
         Self {
             registry,
             turn_timeout,
             announced,
+            ownership,
+        }
+    }
+
+    /// Which identities this node owns.
+    pub fn ownership(&self) -> &Ownership {
+        &self.ownership
+    }
+
+    /// Tells the registry that the partitions this node owns changed.
+    pub fn rebalance(&self) {
+        if let Ok(registry) = self.registry.get() {
+            let _ = registry.send_message(RegistryMsg::Rebalance);
         }
     }
 
@@ -450,6 +476,13 @@ impl Conversations {
         created: Option<Created>,
         request: TurnRequest,
     ) -> Result<TurnOutcome, TurnError> {
+        if !self.ownership.owns(key.1) {
+            return match super::remote::RemoteTurn::of(key.0, key.1, &request) {
+                Some(remote) => self.turn_at_owner(remote).await,
+                // An API caller's request is forwarded whole by the front door.
+                None => Err(TurnError::NotOwner),
+            };
+        }
         let registry = self.registry.get()?;
         ask(&registry, key, created, self.turn_timeout, |reply| {
             ConversationMsg::Turn(request.clone(), reply)
@@ -470,6 +503,9 @@ impl Conversations {
         identity_id: Uuid,
         change: ModeChange,
     ) -> Result<conversation::Model, TurnError> {
+        if !self.ownership.owns(identity_id) {
+            return Err(TurnError::NotOwner);
+        }
         let registry = self.registry.get()?;
         let key = (workspace_id, identity_id);
         ask(&registry, key, None, self.turn_timeout, |reply| {
@@ -567,6 +603,9 @@ async fn sweep_handoffs(registry: ActorRef<RegistryMsg>, deps: Arc<ConversationD
         }
     };
     for (workspace_id, identity_id, channel_id, before) in due {
+        if !deps.ownership.owns(identity_id) {
+            continue;
+        }
         let change = ModeChange::GiveBackIfQuiet { channel_id, before };
         let key = (workspace_id, identity_id);
         let asked = ask(&registry, key, None, deps.settings.turn_timeout, |reply| {

@@ -193,6 +193,12 @@ pub enum TurnError {
     /// The conversation actor could not be reached or failed during the turn.
     #[error("the conversation actor is unavailable: {0}")]
     Unavailable(#[from] RuntimeError),
+    /// This node does not own the identity (a cluster's partition moved); its owner answers.
+    #[error("this node does not own the identity")]
+    NotOwner,
+    /// The identity's owner refused the turn for good, with its sentence.
+    #[error("{0}")]
+    Refused(String),
 }
 
 impl From<parley_persistence::PersistenceError> for TurnError {
@@ -207,12 +213,13 @@ impl TurnError {
     pub fn is_transient(&self) -> bool {
         match self {
             Self::Llm(error) => !matches!(error, LlmError::NotConfigured),
-            Self::Storage(_) | Self::Timeout | Self::Unavailable(_) => true,
+            Self::Storage(_) | Self::Timeout | Self::Unavailable(_) | Self::NotOwner => true,
             Self::IdentityNotFound
             | Self::ChannelNotFound
             | Self::NoAssistant
             | Self::HumanMode
             | Self::NoConversation
+            | Self::Refused(_)
             | Self::Template(_) => false,
         }
     }

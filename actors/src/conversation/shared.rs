@@ -110,7 +110,7 @@ impl Shared {
             Change::Assistants { workspace_id } => {
                 self.routes.forget(|(ws, _), _| ws == workspace_id);
             }
-            Change::Identity { .. } | Change::Messages { .. } => {}
+            Change::Identity { .. } | Change::Messages { .. } | Change::KeyRevoked { .. } => {}
         }
     }
 }

@@ -76,6 +76,8 @@ pub struct DeliveryDeps {
     pub events: Events,
     /// Pace and retries.
     pub settings: EventSettings,
+    /// Which endpoints' lanes run here (all, on a single node).
+    pub ownership: crate::cluster::Ownership,
 }
 
 /// Most deliveries of one endpoint read ahead of its requests.
@@ -210,7 +212,7 @@ impl Actor for DeliveryWorker {
 /// nothing due.
 async fn look(state: &mut DeliveryState, myself: &ActorRef<DeliveryMsg>) {
     let due = match event_deliveries::endpoints_due(&state.deps.db, clock::now()).await {
-        Ok(due) => due,
+        Ok(due) => state.deps.ownership.keep_owned(due, |endpoint| endpoint.id),
         Err(error) => {
             tracing::warn!(%error, "could not read the due event deliveries");
             return;

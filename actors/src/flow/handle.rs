@@ -5,6 +5,7 @@ use parley_persistence::DatabaseConnection;
 use ractor::{RpcReplyPort, call_t};
 use uuid::Uuid;
 
+use crate::cluster::{Ownership, Topic};
 use crate::tree::{RuntimeError, Slot};
 
 /// Messages of the registry.
@@ -16,6 +17,9 @@ pub(crate) enum FlowRegistryMsg {
     Reported(Uuid),
     /// How many flow actors are live (of one workspace, when given).
     Count(Option<i64>, RpcReplyPort<usize>),
+    /// The partitions this node owns changed: flows it no longer owns stop here, live flows
+    /// it now owns start (settling what their last owner left in flight).
+    Rebalance,
 }
 
 /// The handle on the flow actors; cheap to clone.
@@ -24,15 +28,30 @@ pub struct Flows {
     registry: Slot<FlowRegistryMsg>,
     /// Flows are created, and delivery reports applied, through it.
     db: DatabaseConnection,
+    /// Which flows run here; the owner of the others is told through the database.
+    ownership: Ownership,
 }
 
 impl Flows {
-    pub(crate) fn new(registry: Slot<FlowRegistryMsg>, db: DatabaseConnection) -> Self {
-        Self { registry, db }
+    pub(crate) fn new(
+        registry: Slot<FlowRegistryMsg>,
+        db: DatabaseConnection,
+        ownership: Ownership,
+    ) -> Self {
+        Self {
+            registry,
+            db,
+            ownership,
+        }
     }
 
     pub(crate) fn db(&self) -> &DatabaseConnection {
         &self.db
+    }
+
+    /// Which flows run here; a recipient's claim carries its fence.
+    pub(crate) fn ownership(&self) -> &Ownership {
+        &self.ownership
     }
 
     fn tell(&self, message: FlowRegistryMsg) {
@@ -45,14 +64,29 @@ impl Flows {
         }
     }
 
-    /// The flow's status changed in the database: its actor starts, hears it, or stops.
+    /// The flow's status changed in the database: its actor starts, hears it, or stops (on
+    /// the node that owns it).
     pub fn changed(&self, flow_id: Uuid) {
-        self.tell(FlowRegistryMsg::Changed(flow_id));
+        if self.ownership.owns(flow_id) {
+            self.tell(FlowRegistryMsg::Changed(flow_id));
+        } else {
+            self.ownership.tell_owner(Topic::Flow, flow_id);
+        }
     }
 
     /// A delivery report moved one of the flow's recipients.
     pub(crate) fn reported(&self, flow_id: Uuid) {
-        self.tell(FlowRegistryMsg::Reported(flow_id));
+        if self.ownership.owns(flow_id) {
+            self.tell(FlowRegistryMsg::Reported(flow_id));
+        } else {
+            // Its owner's actor looks at its recipients again when told the flow changed.
+            self.ownership.tell_owner(Topic::Flow, flow_id);
+        }
+    }
+
+    /// Tells the registry that the partitions this node owns changed.
+    pub fn rebalance(&self) {
+        self.tell(FlowRegistryMsg::Rebalance);
     }
 
     /// How many flow actors are live for `workspace` (all, for `None`).

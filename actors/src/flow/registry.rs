@@ -55,9 +55,7 @@ impl Actor for FlowRegistry {
         myself: ActorRef<Self::Msg>,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        for flow in flows::live(&state.deps.db).await? {
-            spawn(&myself, state, flow.id, flow.workspace_id).await;
-        }
+        start_owned(&myself, state).await?;
         Ok(())
     }
 
@@ -79,6 +77,7 @@ impl Actor for FlowRegistry {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         match message {
+            FlowRegistryMsg::Changed(flow_id) if !state.deps.ownership.owns(flow_id) => {}
             FlowRegistryMsg::Changed(flow_id) => {
                 let found = flows::find_in_any_workspace(&state.deps.db, flow_id).await?;
                 match (found, state.live.get(&flow_id)) {
@@ -101,6 +100,13 @@ impl Actor for FlowRegistry {
             }
             FlowRegistryMsg::Count(workspace, reply) => {
                 let _ = reply.send(state.live.count_in(workspace));
+            }
+            FlowRegistryMsg::Rebalance => {
+                let ownership = state.deps.ownership.clone();
+                // A flow's runner stops with its actor; what it left `sending` is settled by
+                // the next owner's actor, and its claims here no longer commit.
+                state.live.retire_unless(|id| ownership.owns(*id));
+                start_owned(&myself, state).await?;
             }
         }
         Ok(())
@@ -145,4 +151,17 @@ async fn spawn(
             myself.send_after(RESTART_AFTER, move || FlowRegistryMsg::Changed(flow_id));
         }
     }
+}
+
+/// Starts an actor for every live flow this node owns that has none.
+async fn start_owned(
+    myself: &ActorRef<FlowRegistryMsg>,
+    state: &mut FlowRegistryState,
+) -> Result<(), parley_persistence::PersistenceError> {
+    for flow in flows::live(&state.deps.db).await? {
+        if state.deps.ownership.owns(flow.id) && state.live.get(&flow.id).is_none() {
+            spawn(myself, state, flow.id, flow.workspace_id).await;
+        }
+    }
+    Ok(())
 }

@@ -96,7 +96,8 @@ impl Runner {
                     return drain(in_flight).await;
                 }
                 let now = clock::now();
-                if !flows::claim(&self.sender.db, recipient.id, now).await? {
+                let fence = self.sender.flows.ownership().fence(self.flow_id);
+                if !flows::claim(&self.sender.db, recipient.id, now, fence.as_ref()).await? {
                     continue;
                 }
                 let sender = self.sender.clone();

@@ -198,6 +198,7 @@ async fn judge(
             SendError::Unavailable(message) | SendError::Storage(message) => {
                 (verdict.retry_or_fail(None, message), None)
             }
+            SendError::NotOwner => (verdict.retry_or_fail(None, error.to_string()), None),
             SendError::AlreadyTaken => (verdict.failed(None, error.to_string()), None),
         },
         // A flow sends templates, which the window does not hold back.
@@ -274,7 +275,10 @@ mod tests {
     /// (the test calls the send path directly).
     fn sender(deps: &crate::RuntimeDeps) -> Sender {
         let db = deps.conversations.db.clone();
-        let channels = crate::channel::Channels::new(Slot::new(SupervisorKind::Channels));
+        let channels = crate::channel::Channels::new(
+            Slot::new(SupervisorKind::Channels),
+            crate::cluster::Ownership::single(),
+        );
         let outbox = Outbox::new(
             db.clone(),
             deps.conversations.writer.clone(),
@@ -283,7 +287,11 @@ mod tests {
             deps.conversations.settings.idle_after,
             deps.conversations.events.clone(),
         );
-        let flows = Flows::new(Slot::new(SupervisorKind::Flows), db.clone());
+        let flows = Flows::new(
+            Slot::new(SupervisorKind::Flows),
+            db.clone(),
+            crate::cluster::Ownership::single(),
+        );
         Sender { db, outbox, flows }
     }
 
@@ -332,7 +340,11 @@ mod tests {
             .await
             .expect("due")
             .remove(0);
-        assert!(flows::claim(db, recipient.id, now).await.expect("claim"));
+        assert!(
+            flows::claim(db, recipient.id, now, None)
+                .await
+                .expect("claim")
+        );
         let message_id =
             crate::test_support::sent_message(db, ws, channel_id, identity_id, "wamid.1").await;
 

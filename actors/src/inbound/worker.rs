@@ -14,6 +14,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use uuid::Uuid;
 
 use super::{InboundDeps, Processed, process};
+use crate::cluster::{Ownership, Topic};
 use crate::tree::{ActorPath, RuntimeError, Slot, SupervisorKind};
 use crate::whatsapp::payload::{InboundMessage, Unreadable};
 
@@ -111,8 +112,11 @@ pub(crate) enum InboundWorkerMsg {
     Stored(Box<webhook_event::Model>),
     /// An event's processing ended.
     Done(Uuid),
-    /// Read due events from the database.
+    /// Read due events from the database, and again after the sweep period.
     Sweep,
+    /// Read due events now (a cluster node was told of events for its channels, or took
+    /// partitions over); the periodic sweep goes on as it was.
+    SweepNow,
     /// How many events are being answered (of one workspace, when given).
     Count(Option<i64>, ractor::RpcReplyPort<usize>),
 }
@@ -177,6 +181,10 @@ impl Actor for InboundWorker {
                 start_ready(state, &myself);
                 myself.send_after(state.settings.sweep_every, || InboundWorkerMsg::Sweep);
             }
+            InboundWorkerMsg::SweepNow => {
+                sweep(state).await;
+                start_ready(state, &myself);
+            }
         }
         Ok(())
     }
@@ -210,7 +218,15 @@ async fn sweep(state: &mut InboundWorkerState) {
         return;
     }
     let limit = u64::try_from(room + state.known.len()).unwrap_or(u64::MAX);
-    match webhook_events::due(&state.deps.db, clock::now(), limit).await {
+    let owned = match owned_channels(&state.deps).await {
+        Ok(owned) => owned,
+        Err(error) => {
+            tracing::warn!(%error, "the channels could not be read");
+            return;
+        }
+    };
+    let due = webhook_events::due(&state.deps.db, clock::now(), limit, owned.as_deref());
+    match due.await {
         Ok(events) => {
             state.behind = events.len() as u64 >= limit;
             for event in events {
@@ -219,6 +235,19 @@ async fn sweep(state: &mut InboundWorkerState) {
         }
         Err(error) => tracing::warn!(%error, "the events table could not be swept"),
     }
+}
+
+/// On a cluster, the channels this node owns (it answers their events); `None` on a single
+/// node, which answers every event.
+async fn owned_channels(
+    deps: &InboundDeps,
+) -> Result<Option<Vec<Uuid>>, parley_persistence::PersistenceError> {
+    let ownership = deps.conversations.ownership();
+    if !ownership.is_clustered() {
+        return Ok(None);
+    }
+    let ids = parley_persistence::channels::all_ids(&deps.db).await?;
+    Ok(Some(ownership.keep_owned(ids, |id| *id)))
 }
 
 /// Starts waiting events, oldest first, while there is capacity, skipping senders that have
@@ -300,16 +329,22 @@ async fn settle(
 #[derive(Clone, Debug)]
 pub struct Inbound {
     worker: Slot<InboundWorkerMsg>,
+    ownership: Ownership,
 }
 
 impl Inbound {
-    pub(crate) fn new(worker: Slot<InboundWorkerMsg>) -> Self {
-        Self { worker }
+    pub(crate) fn new(worker: Slot<InboundWorkerMsg>, ownership: Ownership) -> Self {
+        Self { worker, ownership }
     }
 
-    /// Hands a freshly stored webhook event to the worker. Nothing is lost when the worker is
-    /// busy or restarting: the event is in the database and the worker reads it from there.
+    /// Hands a freshly stored webhook event to the worker, or, on a cluster, tells the node
+    /// that owns its channel. Nothing is lost when the worker is busy or restarting (or the
+    /// owner is not told): the event is in the database and the worker reads it from there.
     pub fn dispatch(&self, event: webhook_event::Model) {
+        if !self.ownership.owns(event.channel_id) {
+            self.ownership.tell_owner(Topic::Inbound, event.channel_id);
+            return;
+        }
         match self.worker.get() {
             Ok(worker) => {
                 let _ = worker.send_message(InboundWorkerMsg::Stored(Box::new(event)));
@@ -317,6 +352,13 @@ impl Inbound {
             Err(error) => {
                 tracing::warn!(%error, event_id = %event.id, "event left for the inbound worker's next sweep");
             }
+        }
+    }
+
+    /// Reads the due events of the channels this node owns now.
+    pub fn sweep_now(&self) {
+        if let Ok(worker) = self.worker.get() {
+            let _ = worker.send_message(InboundWorkerMsg::SweepNow);
         }
     }
 

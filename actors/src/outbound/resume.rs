@@ -95,11 +95,11 @@ impl Outbox {
         }))
     }
 
-    /// After a restart: sends every message left pending, however many, a few at a time, in
-    /// the background. Only messages stored before now: one stored since belongs to the send
+    /// After a restart (or a cluster node's takeover of `channels`): sends every message left
+    /// pending, however many, a few at a time, in the background. Only messages stored before now: one stored since belongs to the send
     /// that stored it, which may be waiting to retry (pending meanwhile, so that a stop during
     /// the wait sends it at the next start) and must not be sent ahead of its wait.
-    pub(crate) fn resume_pending(&self) {
+    pub(crate) fn resume_pending(&self, channels: Option<Vec<Uuid>>) {
         let outbox = self.clone();
         let stored_before = clock::now();
         tokio::spawn(async move {
@@ -111,6 +111,7 @@ impl Outbox {
                     stored_before,
                     after,
                     RESUME_PAGE,
+                    channels.as_deref(),
                 )
                 .await
                 {

@@ -1,9 +1,13 @@
 //! [`Scheduler`], the handle the HTTP layer tells about task changes, and the messages the
 //! `scheduler` supervisor understands.
 
+use std::collections::HashSet;
+use std::sync::Arc;
+
 use ractor::{RpcReplyPort, call_t};
 use uuid::Uuid;
 
+use crate::cluster::{Ownership, Topic};
 use crate::tree::{RuntimeError, Slot};
 
 /// Messages of the scheduler.
@@ -14,21 +18,40 @@ pub(crate) enum SchedulerMsg {
     Changed(Uuid),
     /// How many task actors are live (of one workspace, when given).
     Count(Option<i64>, RpcReplyPort<usize>),
+    /// The partitions this node owns changed (`gained` were taken over): task actors it no
+    /// longer owns stop, runs the last owner of a gained partition left `running` are
+    /// settled as after a stop, and the table is swept.
+    Rebalance(Arc<HashSet<i32>>),
 }
 
 /// The handle on the scheduler; cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Scheduler {
     registry: Slot<SchedulerMsg>,
+    ownership: Ownership,
 }
 
 impl Scheduler {
-    pub(crate) fn new(registry: Slot<SchedulerMsg>) -> Self {
-        Self { registry }
+    pub(crate) fn new(registry: Slot<SchedulerMsg>, ownership: Ownership) -> Self {
+        Self {
+            registry,
+            ownership,
+        }
     }
 
-    /// A task was created, paused, resumed or deleted.
+    /// Tells the scheduler that the partitions this node owns changed.
+    pub fn rebalance(&self, gained: Arc<HashSet<i32>>) {
+        if let Ok(registry) = self.registry.get() {
+            let _ = registry.send_message(SchedulerMsg::Rebalance(gained));
+        }
+    }
+
+    /// A task was created, paused, resumed or deleted (its owner is told, on a cluster).
     pub fn changed(&self, task_id: Uuid) {
+        if !self.ownership.owns(task_id) {
+            self.ownership.tell_owner(Topic::Task, task_id);
+            return;
+        }
         match self.registry.get() {
             Ok(registry) => {
                 let _ = registry.send_message(SchedulerMsg::Changed(task_id));

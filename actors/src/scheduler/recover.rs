@@ -9,6 +9,10 @@
 //!
 //! Any other task type's run is failed `interrupted`, as before: its effects (a flow, a stage,
 //! a follow-up) are not sends the table can tell apart.
+//!
+//! On a cluster a run without a message is failed `interrupted` too: its node may be frozen,
+//! not dead, and store and send its message when it wakes (under its own run's id, which a
+//! second run would not share), so running it again could send twice.
 
 use chrono::{DateTime, Utc};
 use parley_persistence::entities::{scheduled_task, scheduled_task_run};
@@ -31,7 +35,8 @@ pub(super) struct Recovered {
     pub(super) rerun: u64,
 }
 
-/// Settles every run left `running` by the last stop.
+/// Settles every run left `running` by the last stop (of the tasks `mine` takes: a cluster
+/// node settles those of the partitions it took over).
 ///
 /// # Errors
 /// Fails on a database error.
@@ -39,11 +44,14 @@ pub(super) async fn recover(
     db: &DatabaseConnection,
     events: &Events,
     now: DateTime<Utc>,
+    mine: impl Fn(uuid::Uuid) -> bool,
+    rerun_unsent: bool,
 ) -> Result<Recovered, PersistenceError> {
     let mut recovered = Recovered::default();
-    for run in scheduled_tasks::running_runs(db).await? {
+    let runs = scheduled_tasks::running_runs(db).await?;
+    for run in runs.into_iter().filter(|run| mine(run.task_id)) {
         let task = scheduled_tasks::find_in_any_workspace(db, run.task_id).await?;
-        let end = settle(db, task.as_ref(), &run, now).await?;
+        let end = settle(db, task.as_ref(), &run, now, rerun_unsent).await?;
         match (&end.status, end.error.as_deref()) {
             (RunStatus::Failed, Some(RUN_AGAIN)) => recovered.rerun += 1,
             (RunStatus::Failed, _) => recovered.interrupted += 1,
@@ -62,6 +70,7 @@ async fn settle(
     task: Option<&scheduled_task::Model>,
     run: &scheduled_task_run::Model,
     now: DateTime<Utc>,
+    rerun_unsent: bool,
 ) -> Result<RunEnd, PersistenceError> {
     let next_run_at = task.and_then(|t| next_run(t, now));
     let interrupted = RunEnd {
@@ -76,6 +85,9 @@ async fn settle(
         return Ok(interrupted);
     }
     let Some(message) = conversations::find_message(db, run.id).await? else {
+        if !rerun_unsent {
+            return Ok(interrupted);
+        }
         // Due again at once: the sweep at start-up runs it, marked late.
         return Ok(RunEnd {
             error: Some(RUN_AGAIN.to_owned()),

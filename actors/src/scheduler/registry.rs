@@ -54,19 +54,8 @@ impl Actor for SchedulerRegistry {
         args: SchedulerArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
         let now = clock::now();
-        let recovered = recover(&args.deps.db, args.deps.outbox.events(), now).await?;
-        if recovered.interrupted > 0 {
-            tracing::warn!(
-                interrupted = recovered.interrupted,
-                "task runs caught mid-way by the last stop were failed `interrupted`"
-            );
-        }
-        if recovered.rerun > 0 {
-            tracing::warn!(
-                rerun = recovered.rerun,
-                "send task runs stopped before handing their message over run again"
-            );
-        }
+        let ownership = args.deps.conversations.ownership().clone();
+        recover_where(&args.deps, now, |task_id| ownership.owns(task_id)).await?;
         Ok(SchedulerState {
             deps: args.deps,
             sweep: args.sweep,
@@ -104,11 +93,20 @@ impl Actor for SchedulerRegistry {
     ) -> Result<(), ActorProcessingErr> {
         match message {
             SchedulerMsg::Sweep => {
-                let until = clock::now() + chrono::Duration::from_std(state.sweep)?;
-                for task in scheduled_tasks::due_before(&state.deps.db, until, SWEEP_LIMIT).await? {
-                    ensure(&myself, state, &task).await;
-                }
+                sweep(&myself, state).await?;
                 myself.send_after(state.sweep, || SchedulerMsg::Sweep);
+            }
+            SchedulerMsg::Rebalance(gained) => {
+                let ownership = state.deps.conversations.ownership().clone();
+                state.live.retire_unless(|id| ownership.owns(*id));
+                let now = clock::now();
+                recover_where(&state.deps, now, |id| ownership.in_partitions(id, &gained)).await?;
+                sweep(&myself, state).await?;
+            }
+            SchedulerMsg::Changed(id) if !state.deps.conversations.ownership().owns(id) => {
+                if let Some(actor) = state.live.get(&id) {
+                    actor.stop(Some("another node owns the task".to_owned()));
+                }
             }
             SchedulerMsg::Changed(id) => {
                 let task = scheduled_tasks::find_in_any_workspace(&state.deps.db, id).await?;
@@ -151,6 +149,43 @@ impl Actor for SchedulerRegistry {
         }
         Ok(())
     }
+}
+
+/// Gives every task due before the next sweep that this node owns an actor.
+async fn sweep(
+    myself: &ActorRef<SchedulerMsg>,
+    state: &mut SchedulerState,
+) -> Result<(), ActorProcessingErr> {
+    let until = clock::now() + chrono::Duration::from_std(state.sweep)?;
+    let due = scheduled_tasks::due_before(&state.deps.db, until, SWEEP_LIMIT).await?;
+    let ownership = state.deps.conversations.ownership().clone();
+    for task in ownership.keep_owned(due, |task| task.id) {
+        ensure(myself, state, &task).await;
+    }
+    Ok(())
+}
+
+/// Settles the runs left `running` of the tasks `mine` says are this node's to settle.
+async fn recover_where(
+    deps: &TaskDeps,
+    now: DateTime<Utc>,
+    mine: impl Fn(Uuid) -> bool,
+) -> Result<(), parley_persistence::PersistenceError> {
+    let rerun_unsent = !deps.conversations.ownership().is_clustered();
+    let recovered = recover(&deps.db, deps.outbox.events(), now, mine, rerun_unsent).await?;
+    if recovered.interrupted > 0 {
+        tracing::warn!(
+            interrupted = recovered.interrupted,
+            "task runs caught mid-way by the last stop were failed `interrupted`"
+        );
+    }
+    if recovered.rerun > 0 {
+        tracing::warn!(
+            rerun = recovered.rerun,
+            "send task runs stopped before handing their message over run again"
+        );
+    }
+    Ok(())
 }
 
 /// Gives `task` an actor for its next run, unless one already waits for that run.

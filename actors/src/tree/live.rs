@@ -151,6 +151,13 @@ impl<K: Copy + Eq + Hash, M: ractor::Message> LiveActors<K, M> {
         false
     }
 
+    /// Retires every actor whose key `keep` refuses (a cluster node's partitions moved);
+    /// answers how many.
+    pub(crate) fn retire_unless(&mut self, keep: impl Fn(&K) -> bool) -> usize {
+        let gone: Vec<K> = self.live.keys().filter(|k| !keep(k)).copied().collect();
+        gone.iter().filter(|key| self.retire(key, None)).count()
+    }
+
     /// Forgets the actor a supervision event says has ended and answers its key and how it
     /// ended; `None` for any other event or an actor that was not one of ours.
     pub(crate) fn ended(&mut self, event: SupervisionEvent) -> Option<(K, Ending)> {

@@ -436,7 +436,7 @@ async fn baseline_writes(state: &Baseline, body: &[u8]) -> anyhow::Result<()> {
         now,
     )
     .await?;
-    deliveries::claim(db, stored.id).await?;
+    deliveries::claim(db, stored.id, None).await?;
     let sent: Value = state
         .http
         .post(&state.graph_url)

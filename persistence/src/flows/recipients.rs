@@ -6,6 +6,7 @@ use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 use uuid::Uuid;
 
+use crate::cluster::{Fence, fenced};
 use crate::entities::flow_recipient;
 use crate::page::fetch_keyset;
 use crate::values::{FailureReason, RecipientStatus};
@@ -53,12 +54,17 @@ pub async fn next_retry_at(
 }
 
 /// Claims a pending recipient for a send (`sending`, one more attempt); `false` when it was not
-/// pending any more.
+/// pending any more, or `fence` (the flow's partition lease) no longer holds.
 ///
 /// # Errors
 /// The database's.
-pub async fn claim(db: &impl ConnectionTrait, id: Uuid, now: DateTime<Utc>) -> Result<bool> {
-    let updated = flow_recipient::Entity::update_many()
+pub async fn claim(
+    db: &impl ConnectionTrait,
+    id: Uuid,
+    now: DateTime<Utc>,
+    fence: Option<&Fence>,
+) -> Result<bool> {
+    let update = flow_recipient::Entity::update_many()
         .col_expr(
             flow_recipient::Column::Status,
             Expr::value(RecipientStatus::Sending),
@@ -69,9 +75,8 @@ pub async fn claim(db: &impl ConnectionTrait, id: Uuid, now: DateTime<Utc>) -> R
         )
         .col_expr(flow_recipient::Column::UpdatedAt, Expr::value(now))
         .filter(flow_recipient::Column::Id.eq(id))
-        .filter(flow_recipient::Column::Status.eq(RecipientStatus::Pending))
-        .exec(db)
-        .await?;
+        .filter(flow_recipient::Column::Status.eq(RecipientStatus::Pending));
+    let updated = fenced(update, fence).exec(db).await?;
     Ok(updated.rows_affected > 0)
 }
 

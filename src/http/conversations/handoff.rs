@@ -5,6 +5,7 @@
 //! is answered before it or not at all); the reply goes the one way every message goes.
 
 use axum::extract::State;
+use axum::response::{IntoResponse, Response};
 use parley_actors::ModeChange;
 use parley_actors::outbound::Sent;
 use parley_actors::thread::Thread;
@@ -18,7 +19,7 @@ use crate::http::auth::Caller;
 use crate::http::commands;
 use crate::http::envelope::Envelope;
 use crate::http::error::{Refusal, Result};
-use crate::http::extract::{Json, Path};
+use crate::http::extract::{Forward, Json, Path};
 use crate::http::lookup::{find_channel, identity_id_of};
 use crate::http::validation::{Problems, optional_text, parse_uuid, text_field};
 
@@ -62,21 +63,27 @@ struct HandoffBody {
 async fn hand_over(
     caller: Caller,
     State(state): State<AppState>,
+    forward: Forward,
     Path((identity_id, channel_id)): Path<(String, String)>,
     body: Option<Json<HandoffBody>>,
-) -> Result<Envelope<ConversationRecord>> {
+) -> Result<Response> {
     caller.require(Permission::Write)?;
     let body = body.map(|Json(body)| body).unwrap_or_default();
     let mut problems = Problems::default();
     let reason = optional_text(&mut problems, "reason", body.reason, REASON_LIMIT);
     problems.finish()?;
     let channel_id = parse_uuid(&channel_id, "channel_id")?;
+    let identity_id = identity_id_of(&state, &caller, &identity_id).await?;
+    let again = serde_json::to_vec(&serde_json::json!({"reason": reason})).ok();
+    if let Some(answer) = forward
+        .elsewhere(&state, identity_id, again.map(Into::into))
+        .await?
+    {
+        return Ok(answer);
+    }
     let change = ModeChange::HandOver { channel_id, reason };
-    let conversation = change_mode(&state, &caller, &identity_id, change).await?;
-    Ok(Envelope::ok(
-        "Conversation handed to a person",
-        conversation,
-    ))
+    let conversation = change_mode(&state, &caller, identity_id, change).await?;
+    Ok(Envelope::ok("Conversation handed to a person", conversation).into_response())
 }
 
 /// Give a conversation back to the assistant.
@@ -95,26 +102,27 @@ async fn hand_over(
 async fn resume(
     caller: Caller,
     State(state): State<AppState>,
+    forward: Forward,
     Path((identity_id, channel_id)): Path<(String, String)>,
-) -> Result<Envelope<ConversationRecord>> {
+) -> Result<Response> {
     caller.require(Permission::Write)?;
     let channel_id = parse_uuid(&channel_id, "channel_id")?;
+    let identity_id = identity_id_of(&state, &caller, &identity_id).await?;
+    if let Some(answer) = forward.elsewhere(&state, identity_id, None).await? {
+        return Ok(answer);
+    }
     let change = ModeChange::GiveBack { channel_id };
-    let conversation = change_mode(&state, &caller, &identity_id, change).await?;
-    Ok(Envelope::ok(
-        "Conversation given back to the assistant",
-        conversation,
-    ))
+    let conversation = change_mode(&state, &caller, identity_id, change).await?;
+    Ok(Envelope::ok("Conversation given back to the assistant", conversation).into_response())
 }
 
 /// Runs `change` in the identity's conversation actor; answers the conversation's record.
 async fn change_mode(
     state: &AppState,
     caller: &Caller,
-    identity_path: &str,
+    identity_id: uuid::Uuid,
     change: ModeChange,
 ) -> Result<ConversationRecord> {
-    let identity_id = identity_id_of(state, caller, identity_path).await?;
     let conversation = state
         .actors
         .conversations()

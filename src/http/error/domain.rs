@@ -48,6 +48,7 @@ impl From<SendError> for ApiError {
             SendError::Inactive => Self::Conflict(error.to_string()),
             SendError::UnknownChannel => Self::NotFound("Channel"),
             SendError::Unavailable(message) => Self::UpstreamFailed(message),
+            SendError::NotOwner => Self::not_owner("channel"),
             SendError::AlreadyTaken | SendError::Storage(_) => {
                 Self::Internal(anyhow::anyhow!(error))
             }
@@ -137,6 +138,8 @@ impl From<TurnError> for ApiError {
                     .to_owned(),
             ),
             TurnError::Unavailable(error) => error.into(),
+            TurnError::NotOwner => Self::not_owner("identity"),
+            TurnError::Refused(message) => Self::Conflict(message),
             TurnError::Template(_) | TurnError::Storage(_) => {
                 Self::Internal(anyhow::anyhow!(error))
             }

@@ -1,0 +1,560 @@
+//! Several `parley serve` processes on one PostgreSQL database (DESIGN §2 "Cluster"): the
+//! partitions are shared, webhooks and chats reach any node and are answered once by the
+//! owner, a node killed (`kill -9`) or frozen (`SIGSTOP`) loses its partitions to the others
+//! within the lease time and sends nothing twice, and a node stopped gracefully hands its
+//! partitions back at once. The in-process test server only provides the database, the fakes
+//! and the fixtures; its own sweeps are out of the way.
+//!
+//! These run on PostgreSQL (`PARLEY_TEST_DATABASE_URL`); on SQLite they say so and pass, and
+//! the refusal to cluster on SQLite is tested instead.
+
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use parley_testkit::graph::text_message;
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::flows::{campaign, people, per_person};
+use crate::helpers::{APP_SECRET, TestApp, expect_status, order_update, spawn_app_with};
+
+const SECRET: &str = "the-cluster-secret-of-these-tests";
+const OPERATOR: &str = "operator-token-of-the-cluster-tests";
+const NUMBER: &str = "100001";
+const PARTITIONS: usize = 16;
+
+/// The in-process server of these tests, its sweeps out of the way: only the nodes work.
+async fn quiet_app() -> TestApp {
+    spawn_app_with(|s| {
+        s.actors.inbound_sweep_ms = 3_600_000;
+        s.actors.scheduler_sweep_ms = 3_600_000;
+        s.actors.event_delivery_sweep_ms = 3_600_000;
+    })
+    .await
+}
+
+fn on_postgres() -> bool {
+    if std::env::var("PARLEY_TEST_DATABASE_URL").is_ok() {
+        return true;
+    }
+    eprintln!("skipped: a cluster needs PostgreSQL (set PARLEY_TEST_DATABASE_URL)");
+    false
+}
+
+/// A node: `parley serve` with the cluster on, its own data directory, the test's database,
+/// fakes and secret key.
+struct Node {
+    child: Child,
+    url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Node {
+    fn start(app: &TestApp, lease_ttl_secs: u64) -> Self {
+        let dir = tempfile::tempdir().expect("data directory");
+        let key = std::fs::read_to_string(app.data_dir().join("secret.key")).expect("key");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_parley"))
+            .args(["--log-format", "json", "serve", "--bind", "127.0.0.1:0"])
+            .env("PARLEY_DATABASE_URL", &app.database_url)
+            .env("PARLEY_DATA_DIR", dir.path())
+            .env("PARLEY_SECRET_KEY", key.trim())
+            .env("PARLEY_CLUSTER", "true")
+            .env("PARLEY_CLUSTER_SECRET", SECRET)
+            .env("PARLEY_CLUSTER_PARTITIONS", PARTITIONS.to_string())
+            .env("PARLEY_CLUSTER_HEARTBEAT_MS", "300")
+            .env("PARLEY_CLUSTER_LEASE_TTL_SECS", lease_ttl_secs.to_string())
+            .env("PARLEY_OPERATOR_TOKEN", OPERATOR)
+            .env("PARLEY_LLM_BASE_URL", app.model.base_url())
+            .env("PARLEY_LLM_MODEL", "fake-model")
+            .env("PARLEY_WHATSAPP_GRAPH_URL", app.graph.base_url())
+            .env("PARLEY_WHATSAPP_APP_SECRET", APP_SECRET)
+            .env("PARLEY_WHATSAPP_RETRY_BACKOFF_MS", "10")
+            .env("PARLEY_WHATSAPP_PAIR_BURST", "1000")
+            .env("PARLEY_EGRESS_ALLOW", "127.0.0.0/8")
+            .env("PARLEY_LOG", "info")
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn parley serve");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let echo = std::env::var("PARLEY_CLUSTER_TEST_LOGS").is_ok();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if echo {
+                    eprintln!("node: {line}");
+                }
+                if let Ok(entry) = serde_json::from_str::<Value>(&line)
+                    && entry["message"] == "listening"
+                {
+                    let _ = tx.send(entry["addr"].as_str().unwrap_or_default().to_owned());
+                }
+            }
+        });
+        let addr = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the node listens");
+        Self {
+            child,
+            url: format!("http://{addr}"),
+            _dir: dir,
+        }
+    }
+
+    fn signal(&self, signal: &str) {
+        let sent = Command::new("kill")
+            .args([signal, &self.child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(sent.success(), "kill {signal}");
+    }
+
+    /// The cluster's nodes as this node's `GET /admin/actors` answers them.
+    async fn nodes(&self) -> Vec<Value> {
+        let answer = reqwest::Client::new()
+            .get(format!("{}/admin/actors", self.url))
+            .bearer_auth(OPERATOR)
+            .send()
+            .await
+            .expect("admin/actors");
+        let body: Value = answer.json().await.expect("json");
+        body["data"]["nodes"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+}
+
+/// Polls `nodes` of `node` until `check` holds; answers them.
+async fn wait_nodes(node: &Node, within: Duration, check: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    let deadline = Instant::now() + within;
+    loop {
+        let nodes = node.nodes().await;
+        if check(&nodes) {
+            return nodes;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the nodes never settled: {nodes:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn partitions(node: &Value) -> Vec<i64> {
+    node["partitions"]
+        .as_array()
+        .map(|p| p.iter().filter_map(Value::as_i64).collect())
+        .unwrap_or_default()
+}
+
+/// Every partition held by an alive node, each by exactly one, `count` nodes alive.
+fn settled(nodes: &[Value], count: usize) -> bool {
+    let alive: Vec<&Value> = nodes.iter().filter(|n| n["alive"] == true).collect();
+    let mut held: Vec<i64> = alive.iter().flat_map(|n| partitions(n)).collect();
+    held.sort_unstable();
+    alive.len() == count
+        && held == (0..i64::try_from(PARTITIONS).unwrap_or(16)).collect::<Vec<_>>()
+        && alive
+            .iter()
+            .all(|n| partitions(n).len() <= PARTITIONS.div_ceil(count))
+}
+
+/// Which of `nodes` owns `id`, by the partitions each says it holds.
+fn owner_of<'a>(nodes: &'a [Node], answer: &[Value], id: uuid::Uuid) -> &'a Node {
+    let partition = i64::from(parley_actors::cluster::partition_of(
+        id,
+        u32::try_from(PARTITIONS).unwrap_or(16),
+    ));
+    let url = answer
+        .iter()
+        .find(|n| partitions(n).contains(&partition))
+        .and_then(|n| n["url"].as_str())
+        .expect("an owner");
+    nodes.iter().find(|n| n.url == url).expect("a node of ours")
+}
+
+fn request(node: &Node, method: Method, path: &str, key: &str) -> reqwest::RequestBuilder {
+    reqwest::Client::new()
+        .request(method, format!("{}{path}", node.url))
+        .bearer_auth(key)
+}
+
+#[tokio::test]
+async fn two_nodes_share_the_partitions_and_answer_every_message_once_wherever_it_lands() {
+    if !on_postgres() {
+        return;
+    }
+    let app = quiet_app().await;
+    let channel = app.live_channel(NUMBER).await;
+    let nodes = [Node::start(&app, 3), Node::start(&app, 3)];
+    let answer = wait_nodes(&nodes[0], Duration::from_secs(20), |n| settled(n, 2)).await;
+    assert!(answer.iter().any(|n| n["this_node"] == true), "{answer:#?}");
+
+    // Webhooks round-robin: each node stores what it receives; the channel's owner answers.
+    let mut wamids = HashSet::new();
+    for i in 0..20 {
+        let wamid = format!("wamid.CLUSTER{i}");
+        let payload = text_message(NUMBER, &format!("1650555{i:04}"), "Sheena", &wamid, "Hello");
+        let node = &nodes[i % 2];
+        let url = format!("{}/webhooks/waba/{channel}", node.url);
+        assert_eq!(
+            app.graph.post_webhook(&url, APP_SECRET, &payload).await,
+            200
+        );
+        wamids.insert(wamid);
+    }
+    let sent = app.wait_for_sends(20).await;
+    let replied: HashSet<String> = sent
+        .iter()
+        .filter_map(|s| s.body["context"]["message_id"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(replied, wamids, "every message answered");
+    // Meta re-delivers one to the other node: still one reply each.
+    let again = text_message(NUMBER, "16505550000", "Sheena", "wamid.CLUSTER0", "Hello");
+    let url = format!("{}/webhooks/waba/{channel}", nodes[1].url);
+    assert_eq!(app.graph.post_webhook(&url, APP_SECRET, &again).await, 200);
+
+    // A chat at either node is answered by the identity's owner (forwarded from the other).
+    app.put_identity(
+        "chatter",
+        json!({"name": "Chatter", "phone": "+351912000001"}),
+    )
+    .await;
+    for node in &nodes {
+        let answer = request(
+            node,
+            Method::POST,
+            &format!("/conversation/chatter/chat/{channel}"),
+            &app.owner.api_key,
+        )
+        .json(&json!({"message": "Where is my order?"}))
+        .send()
+        .await
+        .expect("chat");
+        let body = expect_status(answer, 200).await;
+        assert_eq!(
+            body["data"]["reply"], "You said: Where is my order?",
+            "{body}"
+        );
+    }
+    for node in &nodes {
+        let answer = request(
+            node,
+            Method::GET,
+            &format!("/conversation/chatter/streaming?channel_id={channel}&message=Hi"),
+            &app.owner.api_key,
+        )
+        .send()
+        .await
+        .expect("stream");
+        assert_eq!(answer.status(), 200);
+        assert!(
+            answer.headers()["content-type"]
+                .to_str()
+                .unwrap_or_default()
+                .starts_with("text/event-stream")
+        );
+        let text = answer.text().await.expect("events");
+        assert!(text.contains("\"type\":\"complete\""), "{text}");
+    }
+    let forwarded = futures_util::future::join_all(nodes.iter().map(|n| async move {
+        let metrics = request(n, Method::GET, "/metrics", OPERATOR)
+            .send()
+            .await
+            .ok()?;
+        metrics.text().await.ok()
+    }))
+    .await;
+    assert!(
+        forwarded.iter().flatten().any(|m| m
+            .lines()
+            .any(|l| l.starts_with("parley_cluster_forwards_total")
+                && l.contains("kind=\"http\"")
+                && l.contains("outcome=\"ok\""))),
+        "one node forwarded the chats it did not own"
+    );
+    assert_eq!(
+        app.graph.sent().len(),
+        20,
+        "the re-delivered message was not answered again"
+    );
+}
+
+#[tokio::test]
+async fn a_key_revoked_on_one_node_is_refused_by_the_others() {
+    if !on_postgres() {
+        return;
+    }
+    let app = quiet_app().await;
+    let nodes = [Node::start(&app, 3), Node::start(&app, 3)];
+    let created = expect_status(
+        app.send_json(
+            Method::POST,
+            "/workspace/api-keys",
+            &json!({"name": "CRM", "permissions": ["read"], "workspace_id": app.owner.workspace_id}),
+        )
+        .await,
+        201,
+    )
+    .await;
+    let (key, id) = (
+        created["data"]["key"].as_str().expect("key").to_owned(),
+        created["data"]["id"].as_str().expect("id").to_owned(),
+    );
+    // Node 1 remembers the key; node 0 revokes it.
+    let used = request(&nodes[1], Method::GET, "/stages", &key)
+        .send()
+        .await
+        .expect("stages");
+    assert_eq!(used.status(), 200);
+    let revoked = request(
+        &nodes[0],
+        Method::DELETE,
+        &format!("/workspace/api-keys/{id}"),
+        &app.owner.api_key,
+    )
+    .send()
+    .await
+    .expect("revoke");
+    assert_eq!(revoked.status(), 200);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let status = request(&nodes[1], Method::GET, "/stages", &key)
+            .send()
+            .await
+            .expect("stages")
+            .status();
+        if status == 401 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "node 1 still takes the revoked key"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A flow of `count` people through the live channel, created at `node`; answers its uid.
+async fn flow_at(app: &TestApp, node: &Node, channel: &str, count: usize) -> String {
+    app.graph.add_template("waba-1", order_update());
+    let campaign = campaign(app, channel, "Orders", per_person()).await;
+    let people = people(app, count).await;
+    let answer = request(node, Method::POST, "/flows", &app.owner.api_key)
+        .json(
+            &json!({"channelUid": channel, "campaignUid": campaign, "contactUids": people,
+                      "configuration": {"pauseBetweenContactsMs": 20, "maxConcurrentMessages": 2}}),
+        )
+        .send()
+        .await
+        .expect("flow");
+    expect_status(answer, 201).await["data"]["uid"]
+        .as_str()
+        .expect("uid")
+        .to_owned()
+}
+
+/// Polls the flow at `node` until none of its recipients waits; answers its statistics.
+async fn wait_settled(app: &TestApp, node: &Node, uid: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let answer = request(
+            node,
+            Method::GET,
+            &format!("/flows/{uid}"),
+            &app.owner.api_key,
+        )
+        .send()
+        .await
+        .expect("flow");
+        let stats = expect_status(answer, 200).await["data"]["statistics"].clone();
+        let done: u64 = ["sent", "delivered", "read", "failed", "skipped"]
+            .iter()
+            .filter_map(|k| stats[k].as_u64())
+            .sum();
+        if Some(done) == stats["total"].as_u64() {
+            return stats;
+        }
+        assert!(Instant::now() < deadline, "the flow never settled: {stats}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Why each failed recipient of the flow failed, from the database.
+async fn failed_errors(app: &TestApp, flow_id: uuid::Uuid) -> Vec<Option<String>> {
+    use parley_persistence::entities::flow_recipient;
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+    flow_recipient::Entity::find()
+        .filter(flow_recipient::Column::FlowId.eq(flow_id))
+        .filter(flow_recipient::Column::Status.eq(parley_persistence::RecipientStatus::Failed))
+        .all(&app.db().await)
+        .await
+        .expect("recipients")
+        .into_iter()
+        .map(|r| r.error)
+        .collect()
+}
+
+/// Waits until the Graph fake took `count` messages.
+async fn wait_sent(app: &TestApp, count: usize) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while app.graph.sent_count() < count {
+        assert!(
+            Instant::now() < deadline,
+            "only {} sent",
+            app.graph.sent_count()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Nobody got the template twice, and everyone either got it or is failed: only what was in
+/// flight when its node died or froze (at most `maxConcurrentMessages`, 2) is failed
+/// `interrupted`, whether or not Meta had taken it (a send that may have reached Meta is never
+/// sent again).
+fn reached_once_or_failed(app: &TestApp, total: u64, failed: u64, stats: &Value) {
+    let sent = app.graph.sent();
+    let mut seen = HashSet::new();
+    for message in &sent {
+        assert!(
+            seen.insert(message.to().to_owned()),
+            "{} was sent twice",
+            message.to()
+        );
+    }
+    let reached = seen.len() as u64;
+    assert!(reached <= total, "{stats}");
+    assert!(
+        reached + failed >= total,
+        "someone was neither reached nor failed: {stats}"
+    );
+    assert!(failed <= 2, "only what was in flight failed: {stats}");
+}
+
+#[tokio::test]
+async fn a_killed_nodes_flow_is_taken_over_within_the_lease_and_nobody_is_sent_twice() {
+    if !on_postgres() {
+        return;
+    }
+    let app = quiet_app().await;
+    let channel = app.live_channel(NUMBER).await;
+    let mut nodes = vec![Node::start(&app, 3), Node::start(&app, 3)];
+    let answer = wait_nodes(&nodes[0], Duration::from_secs(20), |n| settled(n, 2)).await;
+    let uid = flow_at(&app, &nodes[1], &channel, 150).await;
+    let flow_id: uuid::Uuid = uid.parse().expect("uuid");
+    let owner_url = owner_of(&nodes, &answer, flow_id).url.clone();
+    wait_sent(&app, 30).await;
+
+    let index = nodes
+        .iter()
+        .position(|n| n.url == owner_url)
+        .expect("owner");
+    let mut killed = nodes.remove(index);
+    killed.child.kill().expect("kill -9");
+    killed.child.wait().expect("reaped");
+    let survivor = &nodes[0];
+    // Every partition is owned again within the lease time and a beat (and some slack).
+    wait_nodes(survivor, Duration::from_millis(3_000 + 300 + 5_000), |n| {
+        settled(n, 1)
+    })
+    .await;
+
+    let stats = wait_settled(&app, survivor, &uid).await;
+    let failed = stats["failed"].as_u64().expect("failed");
+    reached_once_or_failed(&app, 150, failed, &stats);
+    for error in failed_errors(&app, flow_id).await {
+        assert_eq!(error.as_deref(), Some("interrupted"));
+    }
+
+    // A message after the kill reaches the survivor, which answers it.
+    let payload = text_message(NUMBER, "16505559999", "Late", "wamid.AFTER", "Still there?");
+    let url = format!("{}/webhooks/waba/{channel}", survivor.url);
+    assert_eq!(
+        app.graph.post_webhook(&url, APP_SECRET, &payload).await,
+        200
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !app
+        .graph
+        .sent()
+        .iter()
+        .any(|s| s.body["context"]["message_id"] == "wamid.AFTER")
+    {
+        assert!(Instant::now() < deadline, "the survivor never answered");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_node_frozen_past_its_lease_sends_nothing_when_it_wakes() {
+    if !on_postgres() {
+        return;
+    }
+    let app = quiet_app().await;
+    let channel = app.live_channel(NUMBER).await;
+    let nodes = [Node::start(&app, 2), Node::start(&app, 2)];
+    let answer = wait_nodes(&nodes[0], Duration::from_secs(20), |n| settled(n, 2)).await;
+    let uid = flow_at(&app, &nodes[0], &channel, 120).await;
+    let owner = owner_of(&nodes, &answer, uid.parse().expect("uuid"));
+    let other = nodes
+        .iter()
+        .find(|n| n.url != owner.url)
+        .expect("the other");
+    wait_sent(&app, 20).await;
+
+    owner.signal("-STOP");
+    wait_nodes(other, Duration::from_secs(15), |n| {
+        n.iter()
+            .find(|x| x["url"] == other.url.as_str())
+            .is_some_and(|x| partitions(x).len() == PARTITIONS)
+    })
+    .await;
+    let stats = wait_settled(&app, other, &uid).await;
+    owner.signal("-CONT");
+    // The woken node finds its leases gone and rejoins with a share of its own.
+    wait_nodes(other, Duration::from_secs(20), |n| settled(n, 2)).await;
+
+    let failed = stats["failed"].as_u64().expect("failed");
+    reached_once_or_failed(&app, 120, failed, &stats);
+}
+
+#[tokio::test]
+async fn a_node_stopped_gracefully_hands_its_partitions_back_at_once() {
+    if !on_postgres() {
+        return;
+    }
+    let app = quiet_app().await;
+    // Leases of a minute: only a hand-back explains the other node owning everything soon.
+    let nodes = [Node::start(&app, 60), Node::start(&app, 60)];
+    wait_nodes(&nodes[0], Duration::from_secs(20), |n| settled(n, 2)).await;
+    nodes[1].signal("-TERM");
+    wait_nodes(&nodes[0], Duration::from_secs(20), |n| settled(n, 1)).await;
+}
+
+#[test]
+fn a_cluster_on_sqlite_is_refused_with_a_sentence() {
+    let dir = tempfile::tempdir().expect("data directory");
+    let output = Command::new(env!("CARGO_BIN_EXE_parley"))
+        .args(["serve", "--bind", "127.0.0.1:0"])
+        .env_remove("PARLEY_DATABASE_URL")
+        .env("PARLEY_DATA_DIR", dir.path())
+        .env("PARLEY_CLUSTER", "true")
+        .env("PARLEY_CLUSTER_SECRET", SECRET)
+        .output()
+        .expect("parley serve");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("PARLEY_CLUSTER=true needs PostgreSQL"),
+        "{stderr}"
+    );
+}
