@@ -6,6 +6,7 @@
 //! Every send of a stored message claims it (`pending` → `sending`) right before each HTTP
 //! attempt and records Meta's answer itself, so a caller that stops waiting loses nothing.
 
+mod handle;
 mod limits;
 pub mod registry;
 pub mod remote;
@@ -21,8 +22,8 @@ use parley_persistence::{DatabaseConnection, GroupCommit, Integration, channels,
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde_json::Value;
 
+pub use self::handle::Channels;
 use self::limits::Limits;
-pub use self::registry::Channels;
 use self::send_job::SendJob;
 pub use self::sending::{Accepted, SendAnswer, SendError, SendRequest};
 use crate::domain::SecretBox;

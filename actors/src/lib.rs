@@ -46,7 +46,7 @@ pub mod tree;
 pub mod whatsapp;
 
 pub use changes::Change;
-pub use channel::registry::Channels;
+pub use channel::Channels;
 pub use conversation::registry::Conversations;
 pub use conversation::{
     ConversationDeps, ConversationSettings, ModeChange, ToolCallRecord, TurnError, TurnEvent,

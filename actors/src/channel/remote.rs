@@ -1,15 +1,18 @@
 //! A channel another node of the cluster owns (DESIGN §2 "Routing"): its sends and its Graph
 //! calls (templates, the webhook's registration) are asked of its owner over HTTP, so that
 //! one actor per number keeps Meta's limits cluster-wide. The owner answers through
-//! [`Channels::send_here`] and [`Channels::graph_here`].
+//! `Channels::send_here` and `Channels::graph_here`.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::registry::Channels;
 use super::{Accepted, SendAnswer, SendError, SendRequest};
+use crate::cluster::Ownership;
 use crate::whatsapp::{GraphError, MetaError};
+
+/// What a Graph call answers on a node that does not own the channel.
+pub(super) const NOT_HERE: &str = "this node does not own the channel";
 
 /// A Graph call asked of a channel's owner.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -60,67 +63,49 @@ impl From<Result<Value, GraphError>> for GraphAnswer {
                 error,
             },
             Err(error) => Self::Failed {
-                not_owner: error.to_string().contains(super::registry::NOT_HERE),
+                not_owner: error.to_string().contains(NOT_HERE),
                 message: error.to_string(),
             },
         }
     }
 }
 
-impl Channels {
-    /// Runs `op` on this node's actor of the channel, for another node.
-    pub async fn graph_here(&self, channel_id: Uuid, op: GraphOp) -> GraphAnswer {
-        if !self.ownership.owns(channel_id) {
-            return GraphAnswer::Failed {
-                message: super::registry::NOT_HERE.to_owned(),
-                not_owner: true,
-            };
+/// Asks the node that owns the channel for a Graph call.
+pub(super) async fn graph_at_owner(
+    ownership: &Ownership,
+    channel_id: Uuid,
+    op: &GraphOp,
+) -> Result<Value, GraphError> {
+    let path = format!("/_cluster/channels/{channel_id}/graph");
+    let body = serde_json::to_value(op).map_err(|e| GraphError::Malformed(e.to_string()))?;
+    let answer = ownership.post_to_owner(channel_id, &path, &body).await;
+    crate::measure::cluster_forward("graph", answer.is_ok());
+    let answer = answer.map_err(|e| GraphError::Connection(e.to_string()))?;
+    match serde_json::from_value(answer).map_err(|e| GraphError::Malformed(e.to_string()))? {
+        GraphAnswer::Ok { value } => Ok(value),
+        GraphAnswer::Meta {
+            mut error,
+            http_status,
+        } => {
+            error.http_status = http_status;
+            Err(GraphError::Api(error))
         }
-        let outcome = match op {
-            GraphOp::ListTemplates => self.list_templates(channel_id).await.map(Value::from),
-            GraphOp::CreateTemplate { body } => self.create_template(channel_id, body).await,
-            GraphOp::RegisterWebhook => self.register_webhook(channel_id).await.map(Value::from),
-        };
-        outcome.into()
+        GraphAnswer::Failed { message, .. } => Err(GraphError::Connection(message)),
     }
+}
 
-    /// Asks the node that owns the channel for a Graph call.
-    pub(super) async fn graph_at_owner(
-        &self,
-        channel_id: Uuid,
-        op: &GraphOp,
-    ) -> Result<Value, GraphError> {
-        let path = format!("/_cluster/channels/{channel_id}/graph");
-        let body = serde_json::to_value(op).map_err(|e| GraphError::Malformed(e.to_string()))?;
-        let answer = self.ownership.post_to_owner(channel_id, &path, &body).await;
-        crate::measure::cluster_forward("graph", answer.is_ok());
-        let answer = answer.map_err(|e| GraphError::Connection(e.to_string()))?;
-        match serde_json::from_value(answer).map_err(|e| GraphError::Malformed(e.to_string()))? {
-            GraphAnswer::Ok { value } => Ok(value),
-            GraphAnswer::Meta {
-                mut error,
-                http_status,
-            } => {
-                error.http_status = http_status;
-                Err(GraphError::Api(error))
-            }
-            GraphAnswer::Failed { message, .. } => Err(GraphError::Connection(message)),
-        }
-    }
-
-    /// Asks the node that owns the channel to send (`POST /_cluster/channels/{id}/send`).
-    pub(super) async fn send_at_owner(
-        &self,
-        channel_id: Uuid,
-        request: &SendRequest,
-    ) -> Result<Accepted, SendError> {
-        let path = format!("/_cluster/channels/{channel_id}/send");
-        let body = serde_json::to_value(request).map_err(|e| SendError::Storage(e.to_string()))?;
-        let answer = self.ownership.post_to_owner(channel_id, &path, &body).await;
-        crate::measure::cluster_forward("send", answer.is_ok());
-        let answer: SendAnswer =
-            serde_json::from_value(answer.map_err(|e| SendError::Unavailable(e.to_string()))?)
-                .map_err(|e| SendError::Unavailable(e.to_string()))?;
-        answer.into()
-    }
+/// Asks the node that owns the channel to send (`POST /_cluster/channels/{id}/send`).
+pub(super) async fn send_at_owner(
+    ownership: &Ownership,
+    channel_id: Uuid,
+    request: &SendRequest,
+) -> Result<Accepted, SendError> {
+    let path = format!("/_cluster/channels/{channel_id}/send");
+    let body = serde_json::to_value(request).map_err(|e| SendError::Storage(e.to_string()))?;
+    let answer = ownership.post_to_owner(channel_id, &path, &body).await;
+    crate::measure::cluster_forward("send", answer.is_ok());
+    let answer: SendAnswer =
+        serde_json::from_value(answer.map_err(|e| SendError::Unavailable(e.to_string()))?)
+            .map_err(|e| SendError::Unavailable(e.to_string()))?;
+    answer.into()
 }
