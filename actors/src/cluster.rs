@@ -243,6 +243,7 @@ mod tests {
 
     #[test]
     fn a_cluster_member_owns_only_the_partitions_it_holds() {
+        crate::llm::install_crypto_provider();
         let node = Uuid::now_v7();
         let db = parley_persistence::DatabaseConnection::default();
         let ownership = Ownership::clustered(node, "secret", db);

@@ -1,0 +1,310 @@
+//! What the cluster costs and how fast it recovers (DESIGN §2 "Cluster"), with real `parley
+//! serve` processes (the release binary beside this one) on one PostgreSQL database:
+//!
+//! - `forward [turns]`: a chat turn sent to the node that owns the identity against the same
+//!   turn sent to the other node, which forwards it (the added latency of a forward);
+//! - `failover [rounds]`: with the default heartbeat and lease, the time from `kill -9` of one of
+//!   two nodes to the survivor owning every partition;
+//! - `throughput [messages]`: webhooks round-robin over three nodes against one node, each
+//!   message answered at the fake Graph API (the coordination's cost), alternating 1 and 3.
+//!
+//! Needs `PARLEY_BENCH_DATABASE_URL` (PostgreSQL) and `cargo build --release --bin parley`.
+//! Run: `cargo run --release -p parley-benches --bin cluster -- forward 300`
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use futures_util::StreamExt;
+use parley_benches::{BenchServer, ms, print_comparison};
+use parley_testkit::graph::text_message;
+use serde_json::{Value, json};
+
+const SECRET: &str = "the-cluster-secret-of-the-bench";
+const OPERATOR: &str = "operator-token-of-the-bench";
+const KEY: &str = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
+const APP_SECRET: &str = "bench-app-secret";
+const NUMBER: &str = "100001";
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let mut args = std::env::args().skip(1);
+    let what = args.next().unwrap_or_else(|| "forward".to_owned());
+    let count: Option<usize> = args.next().map(|a| a.parse()).transpose()?;
+    if std::env::var("PARLEY_BENCH_DATABASE_URL").is_err() {
+        bail!("a cluster needs PostgreSQL: set PARLEY_BENCH_DATABASE_URL");
+    }
+    // The in-process server holds the database and the fakes; its own sweeps stay out of the
+    // way, so that only the nodes work.
+    let server = BenchServer::start(|s| {
+        s.secret_key = Some(KEY.into());
+        s.whatsapp.app_secret = Some(APP_SECRET.into());
+        s.actors.inbound_sweep_ms = 3_600_000;
+        s.actors.scheduler_sweep_ms = 3_600_000;
+        s.actors.event_delivery_sweep_ms = 3_600_000;
+    })
+    .await?;
+    match what.as_str() {
+        "forward" => forward(&server, count.unwrap_or(300)).await?,
+        "failover" => failover(&server, count.unwrap_or(3)).await?,
+        "throughput" => throughput(&server, count.unwrap_or(1000)).await?,
+        other => bail!("unknown measure {other}: forward, failover or throughput"),
+    }
+    server.stop().await
+}
+
+/// A `parley serve` process of the cluster.
+struct Node {
+    child: Child,
+    url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Node {
+    fn start(server: &BenchServer, extra: &[(&str, &str)]) -> anyhow::Result<Self> {
+        let binary = std::env::current_exe()?
+            .parent()
+            .context("the bench's directory")?
+            .join("parley");
+        let dir = tempfile::tempdir()?;
+        let mut child = Command::new(&binary)
+            .args(["--log-format", "json", "serve", "--bind", "127.0.0.1:0"])
+            .env("PARLEY_DATABASE_URL", server.database_url())
+            .env("PARLEY_DATA_DIR", dir.path())
+            .env("PARLEY_SECRET_KEY", KEY)
+            .env("PARLEY_CLUSTER", "true")
+            .env("PARLEY_CLUSTER_SECRET", SECRET)
+            .env("PARLEY_OPERATOR_TOKEN", OPERATOR)
+            .env("PARLEY_LLM_BASE_URL", server.model.base_url())
+            .env("PARLEY_LLM_MODEL", "fake")
+            .env("PARLEY_WHATSAPP_GRAPH_URL", server.graph.base_url())
+            .env("PARLEY_WHATSAPP_APP_SECRET", APP_SECRET)
+            .env("PARLEY_WHATSAPP_PAIR_BURST", "100000")
+            .env("PARLEY_WHATSAPP_RATE_PER_SEC", "100000")
+            .env("PARLEY_LOG", "warn,parley::startup=info")
+            .envs(extra.iter().copied())
+            .stderr(Stdio::piped())
+            .spawn()
+            .with_context(|| {
+                format!("{} (cargo build --release --bin parley)", binary.display())
+            })?;
+        let stderr = child.stderr.take().context("stderr")?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Ok(entry) = serde_json::from_str::<Value>(&line)
+                    && entry["message"] == "listening"
+                {
+                    let _ = tx.send(entry["addr"].as_str().unwrap_or_default().to_owned());
+                }
+            }
+        });
+        let addr = rx.recv_timeout(Duration::from_secs(60))?;
+        Ok(Self {
+            child,
+            url: format!("http://{addr}"),
+            _dir: dir,
+        })
+    }
+
+    /// `(url, partitions)` of every alive node, as this node's `/admin/actors` tells.
+    async fn nodes(&self, http: &reqwest::Client) -> anyhow::Result<Vec<(String, Vec<i64>)>> {
+        let body: Value = http
+            .get(format!("{}/admin/actors", self.url))
+            .bearer_auth(OPERATOR)
+            .send()
+            .await?
+            .json()
+            .await?;
+        Ok(body["data"]["nodes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|n| n["alive"] == true)
+            .map(|n| {
+                let url = n["url"].as_str().unwrap_or_default().to_owned();
+                let held = n["partitions"].as_array().into_iter().flatten();
+                (url, held.filter_map(Value::as_i64).collect())
+            })
+            .collect())
+    }
+
+    /// Waits until `count` nodes are alive and every partition has one of them as owner.
+    async fn settled(
+        &self,
+        http: &reqwest::Client,
+        count: usize,
+    ) -> anyhow::Result<Vec<(String, Vec<i64>)>> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let nodes = self.nodes(http).await?;
+            let held: usize = nodes.iter().map(|(_, p)| p.len()).sum();
+            if nodes.len() == count && held == 64 {
+                return Ok(nodes);
+            }
+            anyhow::ensure!(
+                Instant::now() < deadline,
+                "the nodes never settled: {nodes:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+async fn forward(server: &BenchServer, turns: usize) -> anyhow::Result<()> {
+    let (_, channel) = server
+        .assistant_channel(
+            "You help {{identity.name}}.",
+            &json!({"name": "Bench line", "integration": "sandbox"}),
+        )
+        .await?;
+    let identity = server
+        .send(
+            reqwest::Method::PUT,
+            "/identity/bench-0",
+            &json!({"name": "Person 0"}),
+        )
+        .await?;
+    let identity: uuid::Uuid = identity["data"]["id"].as_str().context("id")?.parse()?;
+    let nodes = [Node::start(server, &[])?, Node::start(server, &[])?];
+    let held = nodes[0].settled(&server.http, 2).await?;
+    let partition = i64::from(parley_actors::cluster::partition_of(identity, 64));
+    let owner_url = &held
+        .iter()
+        .find(|(_, p)| p.contains(&partition))
+        .context("owner")?
+        .0;
+    let (owner, other) = if &nodes[0].url == owner_url {
+        (&nodes[0], &nodes[1])
+    } else {
+        (&nodes[1], &nodes[0])
+    };
+    let turn = |node: &Node, n: usize| {
+        let url = format!("{}/conversation/bench-0/chat/{channel}", node.url);
+        let request = server
+            .http
+            .post(url)
+            .bearer_auth(&server.key)
+            .json(&json!({"message": format!("hello {n}")}));
+        async move {
+            let started = Instant::now();
+            let answer = request.send().await?;
+            anyhow::ensure!(answer.status().is_success(), "{}", answer.status());
+            answer.bytes().await?;
+            Ok::<_, anyhow::Error>(started.elapsed())
+        }
+    };
+    // Warm both paths (connections, caches), then interleave.
+    for n in 0..20 {
+        turn(owner, n).await?;
+        turn(other, n).await?;
+    }
+    let (mut local, mut forwarded) = (Vec::new(), Vec::new());
+    for n in 0..turns {
+        local.push(turn(owner, n).await?);
+        forwarded.push(turn(other, n).await?);
+    }
+    println!("cluster forward, {turns} turns each, PostgreSQL, 2 nodes");
+    print_comparison(
+        "turn at the identity's owner",
+        &local,
+        "turn at the other node (forwarded)",
+        &forwarded,
+    )
+}
+
+async fn failover(server: &BenchServer, rounds: usize) -> anyhow::Result<()> {
+    let survivor = Node::start(server, &[])?;
+    let mut times = Vec::new();
+    for round in 0..rounds {
+        // A new node joins, takes half the partitions, and is killed.
+        let mut victim = Node::start(server, &[])?;
+        survivor.settled(&server.http, 2).await?;
+        let killed = Instant::now();
+        victim.child.kill()?;
+        victim.child.wait()?;
+        survivor.settled(&server.http, 1).await?;
+        let took = killed.elapsed();
+        println!(
+            "round {round}: kill -9 to every partition owned by the survivor: {:.2} s",
+            took.as_secs_f64()
+        );
+        times.push(took);
+    }
+    let worst = times.iter().max().copied().unwrap_or_default();
+    println!(
+        "cluster failover, defaults (heartbeat 2 s, lease 10 s): worst {:.2} s of {rounds}",
+        worst.as_secs_f64()
+    );
+    Ok(())
+}
+
+async fn throughput(server: &BenchServer, messages: usize) -> anyhow::Result<()> {
+    let (_, channel) = server
+        .assistant_channel(
+            "You help.",
+            &json!({"name": "Live", "accessToken": "bench-token", "phoneNumberId": NUMBER, "businessId": "waba-1"}),
+        )
+        .await?;
+    let mut rates = Vec::new();
+    for (phase, count) in [1usize, 3, 1, 3].into_iter().enumerate() {
+        let nodes: Vec<Node> = (0..count)
+            .map(|_| Node::start(server, &[]))
+            .collect::<anyhow::Result<_>>()?;
+        nodes[0].settled(&server.http, count).await?;
+        let before = server.graph.sent_count();
+        let started = Instant::now();
+        let posts = futures_util::stream::iter(0..messages).map(|i| {
+            let node = &nodes[i % count];
+            let from = format!("1650{:07}", phase * messages + i);
+            let payload = text_message(
+                NUMBER,
+                &from,
+                "Bench",
+                &format!("wamid.B{phase}x{i}"),
+                "hello",
+            );
+            let url = format!("{}/webhooks/waba/{channel}", node.url);
+            async move { server.graph.post_webhook(&url, APP_SECRET, &payload).await }
+        });
+        let statuses: Vec<u16> = posts.buffer_unordered(64).collect().await;
+        anyhow::ensure!(statuses.iter().all(|s| *s == 200), "a webhook was refused");
+        let deadline = Instant::now() + Duration::from_secs(300);
+        while server.graph.sent_count() < before + messages {
+            anyhow::ensure!(
+                Instant::now() < deadline,
+                "only {} answered",
+                server.graph.sent_count() - before
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let rate = messages as f64 / started.elapsed().as_secs_f64();
+        println!(
+            "{count} node(s): {messages} messages answered in {} ({rate:.0} msg/s)",
+            ms(started.elapsed())
+        );
+        rates.push((count, rate));
+        drop(nodes);
+    }
+    let mean = |k: usize| {
+        let of: Vec<f64> = rates
+            .iter()
+            .filter(|(c, _)| *c == k)
+            .map(|(_, r)| *r)
+            .collect();
+        of.iter().sum::<f64>() / of.len().max(1) as f64
+    };
+    println!(
+        "cluster throughput, PostgreSQL: 3 nodes / 1 node = {:.2}x",
+        mean(3) / mean(1)
+    );
+    Ok(())
+}
