@@ -194,14 +194,23 @@ impl Ownership {
         };
         for attempt in 0..2 {
             let url = self.owner_url_fresh(id).await?;
-            let response = peers
+            let sent = peers
                 .client
                 .post(format!("{}{path}", url.trim_end_matches('/')))
                 .header(FORWARDED_HEADER, &*peers.secret)
                 .json(body)
                 .send()
-                .await
-                .map_err(|e| PeerError::Unreachable(e.to_string()))?;
+                .await;
+            let response = match sent {
+                Ok(response) => response,
+                // The owner as last read is gone (a takeover under way): read the leases
+                // again and try the new owner once.
+                Err(_) if attempt == 0 => {
+                    self.refresh_owners().await;
+                    continue;
+                }
+                Err(error) => return Err(PeerError::Unreachable(error.to_string())),
+            };
             let status = response.status();
             let not_owner = response.headers().contains_key(NOT_OWNER_HEADER);
             let answer: Value = response

@@ -292,11 +292,15 @@ impl Membership {
         }
     }
 
-    /// Marks the node as leaving, so that it counts no more towards the others' share.
+    /// Marks the node as leaving: it counts no more towards the others' share, takes nothing
+    /// more, and gives up what it holds at its next beat (its actors stop; the leases are
+    /// released by [`Membership::leave`] once the runtime stopped, or by the beat after).
     ///
     /// # Errors
     /// The database's.
     pub async fn drain(&self) -> Result<(), PersistenceError> {
+        self.lock().leaving = true;
+        self.nudge.notify_one();
         match self.ownership.node_id() {
             Some(node_id) => cluster::drain(&self.db, node_id).await,
             None => Ok(()),

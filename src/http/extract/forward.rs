@@ -99,7 +99,16 @@ impl Forward {
             }
             let answer = request.send().await;
             parley_actors::measure::cluster_forward("http", answer.is_ok());
-            let answer = answer.map_err(|e| unavailable(&e.to_string()))?;
+            let answer = match answer {
+                Ok(answer) => answer,
+                // The owner as last read is gone (a takeover under way): read the leases
+                // again and try the new owner once.
+                Err(_) if attempt == 0 => {
+                    ownership.refresh_owners().await;
+                    continue;
+                }
+                Err(error) => return Err(unavailable(&error.to_string())),
+            };
             if answer.status() == StatusCode::SERVICE_UNAVAILABLE
                 && answer.headers().contains_key(NOT_OWNER_HEADER)
                 && attempt == 0
