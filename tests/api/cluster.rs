@@ -80,6 +80,8 @@ impl Node {
             .env("PARLEY_WHATSAPP_RETRY_BACKOFF_MS", "10")
             .env("PARLEY_WHATSAPP_PAIR_BURST", "1000")
             .env("PARLEY_EGRESS_ALLOW", "127.0.0.0/8")
+            .env("PARLEY_SCHEDULER_MIN_INTERVAL_SECS", "1")
+            .env("PARLEY_SCHEDULER_RUNS_KEPT", "1000")
             .env("PARLEY_LOG", "info")
             .stderr(Stdio::piped())
             .spawn()
@@ -290,12 +292,67 @@ async fn two_nodes_share_the_partitions_and_answer_every_message_once_wherever_i
 }
 
 #[tokio::test]
-async fn a_key_revoked_on_one_node_is_refused_by_the_others() {
+async fn a_key_revoked_or_a_stage_renamed_on_one_node_reaches_the_others() {
     if !on_postgres() {
         return;
     }
     let app = quiet_app().await;
+    let (_, channel) = app
+        .chat_channel("Stage: {{identity.stage}}.", json!({}))
+        .await;
+    let stage = app.stage("Lead").await;
+    let ana = app.put_identity("crm-1", json!({"name": "Ana"})).await;
+    app.set_stage("crm-1", "Lead").await;
     let nodes = [Node::start(&app, 3), Node::start(&app, 3)];
+    let answer = wait_nodes(&nodes[0], Duration::from_secs(20), |n| settled(n, 2)).await;
+
+    // The identity's owner caches the workspace's stages with its first turn; the stage is
+    // renamed through the other node, and the owner's next turn says the new name.
+    let owner = owner_of(
+        &nodes,
+        &answer,
+        ana["id"].as_str().expect("id").parse().expect("uuid"),
+    );
+    let other = nodes
+        .iter()
+        .find(|n| n.url != owner.url)
+        .expect("the other");
+    let chat = |node: &Node, text: &str| {
+        request(
+            node,
+            Method::POST,
+            &format!("/conversation/crm-1/chat/{channel}"),
+            &app.owner.api_key,
+        )
+        .json(&json!({"message": text}))
+        .send()
+    };
+    expect_status(chat(owner, "one").await.expect("chat"), 200).await;
+    assert_eq!(app.last_system_prompt(), "Stage: Lead.");
+    let renamed = request(
+        other,
+        Method::PUT,
+        &format!("/stages/{stage}"),
+        &app.owner.api_key,
+    )
+    .json(&json!({"name": "Qualified"}))
+    .send()
+    .await
+    .expect("rename");
+    expect_status(renamed, 200).await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        expect_status(chat(owner, "again").await.expect("chat"), 200).await;
+        if app.last_system_prompt() == "Stage: Qualified." {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the owner never heard of the rename"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
     let created = expect_status(
         app.send_json(
             Method::POST,
@@ -389,6 +446,20 @@ async fn wait_settled(app: &TestApp, node: &Node, uid: &str) -> Value {
     }
 }
 
+/// When each run of the task was due, from the database.
+async fn runs_of(app: &TestApp, task_id: uuid::Uuid) -> Vec<chrono::DateTime<chrono::Utc>> {
+    use parley_persistence::entities::scheduled_task_run;
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+    scheduled_task_run::Entity::find()
+        .filter(scheduled_task_run::Column::TaskId.eq(task_id))
+        .all(&app.db().await)
+        .await
+        .expect("runs")
+        .into_iter()
+        .map(|r| r.due_at)
+        .collect()
+}
+
 /// Why each failed recipient of the flow failed, from the database.
 async fn failed_errors(app: &TestApp, flow_id: uuid::Uuid) -> Vec<Option<String>> {
     use parley_persistence::entities::flow_recipient;
@@ -451,6 +522,26 @@ async fn a_killed_nodes_flow_is_taken_over_within_the_lease_and_nobody_is_sent_t
     let answer = wait_nodes(&nodes[0], Duration::from_secs(20), |n| settled(n, 2)).await;
     let uid = flow_at(&app, &nodes[1], &channel, 150).await;
     let flow_id: uuid::Uuid = uid.parse().expect("uuid");
+    // A task due every second runs through the kill too.
+    let stage = app.stage("Ticked").await;
+    let task = request(
+        &nodes[0],
+        Method::POST,
+        "/scheduled-tasks",
+        &app.owner.api_key,
+    )
+    .json(
+        &json!({"name": "Tick", "task_type": "set_stage", "recurrence": "* * * * * *",
+                      "payload": {"identity_id": "p0", "stage_id": stage}}),
+    )
+    .send()
+    .await
+    .expect("task");
+    let task_id: uuid::Uuid = expect_status(task, 201).await["data"]["id"]
+        .as_str()
+        .expect("id")
+        .parse()
+        .expect("uuid");
     let owner_url = owner_of(&nodes, &answer, flow_id).url.clone();
     wait_sent(&app, 30).await;
 
@@ -474,6 +565,15 @@ async fn a_killed_nodes_flow_is_taken_over_within_the_lease_and_nobody_is_sent_t
     for error in failed_errors(&app, flow_id).await {
         assert_eq!(error.as_deref(), Some("interrupted"));
     }
+    // The task ran on both sides of the kill, never twice for one occurrence.
+    let runs = runs_of(&app, task_id).await;
+    assert!(runs.len() >= 3, "the task kept running: {runs:?}");
+    let occurrences: HashSet<_> = runs.iter().collect();
+    assert_eq!(
+        occurrences.len(),
+        runs.len(),
+        "an occurrence ran twice: {runs:?}"
+    );
 
     // A message after the kill reaches the survivor, which answers it.
     let payload = text_message(NUMBER, "16505559999", "Late", "wamid.AFTER", "Still there?");

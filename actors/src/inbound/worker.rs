@@ -104,7 +104,13 @@ pub(crate) struct InboundWorkerState {
     known: HashSet<Uuid>,
     /// Whether events may be waiting in the database that the worker does not hold.
     behind: bool,
+    /// Whether a sweep asked for by [`InboundWorkerMsg::SweepNow`] is already on its way:
+    /// news of many events stored elsewhere is read with one sweep.
+    sweep_soon: bool,
 }
+
+/// How long news of events stored elsewhere gathers before the sweep that reads them.
+const SWEEP_SOON: Duration = Duration::from_millis(5);
 
 /// Messages of the inbound worker.
 pub(crate) enum InboundWorkerMsg {
@@ -114,9 +120,12 @@ pub(crate) enum InboundWorkerMsg {
     Done(Uuid),
     /// Read due events from the database, and again after the sweep period.
     Sweep,
-    /// Read due events now (a cluster node was told of events for its channels, or took
-    /// partitions over); the periodic sweep goes on as it was.
+    /// Read due events soon (a cluster node was told of events for its channels, or took
+    /// partitions over), once for all the news of the next few milliseconds; the periodic
+    /// sweep goes on as it was.
     SweepNow,
+    /// The sweep `SweepNow` asked for.
+    SweepSoon,
     /// How many events are being answered (of one workspace, when given).
     Count(Option<i64>, ractor::RpcReplyPort<usize>),
 }
@@ -142,6 +151,7 @@ impl Actor for InboundWorker {
             waiting: VecDeque::new(),
             known: HashSet::new(),
             behind: true,
+            sweep_soon: false,
         })
     }
 
@@ -181,7 +191,13 @@ impl Actor for InboundWorker {
                 start_ready(state, &myself);
                 myself.send_after(state.settings.sweep_every, || InboundWorkerMsg::Sweep);
             }
-            InboundWorkerMsg::SweepNow => {
+            InboundWorkerMsg::SweepNow if !state.sweep_soon => {
+                state.sweep_soon = true;
+                myself.send_after(SWEEP_SOON, || InboundWorkerMsg::SweepSoon);
+            }
+            InboundWorkerMsg::SweepNow => {}
+            InboundWorkerMsg::SweepSoon => {
+                state.sweep_soon = false;
                 sweep(state).await;
                 start_ready(state, &myself);
             }

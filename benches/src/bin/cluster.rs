@@ -98,8 +98,12 @@ impl Node {
             })?;
         let stderr = child.stderr.take().context("stderr")?;
         let (tx, rx) = std::sync::mpsc::channel();
+        let echo = std::env::var("PARLEY_BENCH_NODE_LOGS").is_ok();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if echo {
+                    eprintln!("node: {line}");
+                }
                 if let Ok(entry) = serde_json::from_str::<Value>(&line)
                     && entry["message"] == "listening"
                 {
@@ -264,7 +268,9 @@ async fn throughput(server: &BenchServer, messages: usize) -> anyhow::Result<()>
         let started = Instant::now();
         let posts = futures_util::stream::iter(0..messages).map(|i| {
             let node = &nodes[i % count];
-            let from = format!("1650{:07}", phase * messages + i);
+            // New senders in each phase (its own area code), like the first phase's.
+            let area = ["1415555", "1650555", "1408555", "1510555"][phase];
+            let from = format!("{area}{:04}", i % 10_000);
             let payload = text_message(
                 NUMBER,
                 &from,
