@@ -9,10 +9,14 @@
 //!
 //! - [`FakeMcp`]: MCP servers, of the specification's `http` contract and of the Model
 //!   Context Protocol over Streamable HTTP (rmcp's server, stateless or with sessions).
+//!
+//! And [`process::serve`]: `parley serve` as a process of its own, for what kills, freezes or
+//! clusters real servers.
 
 pub mod graph;
 mod mcp;
 mod model;
+pub mod process;
 
 pub use graph::{FakeGraph, SentMessage};
 pub use mcp::{FakeMcp, McpFlavour, McpRequest, ToolBehaviour};

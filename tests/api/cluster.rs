@@ -9,8 +9,7 @@
 //! the refusal to cluster on SQLite is tested instead.
 
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use parley_testkit::graph::text_message;
@@ -62,51 +61,38 @@ impl Node {
     fn start(app: &TestApp, lease_ttl_secs: u64) -> Self {
         let dir = tempfile::tempdir().expect("data directory");
         let key = std::fs::read_to_string(app.data_dir().join("secret.key")).expect("key");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_parley"))
-            .args(["--log-format", "json", "serve", "--bind", "127.0.0.1:0"])
-            .env("PARLEY_DATABASE_URL", &app.database_url)
-            .env("PARLEY_DATA_DIR", dir.path())
-            .env("PARLEY_SECRET_KEY", key.trim())
-            .env("PARLEY_CLUSTER", "true")
-            .env("PARLEY_CLUSTER_SECRET", SECRET)
-            .env("PARLEY_CLUSTER_PARTITIONS", PARTITIONS.to_string())
-            .env("PARLEY_CLUSTER_HEARTBEAT_MS", "300")
-            .env("PARLEY_CLUSTER_LEASE_TTL_SECS", lease_ttl_secs.to_string())
-            .env("PARLEY_OPERATOR_TOKEN", OPERATOR)
-            .env("PARLEY_LLM_BASE_URL", app.model.base_url())
-            .env("PARLEY_LLM_MODEL", "fake-model")
-            .env("PARLEY_WHATSAPP_GRAPH_URL", app.graph.base_url())
-            .env("PARLEY_WHATSAPP_APP_SECRET", APP_SECRET)
-            .env("PARLEY_WHATSAPP_RETRY_BACKOFF_MS", "10")
-            .env("PARLEY_WHATSAPP_PAIR_BURST", "1000")
-            .env("PARLEY_EGRESS_ALLOW", "127.0.0.0/8")
-            .env("PARLEY_SCHEDULER_MIN_INTERVAL_SECS", "1")
-            .env("PARLEY_SCHEDULER_RUNS_KEPT", "1000")
-            .env("PARLEY_LOG", "info")
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn parley serve");
-        let stderr = child.stderr.take().expect("stderr");
-        let (tx, rx) = std::sync::mpsc::channel();
-        let echo = std::env::var("PARLEY_CLUSTER_TEST_LOGS").is_ok();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if echo {
-                    eprintln!("node: {line}");
-                }
-                if let Ok(entry) = serde_json::from_str::<Value>(&line)
-                    && entry["message"] == "listening"
-                {
-                    let _ = tx.send(entry["addr"].as_str().unwrap_or_default().to_owned());
-                }
-            }
-        });
-        let addr = rx
-            .recv_timeout(Duration::from_secs(60))
-            .expect("the node listens");
+        let (data_dir, ttl) = (dir.path().display().to_string(), lease_ttl_secs.to_string());
+        let (model, graph) = (app.model.base_url(), app.graph.base_url());
+        let partitions = PARTITIONS.to_string();
+        let envs = [
+            ("PARLEY_DATABASE_URL", app.database_url.as_str()),
+            ("PARLEY_DATA_DIR", data_dir.as_str()),
+            ("PARLEY_SECRET_KEY", key.trim()),
+            ("PARLEY_CLUSTER", "true"),
+            ("PARLEY_CLUSTER_SECRET", SECRET),
+            ("PARLEY_CLUSTER_PARTITIONS", partitions.as_str()),
+            ("PARLEY_CLUSTER_HEARTBEAT_MS", "300"),
+            ("PARLEY_CLUSTER_LEASE_TTL_SECS", ttl.as_str()),
+            ("PARLEY_OPERATOR_TOKEN", OPERATOR),
+            ("PARLEY_LLM_BASE_URL", model.as_str()),
+            ("PARLEY_LLM_MODEL", "fake-model"),
+            ("PARLEY_WHATSAPP_GRAPH_URL", graph.as_str()),
+            ("PARLEY_WHATSAPP_APP_SECRET", APP_SECRET),
+            ("PARLEY_WHATSAPP_RETRY_BACKOFF_MS", "10"),
+            ("PARLEY_WHATSAPP_PAIR_BURST", "1000"),
+            ("PARLEY_EGRESS_ALLOW", "127.0.0.0/8"),
+            ("PARLEY_SCHEDULER_MIN_INTERVAL_SECS", "1"),
+            ("PARLEY_SCHEDULER_RUNS_KEPT", "1000"),
+            ("PARLEY_LOG", "info"),
+        ];
+        let echo = std::env::var("PARLEY_CLUSTER_TEST_LOGS")
+            .ok()
+            .map(|_| "node: ");
+        let binary = std::path::Path::new(env!("CARGO_BIN_EXE_parley"));
+        let (child, url) = parley_testkit::process::serve(binary, &envs, echo);
         Self {
             child,
-            url: format!("http://{addr}"),
+            url,
             _dir: dir,
         }
     }

@@ -2,8 +2,8 @@
 //! and restarted on the same database. The in-process test server shares the database, so its
 //! inbound worker is told not to sweep: only the binary answers.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use parley_testkit::Reply;
@@ -32,36 +32,20 @@ fn serve(app: &TestApp) -> (Child, String) {
 
 /// [`serve`] with more environment variables.
 fn serve_with(app: &TestApp, env: &[(&str, &str)]) -> (Child, String) {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_parley"));
-    command.envs(env.iter().copied());
-    let mut child = command
-        .args(["--log-format", "json", "serve", "--bind", "127.0.0.1:0"])
-        .env("PARLEY_DATABASE_URL", &app.database_url)
-        .env("PARLEY_DATA_DIR", app.data_dir())
-        .env("PARLEY_LLM_BASE_URL", app.model.base_url())
-        .env("PARLEY_LLM_TIMEOUT_SECS", "60")
-        .env("PARLEY_WHATSAPP_GRAPH_URL", app.graph.base_url())
-        .env("PARLEY_WHATSAPP_APP_SECRET", APP_SECRET)
-        .env("PARLEY_WHATSAPP_RETRY_BACKOFF_MS", "10")
-        .env("PARLEY_LOG", "info")
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn parley serve");
-    let stderr = child.stderr.take().expect("stderr");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Ok(entry) = serde_json::from_str::<Value>(&line)
-                && entry["message"] == "listening"
-            {
-                let _ = tx.send(entry["addr"].as_str().unwrap_or_default().to_owned());
-            }
-        }
-    });
-    let addr = rx
-        .recv_timeout(Duration::from_secs(60))
-        .expect("the server listens");
-    (child, format!("http://{addr}"))
+    let data_dir = app.data_dir().display().to_string();
+    let (model, graph) = (app.model.base_url(), app.graph.base_url());
+    let mut envs = vec![
+        ("PARLEY_DATABASE_URL", app.database_url.as_str()),
+        ("PARLEY_DATA_DIR", data_dir.as_str()),
+        ("PARLEY_LLM_BASE_URL", model.as_str()),
+        ("PARLEY_LLM_TIMEOUT_SECS", "60"),
+        ("PARLEY_WHATSAPP_GRAPH_URL", graph.as_str()),
+        ("PARLEY_WHATSAPP_APP_SECRET", APP_SECRET),
+        ("PARLEY_WHATSAPP_RETRY_BACKOFF_MS", "10"),
+        ("PARLEY_LOG", "info"),
+    ];
+    envs.extend_from_slice(env);
+    parley_testkit::process::serve(Path::new(env!("CARGO_BIN_EXE_parley")), &envs, None)
 }
 
 #[tokio::test]

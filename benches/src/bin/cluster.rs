@@ -11,8 +11,7 @@
 //! Needs `PARLEY_BENCH_DATABASE_URL` (PostgreSQL) and `cargo build --release --bin parley`.
 //! Run: `cargo run --release -p parley-benches --bin cluster -- forward 300`
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -69,52 +68,41 @@ impl Drop for Node {
 }
 
 impl Node {
-    fn start(server: &BenchServer, extra: &[(&str, &str)]) -> anyhow::Result<Self> {
+    fn start(server: &BenchServer) -> anyhow::Result<Self> {
         let binary = std::env::current_exe()?
             .parent()
             .context("the bench's directory")?
             .join("parley");
+        anyhow::ensure!(
+            binary.exists(),
+            "{}: cargo build --release --bin parley",
+            binary.display()
+        );
         let dir = tempfile::tempdir()?;
-        let mut child = Command::new(&binary)
-            .args(["--log-format", "json", "serve", "--bind", "127.0.0.1:0"])
-            .env("PARLEY_DATABASE_URL", server.database_url())
-            .env("PARLEY_DATA_DIR", dir.path())
-            .env("PARLEY_SECRET_KEY", KEY)
-            .env("PARLEY_CLUSTER", "true")
-            .env("PARLEY_CLUSTER_SECRET", SECRET)
-            .env("PARLEY_OPERATOR_TOKEN", OPERATOR)
-            .env("PARLEY_LLM_BASE_URL", server.model.base_url())
-            .env("PARLEY_LLM_MODEL", "fake")
-            .env("PARLEY_WHATSAPP_GRAPH_URL", server.graph.base_url())
-            .env("PARLEY_WHATSAPP_APP_SECRET", APP_SECRET)
-            .env("PARLEY_WHATSAPP_PAIR_BURST", "100000")
-            .env("PARLEY_WHATSAPP_RATE_PER_SEC", "100000")
-            .env("PARLEY_LOG", "warn,parley::startup=info")
-            .envs(extra.iter().copied())
-            .stderr(Stdio::piped())
-            .spawn()
-            .with_context(|| {
-                format!("{} (cargo build --release --bin parley)", binary.display())
-            })?;
-        let stderr = child.stderr.take().context("stderr")?;
-        let (tx, rx) = std::sync::mpsc::channel();
-        let echo = std::env::var("PARLEY_BENCH_NODE_LOGS").is_ok();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if echo {
-                    eprintln!("node: {line}");
-                }
-                if let Ok(entry) = serde_json::from_str::<Value>(&line)
-                    && entry["message"] == "listening"
-                {
-                    let _ = tx.send(entry["addr"].as_str().unwrap_or_default().to_owned());
-                }
-            }
-        });
-        let addr = rx.recv_timeout(Duration::from_secs(60))?;
+        let data_dir = dir.path().display().to_string();
+        let (model, graph) = (server.model.base_url(), server.graph.base_url());
+        let envs = [
+            ("PARLEY_DATABASE_URL", server.database_url()),
+            ("PARLEY_DATA_DIR", data_dir.as_str()),
+            ("PARLEY_SECRET_KEY", KEY),
+            ("PARLEY_CLUSTER", "true"),
+            ("PARLEY_CLUSTER_SECRET", SECRET),
+            ("PARLEY_OPERATOR_TOKEN", OPERATOR),
+            ("PARLEY_LLM_BASE_URL", model.as_str()),
+            ("PARLEY_LLM_MODEL", "fake"),
+            ("PARLEY_WHATSAPP_GRAPH_URL", graph.as_str()),
+            ("PARLEY_WHATSAPP_APP_SECRET", APP_SECRET),
+            ("PARLEY_WHATSAPP_PAIR_BURST", "100000"),
+            ("PARLEY_WHATSAPP_RATE_PER_SEC", "100000"),
+            ("PARLEY_LOG", "warn,parley::startup=info"),
+        ];
+        let echo = std::env::var("PARLEY_BENCH_NODE_LOGS")
+            .ok()
+            .map(|_| "node: ");
+        let (child, url) = parley_testkit::process::serve(&binary, &envs, echo);
         Ok(Self {
             child,
-            url: format!("http://{addr}"),
+            url,
             _dir: dir,
         })
     }
@@ -178,7 +166,7 @@ async fn forward(server: &BenchServer, turns: usize) -> anyhow::Result<()> {
         )
         .await?;
     let identity: uuid::Uuid = identity["data"]["id"].as_str().context("id")?.parse()?;
-    let nodes = [Node::start(server, &[])?, Node::start(server, &[])?];
+    let nodes = [Node::start(server)?, Node::start(server)?];
     let held = nodes[0].settled(&server.http, 2).await?;
     let partition = i64::from(parley_actors::cluster::partition_of(identity, 64));
     let owner_url = &held
@@ -226,11 +214,11 @@ async fn forward(server: &BenchServer, turns: usize) -> anyhow::Result<()> {
 }
 
 async fn failover(server: &BenchServer, rounds: usize) -> anyhow::Result<()> {
-    let survivor = Node::start(server, &[])?;
+    let survivor = Node::start(server)?;
     let mut times = Vec::new();
     for round in 0..rounds {
         // A new node joins, takes half the partitions, and is killed.
-        let mut victim = Node::start(server, &[])?;
+        let mut victim = Node::start(server)?;
         survivor.settled(&server.http, 2).await?;
         let killed = Instant::now();
         victim.child.kill()?;
@@ -261,7 +249,7 @@ async fn throughput(server: &BenchServer, messages: usize) -> anyhow::Result<()>
     let mut rates = Vec::new();
     for (phase, count) in [1usize, 3, 1, 3].into_iter().enumerate() {
         let nodes: Vec<Node> = (0..count)
-            .map(|_| Node::start(server, &[]))
+            .map(|_| Node::start(server))
             .collect::<anyhow::Result<_>>()?;
         nodes[0].settled(&server.http, count).await?;
         let before = server.graph.sent_count();

@@ -1,0 +1,44 @@
+//! `parley serve` as a process of its own, for the tests and benches that kill, freeze or
+//! cluster real servers: started with JSON logs on a free loopback port, answered once it
+//! listens.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// Starts `binary serve --bind 127.0.0.1:0` with `envs` and answers the process and its base
+/// URL once it logs that it listens. With `echo`, every log line is printed to stderr behind
+/// that prefix (to read what a node did when a test fails).
+///
+/// # Panics
+/// When the process cannot start or does not listen within a minute.
+#[allow(clippy::expect_used)]
+pub fn serve(binary: &Path, envs: &[(&str, &str)], echo: Option<&'static str>) -> (Child, String) {
+    let mut child = Command::new(binary)
+        .args(["--log-format", "json", "serve", "--bind", "127.0.0.1:0"])
+        .envs(envs.iter().copied())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn parley serve");
+    let stderr = child.stderr.take().expect("stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(prefix) = echo {
+                eprintln!("{prefix}{line}");
+            }
+            if let Ok(entry) = serde_json::from_str::<Value>(&line)
+                && entry["message"] == "listening"
+            {
+                let _ = tx.send(entry["addr"].as_str().unwrap_or_default().to_owned());
+            }
+        }
+    });
+    let addr = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the server listens");
+    (child, format!("http://{addr}"))
+}
