@@ -29,6 +29,14 @@ pub fn held() -> isize {
     HELD.load(Ordering::Relaxed)
 }
 
+/// Bytes SQLite holds for itself (its page caches, statements, schema), allocated with the C
+/// library's malloc, outside the heap [`held`] counts: part of the RSS beside it.
+pub fn sqlite_held() -> i64 {
+    // SAFETY: a read of SQLite's global counter, valid at any time, before or without any
+    // connection.
+    unsafe { libsqlite3_sys::sqlite3_memory_used() }
+}
+
 /// mimalloc, counting.
 pub(crate) struct Counted;
 

@@ -1,14 +1,67 @@
 //! Turning stored messages into the model's history: whole turns only, so that a tool call is
 //! never separated from its result.
 
+use chrono::{DateTime, Utc};
 use parley_persistence::Role;
 use parley_persistence::entities::message;
+use uuid::Uuid;
 
 use crate::llm::{ChatMessage, ToolCall};
 
+/// A stored message as the history keeps it: what the prompt reads (role, content, tool calls)
+/// and what the keeping orders and matches by (time, id). A resting identity holds its history
+/// for as long as it is remembered, so every byte here is multiplied by the people a server
+/// has heard from: about 72 bytes and the text, where the table's row takes 350 and more.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Kept {
+    pub(crate) id: Uuid,
+    pub(crate) created_at: DateTime<Utc>,
+    pub(crate) role: Role,
+    pub(crate) content: Box<str>,
+    tooling: Tooling,
+}
+
+/// A message's part in a tool round.
+#[derive(Clone, Debug, PartialEq)]
+enum Tooling {
+    None,
+    /// The calls an assistant message asked for.
+    Calls(Box<[ToolCall]>),
+    /// The call a tool result answers.
+    Answers(Box<str>),
+}
+
+impl From<message::Model> for Kept {
+    fn from(m: message::Model) -> Self {
+        let tooling = match (m.role, m.tool_calls, m.tool_call_id) {
+            (Role::Tool, _, Some(id)) => Tooling::Answers(id.into_boxed_str()),
+            (Role::Assistant, Some(calls), _) => {
+                match serde_json::from_value::<Vec<ToolCall>>(calls) {
+                    Ok(calls) if !calls.is_empty() => Tooling::Calls(calls.into_boxed_slice()),
+                    _ => Tooling::None,
+                }
+            }
+            _ => Tooling::None,
+        };
+        Self {
+            id: m.id,
+            created_at: m.created_at,
+            role: m.role,
+            content: m.content.into_boxed_str(),
+            tooling,
+        }
+    }
+}
+
+impl From<&message::Model> for Kept {
+    fn from(m: &message::Model) -> Self {
+        Self::from(m.clone())
+    }
+}
+
 /// The last `turns` whole turns of `messages` (oldest first) as chat messages. A turn starts at
 /// a user message and holds every assistant and tool message up to the next one.
-pub(crate) fn last_turns(messages: &[message::Model], turns: usize) -> Vec<ChatMessage> {
+pub(crate) fn last_turns(messages: &[Kept], turns: usize) -> Vec<ChatMessage> {
     if turns == 0 {
         return Vec::new();
     }
@@ -19,7 +72,7 @@ pub(crate) fn last_turns(messages: &[message::Model], turns: usize) -> Vec<ChatM
 }
 
 /// Where the last `turns` whole turns of `messages` start.
-fn start_of_last_turns(messages: &[message::Model], turns: usize) -> usize {
+fn start_of_last_turns(messages: &[Kept], turns: usize) -> usize {
     let starts: Vec<usize> = messages
         .iter()
         .enumerate()
@@ -48,31 +101,31 @@ const REFRESH_OVERLAP: chrono::Duration = chrono::Duration::milliseconds(250);
 #[derive(Clone, Debug)]
 pub(crate) struct KeptHistory {
     /// The conversation they belong to.
-    pub(crate) conversation_id: uuid::Uuid,
+    pub(crate) conversation_id: Uuid,
     /// Oldest first.
-    messages: Vec<message::Model>,
+    messages: Vec<Kept>,
     /// Messages stored by others from this time on may be missing; `None` when the kept
     /// messages are all there is.
-    unread_since: Option<chrono::DateTime<chrono::Utc>>,
+    unread_since: Option<DateTime<Utc>>,
 }
 
 impl KeptHistory {
     /// History loaded whole (the conversation's last `window` messages, oldest first).
-    pub(crate) fn loaded(conversation_id: uuid::Uuid, messages: Vec<message::Model>) -> Self {
+    pub(crate) fn loaded(conversation_id: Uuid, messages: Vec<message::Model>) -> Self {
         Self {
             conversation_id,
-            messages: messages.into_iter().map(lean).collect(),
+            messages: messages.into_iter().map(Kept::from).collect(),
             unread_since: None,
         }
     }
 
     /// Since when to read messages others stored; `None` when nothing is missing.
-    pub(crate) fn refresh_from(&self) -> Option<chrono::DateTime<chrono::Utc>> {
+    pub(crate) fn refresh_from(&self) -> Option<DateTime<Utc>> {
         self.unread_since.map(|at| at - REFRESH_OVERLAP)
     }
 
     /// Messages may have been stored by others from `since` on.
-    pub(crate) fn missed(&mut self, since: chrono::DateTime<chrono::Utc>) {
+    pub(crate) fn missed(&mut self, since: DateTime<Utc>) {
         self.unread_since = Some(self.unread_since.map_or(since, |at| at.min(since)));
     }
 
@@ -83,21 +136,20 @@ impl KeptHistory {
 
     /// Adds the messages read since [`KeptHistory::refresh_from`]; nothing is missing after.
     pub(crate) fn add(&mut self, newer: Vec<message::Model>) {
-        self.merge(newer);
+        self.merge(newer.into_iter().map(Kept::from).collect());
         self.unread_since = None;
     }
 
     /// Adds a message this actor stored.
     pub(crate) fn push(&mut self, stored: &message::Model) {
-        self.merge(vec![lean(stored.clone())]);
+        self.merge(vec![Kept::from(stored)]);
     }
 
     /// Adds what is not kept yet, keeping time order.
-    fn merge(&mut self, newer: Vec<message::Model>) {
-        let fresh: Vec<message::Model> = newer
+    fn merge(&mut self, newer: Vec<Kept>) {
+        let fresh: Vec<Kept> = newer
             .into_iter()
             .filter(|m| !self.messages.iter().rev().any(|k| k.id == m.id))
-            .map(lean)
             .collect();
         if fresh.is_empty() {
             return;
@@ -109,7 +161,7 @@ impl KeptHistory {
     }
 
     /// The kept messages, oldest first.
-    pub(crate) fn messages(&self) -> &[message::Model] {
+    pub(crate) fn messages(&self) -> &[Kept] {
         &self.messages
     }
 
@@ -121,42 +173,19 @@ impl KeptHistory {
     }
 }
 
-/// `m` as the history keeps it: what the prompt and the keeping read (id, role, content, tool
-/// calls, time, conversation), without what only the table needs (the wire payload, token
-/// usage, metadata, Meta's id and error). A resting identity holds its history for as long as
-/// it is remembered, so every byte here is multiplied by the people a server has heard from.
-fn lean(mut m: message::Model) -> message::Model {
-    m.outbound = None;
-    m.usage = None;
-    m.metadata = None;
-    m.error = None;
-    m.platform_message_id = None;
-    m
-}
-
-fn to_chat(m: &message::Model) -> Option<ChatMessage> {
-    match m.role {
-        Role::User => Some(ChatMessage::user(m.content.clone())),
-        Role::Assistant => {
-            let calls: Vec<ToolCall> = m
-                .tool_calls
-                .as_ref()
-                .and_then(|v| serde_json::from_value(v.clone()).ok())
-                .unwrap_or_default();
-            if calls.is_empty() {
-                Some(ChatMessage::assistant(m.content.clone()))
-            } else {
-                let content = (!m.content.is_empty()).then(|| m.content.clone());
-                Some(ChatMessage::tool_request(content, calls))
-            }
+fn to_chat(m: &Kept) -> Option<ChatMessage> {
+    let content = || m.content.to_string();
+    match (m.role, &m.tooling) {
+        (Role::User, _) => Some(ChatMessage::user(content())),
+        (Role::Assistant, Tooling::Calls(calls)) => {
+            let text = (!m.content.is_empty()).then(content);
+            Some(ChatMessage::tool_request(text, calls.to_vec()))
         }
-        Role::Tool => m
-            .tool_call_id
-            .as_deref()
-            .map(|id| ChatMessage::tool_result(id, m.content.clone())),
         // What the business said to the person; the note on the way back says who wrote it.
-        Role::Operator => Some(ChatMessage::assistant(m.content.clone())),
-        Role::System => Some(ChatMessage::system(m.content.clone())),
+        (Role::Assistant | Role::Operator, _) => Some(ChatMessage::assistant(content())),
+        (Role::Tool, Tooling::Answers(id)) => Some(ChatMessage::tool_result(id, content())),
+        (Role::Tool, _) => None,
+        (Role::System, _) => Some(ChatMessage::system(content())),
     }
 }
 
@@ -208,6 +237,7 @@ mod tests {
             message(Role::User, "three"),
             message(Role::Assistant, "third"),
         ];
+        let messages: Vec<Kept> = messages.into_iter().map(Kept::from).collect();
         let history = last_turns(&messages, 2);
         let roles: Vec<_> = history.iter().map(|m| m.role.as_str()).collect();
         assert_eq!(
@@ -233,6 +263,7 @@ mod tests {
             message(Role::User, "hi"),
             message(Role::Assistant, "hello"),
         ];
+        let messages: Vec<Kept> = messages.into_iter().map(Kept::from).collect();
         assert!(last_turns(&messages, 0).is_empty());
         assert_eq!(last_turns(&messages, 10).len(), 2);
     }
@@ -253,11 +284,11 @@ mod tests {
         // A refresh overlaps what is kept: only the new message is added, in time order.
         kept.add(vec![reply.clone(), next.clone()]);
         assert_eq!(kept.refresh_from(), None);
-        let contents: Vec<&str> = kept.messages().iter().map(|m| m.content.as_str()).collect();
+        let contents: Vec<&str> = kept.messages().iter().map(|m| &*m.content).collect();
         assert_eq!(contents, ["one", "two", "three"]);
 
         kept.keep_last_turns(1);
-        let contents: Vec<&str> = kept.messages().iter().map(|m| m.content.as_str()).collect();
+        let contents: Vec<&str> = kept.messages().iter().map(|m| &*m.content).collect();
         assert_eq!(contents, ["three"]);
     }
 }

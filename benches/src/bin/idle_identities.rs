@@ -121,6 +121,7 @@ async fn run(identities: usize, idle_secs: u64, inbound: bool) -> anyhow::Result
     replies(&server, path, channel, 1).await?;
     heap::count();
     let rss_before = memory_kib("VmRSS");
+    let sqlite_before = heap::sqlite_held();
     let started = Instant::now();
     let results: Vec<anyhow::Result<()>> = futures_util::stream::iter(people[1..].iter())
         .map(|person| turn(&server, person, channel))
@@ -151,6 +152,7 @@ async fn run(identities: usize, idle_secs: u64, inbound: bool) -> anyhow::Result
     let rested = held(&server).await?;
     let rss_rested = memory_kib("VmRSS");
     let heap_rested = heap::held();
+    let sqlite_rested = heap::sqlite_held();
 
     let first = match &people[0] {
         Person::Stored(id) => *id,
@@ -242,6 +244,12 @@ async fn run(identities: usize, idle_secs: u64, inbound: bool) -> anyhow::Result
         "ratio Parley/baseline per identity: {:.2} after the turns, {:.2} rested",
         per_live / baseline.per_task_kib().max(1e-9),
         per_rested / baseline.per_task_kib().max(1e-9)
+    );
+    println!(
+        "SQLite's own memory (page caches, outside the heap): {} then {}, {:.2} KiB per identity",
+        mib(u64::try_from(sqlite_before / 1024).unwrap_or(0)),
+        mib(u64::try_from(sqlite_rested / 1024).unwrap_or(0)),
+        (sqlite_rested - sqlite_before) as f64 / 1024.0 / rested.total().max(1) as f64
     );
     println!(
         "{:<44} {:>10}",
@@ -454,18 +462,14 @@ async fn baseline_child(args: &[String]) -> anyhow::Result<()> {
     let conversation = conversations::latest_for(&db, person, channel)
         .await?
         .context("the bench's conversation")?;
-    // As the actor keeps them: without what only the table needs (the wire payload, usage,
-    // metadata, Meta's id and error).
+    // As the actor keeps them (`history::Kept`): id, time, role, the text, and a tool
+    // round's part (none in this bench's one-turn conversations).
     let history: Vec<_> = conversations::recent_messages(&db, conversation.id, KEPT_MESSAGES)
         .await?
         .into_iter()
-        .map(|mut m| {
-            m.outbound = None;
-            m.usage = None;
-            m.metadata = None;
-            m.error = None;
-            m.platform_message_id = None;
-            m
+        .map(|m| {
+            let tooling: Option<Box<str>> = m.tool_call_id.map(String::into_boxed_str);
+            (m.id, m.created_at, m.role, m.content.into_boxed_str(), tooling)
         })
         .collect();
     db.close().await?;
