@@ -469,7 +469,13 @@ async fn baseline_child(args: &[String]) -> anyhow::Result<()> {
         .into_iter()
         .map(|m| {
             let tooling: Option<Box<str>> = m.tool_call_id.map(String::into_boxed_str);
-            (m.id, m.created_at, m.role, m.content.into_boxed_str(), tooling)
+            (
+                m.id,
+                m.created_at,
+                m.role,
+                m.content.into_boxed_str(),
+                tooling,
+            )
         })
         .collect();
     db.close().await?;
