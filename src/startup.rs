@@ -11,6 +11,7 @@ use anyhow::Context;
 use parley_actors::ActorRuntime;
 use parley_persistence::DatabaseConnection;
 use tokio::net::TcpListener;
+use tracing::Instrument;
 
 use crate::config::Settings;
 use crate::http::{AppState, router};
@@ -159,7 +160,9 @@ async fn checkpoint_every(db: DatabaseConnection, period: Duration) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
         tick.tick().await;
-        if let Err(error) = parley_persistence::checkpoint_wal(&db).await {
+        let checkpoint = parley_persistence::checkpoint_wal(&db)
+            .instrument(tracing::debug_span!("wal_checkpoint"));
+        if let Err(error) = checkpoint.await {
             tracing::warn!(%error, "the SQLite write-ahead log could not be checkpointed");
         }
     }
