@@ -7,10 +7,11 @@ use std::path::Path;
 use std::time::Duration;
 
 use parley_migrations::{Migrator, MigratorTrait};
-use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
+use sea_orm::sqlx::SqliteConnection;
+use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sea_orm::{
     ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DatabaseTransaction,
-    SqliteTransactionMode, TransactionOptions, TransactionTrait,
+    SqliteTransactionMode, SqlxSqliteConnector, TransactionOptions, TransactionTrait,
 };
 
 use crate::Result;
@@ -62,14 +63,46 @@ pub async fn connect(url: &str) -> Result<DatabaseConnection> {
                 .create_if_missing(true)
         })
         .map_sqlx_sqlite_pool_opts(|pool| {
-            pool.after_connect(|connection, _| {
-                Box::pin(async move {
-                    busy::install(connection).await?;
-                    plans::install(connection).await
-                })
-            })
+            pool.after_connect(|connection, _| Box::pin(prepare_sqlite(connection)))
         });
     Ok(Database::connect(options).await?)
+}
+
+/// What every SQLite connection gets once opened: the busy handler and the plans' stability.
+async fn prepare_sqlite(connection: &mut SqliteConnection) -> Result<(), sea_orm::sqlx::Error> {
+    busy::install(connection).await?;
+    plans::install(connection).await
+}
+
+/// The connection the database's writer commits on: on SQLite one connection of its own,
+/// opened as `db`'s are; elsewhere `db` itself.
+///
+/// SQLite empties a connection's page cache whenever another connection has committed since
+/// its last read. Batches taken from the shared pool ran on whichever connection was free,
+/// which the readers' connections and the other batches had made cold: each write read again,
+/// through system calls, the pages of the tables and indexes it added to. The writer's own
+/// connection, written to by the writer alone, keeps its cache from one batch to the next.
+/// PostgreSQL keeps its pages in the server, and its writers share the pool.
+pub(crate) fn writer_connection(db: &DatabaseConnection) -> DatabaseConnection {
+    if db.get_database_backend() != sea_orm::DbBackend::Sqlite {
+        return db.clone();
+    }
+    let options = (*db.get_sqlite_connection_pool().connect_options()).clone();
+    if options.get_filename() == Path::new(":memory:") {
+        // A second connection to `:memory:` would open another, empty database.
+        return db.clone();
+    }
+    let own = SqlitePoolOptions::new()
+        .max_connections(1)
+        .min_connections(1)
+        // Its one connection is kept: reopening it would empty the cache it is there for.
+        .idle_timeout(None)
+        .max_lifetime(None)
+        .test_before_acquire(false)
+        .acquire_timeout(Duration::from_secs(10))
+        .after_connect(|connection, _| Box::pin(prepare_sqlite(connection)))
+        .connect_lazy_with(options);
+    SqlxSqliteConnector::from_sqlx_sqlite_pool(own)
 }
 
 /// SQLite only: copies what it can of the write-ahead log into the database file. Connections

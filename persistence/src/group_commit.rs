@@ -52,10 +52,12 @@ pub struct GroupCommit {
 }
 
 impl GroupCommit {
-    /// Starts the writer tasks for `db` (see [`writers`]); they end when the last handle is
-    /// dropped.
+    /// Starts the writer tasks for `db` (see [`writers`]; on SQLite the writer commits on a
+    /// connection of its own, see [`crate::connection::writer_connection`]); they end when
+    /// the last handle is dropped.
     #[must_use]
     pub fn start(db: DatabaseConnection) -> Self {
+        let db = crate::connection::writer_connection(&db);
         let (jobs, queue) = mpsc::channel(QUEUE);
         let queue = Arc::new(Mutex::new(queue));
         for _ in 0..writers(&db) {
