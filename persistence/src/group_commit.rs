@@ -293,6 +293,14 @@ mod tests {
         db
     }
 
+    /// A writer on a fresh database with its table; the directory lives as long as it is kept.
+    async fn fresh() -> (tempfile::TempDir, DatabaseConnection, GroupCommit) {
+        let dir = tempfile::tempdir().expect("dir");
+        let db = database(&dir).await;
+        let writer = GroupCommit::start(db.clone());
+        (dir, db, writer)
+    }
+
     fn insert(
         k: i64,
     ) -> impl for<'e> Fn(&'e DatabaseExecutor<'e>) -> Writes<'e, ()> + Send + 'static {
@@ -378,9 +386,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn writes_handed_over_together_are_committed_together_and_answered() {
-        let dir = tempfile::tempdir().expect("dir");
-        let db = database(&dir).await;
-        let writer = GroupCommit::start(db.clone());
+        let (_dir, db, writer) = fresh().await;
         for (_, result) in one_batch(&writer, 1..=MAX_BATCH as i64).await {
             result.expect("committed");
         }
@@ -389,9 +395,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_failing_write_fails_alone_and_the_others_of_its_batch_are_committed() {
-        let dir = tempfile::tempdir().expect("dir");
-        let db = database(&dir).await;
-        let writer = GroupCommit::start(db.clone());
+        let (_dir, db, writer) = fresh().await;
         writer.write(insert(7)).await.expect("committed");
         // Key 7 again conflicts, in the middle of a batch of new keys.
         for (k, result) in one_batch(&writer, 1..=20).await {
@@ -408,10 +412,30 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn on_sqlite_the_writer_waits_for_a_write_on_another_connection() {
+        let (_dir, db, writer) = fresh().await;
+        writer.write(insert(1)).await.expect("committed");
+        // A pool connection holds the writer lock; the writer's own connection waits for it.
+        let txn = crate::begin_write(&db).await.expect("begin");
+        insert(2)(&DatabaseExecutor::Transaction(&txn))
+            .await
+            .expect("inserted");
+        let waiting = tokio::spawn({
+            let writer = writer.clone();
+            async move { writer.write(insert(3)).await }
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        txn.commit().await.expect("commit");
+        waiting
+            .await
+            .expect("task")
+            .expect("committed after the lock");
+        assert_eq!(keys(&db).await, vec![1, 2, 3]);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_write_that_panics_fails_and_the_writer_goes_on() {
-        let dir = tempfile::tempdir().expect("dir");
-        let db = database(&dir).await;
-        let writer = GroupCommit::start(db.clone());
+        let (_dir, db, writer) = fresh().await;
         let panicked: Result<()> = writer
             .write(|_| Box::pin(async { panic!("a bug in a write") }))
             .await;
@@ -425,9 +449,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn atomic_work_that_fails_halfway_leaves_nothing() {
-        let dir = tempfile::tempdir().expect("dir");
-        let db = database(&dir).await;
-        let writer = GroupCommit::start(db.clone());
+        let (_dir, db, writer) = fresh().await;
         writer.write(insert(2)).await.expect("committed");
         let result = writer
             .write_atomic(|db| {
