@@ -17,7 +17,7 @@ use uuid::Uuid;
 
 use self::place::{Found, Place, find_thread, remember_stored, store_inbound};
 use self::reply::ReplyPlan;
-use self::tool_round::ToolRound;
+use self::tool_round::{Ran, ToolRound};
 use self::toolbox::Toolbox;
 use super::context::Context;
 use super::history::{KeptHistory, last_turns};
@@ -174,12 +174,14 @@ impl Turn<'_> {
         let mut first = Some(first);
         let mut usage = Usage::default();
         let mut records = Vec::new();
+        // The last round's calls, stored while the model reads their results.
+        let mut ran: Option<Ran> = None;
         for round in 0..=deps.settings.max_tool_rounds {
             let answered = match first.take() {
                 Some(answered) => answered,
                 None => {
                     let request = self.request(round, &answer.messages);
-                    call_model(deps, &request, self.streams, RequestSent::default()).await
+                    self.ask_storing(&mut answer, &request, ran.take()).await?
                 }
             };
             let completion = match answered {
@@ -214,11 +216,40 @@ impl Turn<'_> {
                 conversation: answer.conversation,
                 toolbox: self.toolbox,
             };
-            records.extend(call.run(&completion, &mut answer.messages).await?);
+            let mut round = call.run(&completion, &mut answer.messages).await?;
+            records.append(&mut round.records);
+            ran = Some(round);
         }
         Err(TurnError::Storage(
             "the tool loop ended without a reply".to_owned(),
         ))
+    }
+
+    /// Asks the model `request` while the last tool round (if any) is stored, once the request
+    /// has gone, as the person's messages are with the first request: both finish before the
+    /// turn goes on, so the reply is never stored before the round, and a model that fails
+    /// leaves the round stored.
+    async fn ask_storing(
+        &self,
+        answer: &mut Answer<'_>,
+        request: &ChatRequest,
+        ran: Option<Ran>,
+    ) -> Result<Result<Completion, LlmError>, TurnError> {
+        let Some(ran) = ran else {
+            return Ok(call_model(self.deps, request, self.streams, RequestSent::default()).await);
+        };
+        let (sent, request_gone) = RequestSent::channel();
+        let (stored, answered) = tokio::join!(
+            async {
+                let _ = request_gone.await;
+                ran.store(self.deps, answer.conversation).await
+            },
+            call_model(self.deps, request, self.streams, sent),
+        );
+        for stored in stored? {
+            answer.context.wrote(&stored);
+        }
+        Ok(answered)
     }
 
     /// Stores the model's final answer as the reply.

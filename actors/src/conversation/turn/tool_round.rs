@@ -1,9 +1,11 @@
-//! One round of tool calls the model asked for: the request stored, each call run (an MCP
-//! server's or a built-in tool), each result stored and handed back to the model.
+//! One round of tool calls the model asked for: each call run (an MCP server's or a built-in
+//! tool) and its result handed back to the model; the request and the results stored together
+//! while the model reads them ([`Ran::store`]).
 
+use chrono::{DateTime, Utc};
 use parley_persistence::clock;
 use parley_persistence::conversations::{self, NewMessage};
-use parley_persistence::entities::{conversation, stage};
+use parley_persistence::entities::{conversation, message, stage};
 use serde_json::Value;
 
 use super::super::context::Context;
@@ -21,15 +23,38 @@ pub(super) struct ToolRound<'a> {
     pub(super) toolbox: &'a Toolbox,
 }
 
+/// A round that has run: what it tells the turn, and its messages, not stored yet.
+pub(super) struct Ran {
+    pub(super) records: Vec<ToolCallRecord>,
+    /// The request and each result, at the time each happened.
+    written: Vec<(NewMessage, DateTime<Utc>)>,
+}
+
+impl Ran {
+    /// Stores the request and the results in one commit, so that the history holds a request
+    /// with its results or neither, and keeps them in the context's history.
+    ///
+    /// # Errors
+    /// A database error; nothing of the round is stored then.
+    pub(super) async fn store(
+        self,
+        deps: &ConversationDeps,
+        conversation: &conversation::Model,
+    ) -> Result<Vec<message::Model>, TurnError> {
+        let written = self.written;
+        Ok(conversations::store_messages(&deps.writer, conversation, written).await?)
+    }
+}
+
 impl ToolRound<'_> {
-    /// Runs each call the model asked for and hands its result back, then stores the request
-    /// and the results in one commit (each at the time it happened): the history holds a
-    /// request with its results or neither, and the calls do not wait for a write.
+    /// Runs each call the model asked for and hands its result back (in `messages`); the
+    /// round's messages are left to [`Ran::store`], so that neither the calls nor the model's
+    /// next request wait for a write.
     pub(super) async fn run(
         self,
         completion: &Completion,
         messages: &mut Vec<ChatMessage>,
-    ) -> Result<Vec<ToolCallRecord>, TurnError> {
+    ) -> Result<Ran, TurnError> {
         let db = &self.deps.db;
         let calls_json = serde_json::to_value(&completion.tool_calls).unwrap_or(Value::Null);
         let mut request = NewMessage::to_person(
@@ -80,10 +105,6 @@ impl ToolRound<'_> {
                 result,
             });
         }
-        let writer = &self.deps.writer;
-        for stored in conversations::store_messages(writer, self.conversation, written).await? {
-            self.context.wrote(&stored);
-        }
-        Ok(records)
+        Ok(Ran { records, written })
     }
 }
