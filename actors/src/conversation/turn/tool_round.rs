@@ -32,7 +32,7 @@ pub(super) struct Ran {
 
 impl Ran {
     /// Stores the request and the results in one commit, so that the history holds a request
-    /// with its results or neither, and keeps them in the context's history.
+    /// with its results or neither; answers the stored rows (for the context's history).
     ///
     /// # Errors
     /// A database error; nothing of the round is stored then.
@@ -41,8 +41,7 @@ impl Ran {
         deps: &ConversationDeps,
         conversation: &conversation::Model,
     ) -> Result<Vec<message::Model>, TurnError> {
-        let written = self.written;
-        Ok(conversations::store_messages(&deps.writer, conversation, written).await?)
+        Ok(conversations::store_messages(&deps.writer, conversation, self.written).await?)
     }
 }
 
