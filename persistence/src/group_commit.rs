@@ -16,7 +16,16 @@
 //! would have had without the writer and no write fails because of another's. Work is
 //! therefore a function that may be called twice; a call whose transaction was rolled back
 //! left nothing behind.
+//!
+//! Small writes of one kind that many callers make ([`Merged`]: the webhook's events, their
+//! outcomes, the sends' claims) run, when several wait in one batch, as one statement: on
+//! SQLite each statement is a round trip to the connection's thread, and in a burst those
+//! round trips, not the commits, are the writer's time. Writes waiting at once have no order
+//! between them (ordinary work runs first, then the merged pieces kind by kind): a caller
+//! whose write depends on another waits for that one's answer before handing it over, as
+//! every caller here does.
 
+use std::any::{Any, TypeId};
 use std::future::Future;
 use std::pin::Pin;
 
@@ -44,6 +53,20 @@ const QUEUE: usize = 4096;
 
 /// The future of one piece of work, borrowing the executor it runs on.
 pub type Writes<'e, T> = Pin<Box<dyn Future<Output = Result<T>> + Send + 'e>>;
+
+/// A small write of which the writer runs every piece waiting in one batch together, in one
+/// statement (or one per group of pieces that differ in what the statement shares).
+pub trait Merged: Send + Sync + Sized + 'static {
+    /// What each piece answers its caller.
+    type Answer: Send + 'static;
+
+    /// Runs `pieces` (one or more) on `db` and answers each, in their order. Like any work it
+    /// may run twice (see the module's description) and touches nothing but `db`.
+    fn run_all<'e>(
+        db: &'e DatabaseExecutor<'e>,
+        pieces: Vec<&'e Self>,
+    ) -> Writes<'e, Vec<Self::Answer>>;
+}
 
 /// The database's writer; cheap to clone.
 #[derive(Clone, Debug)]
@@ -93,6 +116,22 @@ impl GroupCommit {
         self.submit(work, true).await
     }
 
+    /// Runs `piece` with the other pieces of its kind waiting in the same batch, in one
+    /// statement (see [`Merged`]), and answers its answer once committed.
+    ///
+    /// # Errors
+    /// As [`GroupCommit::write`].
+    pub async fn write_merged<W: Merged>(&self, piece: W) -> Result<W::Answer> {
+        let (done, answer) = oneshot::channel();
+        let job = Box::new(Merging {
+            piece,
+            result: None,
+            done,
+        });
+        self.jobs.send(job).await.map_err(|_| stopped())?;
+        answer.await.map_err(|_| stopped())?
+    }
+
     async fn submit<T, F>(&self, work: F, atomic: bool) -> Result<T>
     where
         T: Send + 'static,
@@ -118,12 +157,16 @@ fn stopped() -> PersistenceError {
 }
 
 /// A caller's work and where its answer goes.
-trait Job: Send {
+trait Job: Send + Any {
     /// Whether the work's statements must commit together when it runs alone.
     fn atomic(&self) -> bool;
-    /// Runs the work on `db` and keeps its result; answers whether it succeeded.
+    /// The kind of [`Merged`] piece it is, if it is one: pieces of one kind run together.
+    fn kind(&self) -> Option<TypeId>;
+    /// Runs the work on `db`, with `others` (pieces of its own kind, when it is a merged
+    /// piece; none otherwise), and keeps each result; answers whether all succeeded.
     fn run<'a>(
         &'a mut self,
+        others: &'a mut [Box<dyn Job>],
         db: &'a DatabaseExecutor<'a>,
     ) -> Pin<Box<dyn Future<Output = bool> + Send + 'a>>;
     /// Replaces the kept result with `error` (the transaction it ran in did not commit).
@@ -148,8 +191,13 @@ where
         self.atomic
     }
 
+    fn kind(&self) -> Option<TypeId> {
+        None
+    }
+
     fn run<'a>(
         &'a mut self,
+        _others: &'a mut [Box<dyn Job>],
         db: &'a DatabaseExecutor<'a>,
     ) -> Pin<Box<dyn Future<Output = bool> + Send + 'a>> {
         Box::pin(async move {
@@ -169,6 +217,78 @@ where
         // The caller may have stopped waiting; the write stands either way.
         let _ = self.done.send(result);
     }
+}
+
+/// A [`Merged`] piece and where its answer goes.
+struct Merging<W: Merged> {
+    piece: W,
+    result: Option<Result<W::Answer>>,
+    done: oneshot::Sender<Result<W::Answer>>,
+}
+
+impl<W: Merged> Job for Merging<W> {
+    fn atomic(&self) -> bool {
+        false
+    }
+
+    fn kind(&self) -> Option<TypeId> {
+        Some(TypeId::of::<W>())
+    }
+
+    fn run<'a>(
+        &'a mut self,
+        others: &'a mut [Box<dyn Job>],
+        db: &'a DatabaseExecutor<'a>,
+    ) -> Pin<Box<dyn Future<Output = bool> + Send + 'a>> {
+        Box::pin(async move {
+            let others = others
+                .iter_mut()
+                .filter_map(|job| (&mut **job as &mut dyn Any).downcast_mut::<Self>());
+            let mut all: Vec<&mut Self> = std::iter::once(self).chain(others).collect();
+            let answers = W::run_all(db, all.iter().map(|merging| &merging.piece).collect()).await;
+            match answers {
+                Ok(answers) if answers.len() == all.len() => {
+                    for (merging, answer) in all.iter_mut().zip(answers) {
+                        merging.result = Some(Ok(answer));
+                    }
+                    true
+                }
+                Ok(answers) => {
+                    let error = format!("{} answers for {} writes", answers.len(), all.len());
+                    for merging in &mut all {
+                        merging.result = Some(Err(custom(&error)));
+                    }
+                    false
+                }
+                Err(error) => {
+                    // Alone, the piece gets its own error; in a batch every piece runs
+                    // again alone, which replaces these.
+                    let shared = error.to_string();
+                    let mut all = all.into_iter();
+                    if let Some(first) = all.next() {
+                        first.result = Some(Err(error));
+                    }
+                    for merging in all {
+                        merging.result = Some(Err(custom(&shared)));
+                    }
+                    false
+                }
+            }
+        })
+    }
+
+    fn fail(&mut self, error: PersistenceError) {
+        self.result = Some(Err(error));
+    }
+
+    fn answer(self: Box<Self>) {
+        let result = self.result.unwrap_or_else(|| Err(stopped()));
+        let _ = self.done.send(result);
+    }
+}
+
+fn custom(message: &str) -> PersistenceError {
+    PersistenceError::Database(sea_orm::DbErr::Custom(message.to_owned()))
 }
 
 /// How many writers take batches from the queue. SQLite has one writer at a time, so a second
@@ -225,17 +345,36 @@ async fn run(db: DatabaseConnection, queue: Queue) {
     }
 }
 
-/// Runs `batch` in one transaction; when anything fails, runs each write again alone.
+/// Runs `batch` in one transaction, the [`Merged`] pieces of each kind together; when
+/// anything fails, runs each write again alone.
 async fn together(db: &DatabaseConnection, batch: &mut Vec<Box<dyn Job>>) {
+    // Pieces of one kind side by side (ordinary work first, in the order it came).
+    batch.sort_by_key(|job| job.kind());
     if let Ok(txn) = crate::begin_write(db).await {
         let mut succeeded = true;
         {
             let executor = DatabaseExecutor::Transaction(&txn);
-            for job in batch.iter_mut() {
-                if !job.run(&executor).await {
+            let mut start = 0;
+            while let Some(head) = batch.get(start) {
+                let kind = head.kind();
+                let end = match kind {
+                    None => start + 1,
+                    Some(_) => {
+                        start
+                            + batch[start..]
+                                .iter()
+                                .take_while(|job| job.kind() == kind)
+                                .count()
+                    }
+                };
+                let Some((head, others)) = batch[start..end].split_first_mut() else {
+                    break;
+                };
+                if !head.run(others, &executor).await {
                     succeeded = false;
                     break;
                 }
+                start = end;
             }
         }
         if succeeded && txn.commit().await.is_ok() {
@@ -258,13 +397,13 @@ async fn together(db: &DatabaseConnection, batch: &mut Vec<Box<dyn Job>>) {
 /// Runs one write by itself: on the connection, or in its own transaction when atomic.
 async fn alone(db: &DatabaseConnection, mut job: Box<dyn Job>) {
     if !job.atomic() {
-        job.run(&DatabaseExecutor::Connection(db)).await;
+        job.run(&mut [], &DatabaseExecutor::Connection(db)).await;
         job.answer();
         return;
     }
     match crate::begin_write(db).await {
         Ok(txn) => {
-            let succeeded = job.run(&DatabaseExecutor::Transaction(&txn)).await;
+            let succeeded = job.run(&mut [], &DatabaseExecutor::Transaction(&txn)).await;
             if succeeded {
                 if let Err(error) = txn.commit().await {
                     job.fail(error.into());
@@ -355,17 +494,34 @@ mod tests {
         release
     }
 
-    /// Hands `count` writes over while the writer is held, waits until all are queued, then
+    /// Hands a write per key over while the writer is held, waits until all are queued, then
     /// lets the writer take them as one batch; answers each key's result.
     async fn one_batch(
         writer: &GroupCommit,
         keys: impl Iterator<Item = i64>,
     ) -> Vec<(i64, Result<()>)> {
+        one_batch_of(writer, keys, |writer, k| async move {
+            writer.write(insert(k)).await
+        })
+        .await
+    }
+
+    /// As [`one_batch`], each key's write handed over by `submit`.
+    async fn one_batch_of<T, S, F>(
+        writer: &GroupCommit,
+        keys: impl Iterator<Item = i64>,
+        submit: S,
+    ) -> Vec<(i64, Result<T>)>
+    where
+        T: Send + 'static,
+        S: Fn(GroupCommit, i64) -> F,
+        F: Future<Output = Result<T>> + Send + 'static,
+    {
         let release = hold(writer).await;
         let writes: Vec<_> = keys
             .map(|k| {
-                let writer = writer.clone();
-                tokio::spawn(async move { (k, writer.write(insert(k)).await) })
+                let write = submit(writer.clone(), k);
+                tokio::spawn(async move { (k, write.await) })
             })
             .collect();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -382,6 +538,71 @@ mod tests {
             results.push(write.await.expect("write task"));
         }
         results
+    }
+
+    /// A key to insert, merged with the others of its batch into one multi-row INSERT; answers
+    /// how many keys that statement inserted.
+    struct Put(i64);
+
+    impl Merged for Put {
+        type Answer = usize;
+
+        fn run_all<'e>(
+            db: &'e DatabaseExecutor<'e>,
+            pieces: Vec<&'e Self>,
+        ) -> Writes<'e, Vec<usize>> {
+            Box::pin(async move {
+                let values = vec!["(?, 'x')"; pieces.len()].join(", ");
+                let statement = Statement::from_sql_and_values(
+                    db.get_database_backend(),
+                    format!("INSERT INTO t (k, v) VALUES {values}"),
+                    pieces.iter().map(|put| put.0.into()),
+                );
+                db.execute_raw(statement).await?;
+                Ok(vec![pieces.len(); pieces.len()])
+            })
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn merged_pieces_of_one_batch_run_as_one_statement_beside_other_work() {
+        let (_dir, db, writer) = fresh().await;
+        // Ordinary writes (odd keys) and merged pieces (even keys) in one batch.
+        let results = one_batch_of(&writer, 1..=20, |writer, k| async move {
+            if k % 2 == 0 {
+                writer.write_merged(Put(k)).await
+            } else {
+                writer.write(insert(k)).await.map(|()| 1)
+            }
+        })
+        .await;
+        for (k, result) in results {
+            let expected = if k % 2 == 0 { 10 } else { 1 };
+            assert_eq!(result.expect("committed"), expected, "key {k}");
+        }
+        assert_eq!(keys(&db).await, (1..=20).collect::<Vec<_>>());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_failing_merged_piece_fails_alone_and_the_others_are_committed() {
+        let (_dir, db, writer) = fresh().await;
+        writer.write(insert(6)).await.expect("committed");
+        let results = one_batch_of(&writer, 1..=10, |writer, k| async move {
+            writer.write_merged(Put(k)).await
+        })
+        .await;
+        for (k, result) in results {
+            if k == 6 {
+                assert!(
+                    matches!(result, Err(PersistenceError::Conflict(_))),
+                    "{result:?}"
+                );
+            } else {
+                // Run again alone, each in a statement of its own.
+                assert_eq!(result.expect("committed"), 1, "key {k}");
+            }
+        }
+        assert_eq!(keys(&db).await, (1..=10).collect::<Vec<_>>());
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -40,7 +40,7 @@ pub use connection::{
     begin_write, checkpoint_wal, connect, migrate, pool_connections, sqlite_url_in,
 };
 pub use error::PersistenceError;
-pub use group_commit::{GroupCommit, WRITE_BATCH, Writes};
+pub use group_commit::{GroupCommit, Merged, WRITE_BATCH, Writes};
 pub use page::{Cursor, CursorPage, Page, Paged};
 pub use sea_orm::{
     ConnectionTrait, DatabaseConnection, DatabaseExecutor, DatabaseTransaction, TransactionTrait,
