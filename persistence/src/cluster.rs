@@ -11,7 +11,7 @@ use uuid::Uuid;
 use crate::Result;
 
 /// What a claim proves it acts under: the partition's lease held by `node_id` at `epoch`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Fence {
     /// The partition of the claimed thing.
     pub partition: i32,

@@ -2,8 +2,13 @@
 //! statuses Meta reports (monotonic: sent < delivered < read; failed keeps Meta's error).
 
 use chrono::{DateTime, Utc};
-use sea_orm::sea_query::Expr;
-use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
+use sea_orm::sea_query::{CaseStatement, Expr};
+use std::collections::HashSet;
+
+use sea_orm::{
+    ColumnTrait, ConnectionTrait, DatabaseExecutor, EntityTrait, QueryFilter, QueryOrder,
+    QuerySelect, QueryTrait,
+};
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -11,7 +16,7 @@ use crate::cluster::{Fence, fenced};
 use crate::entities::{conversation, message};
 use crate::page::fetch_page;
 use crate::values::{Direction, FailureReason, MessageStatus, Role};
-use crate::{Page, Paged, Result};
+use crate::{Merged, Page, Paged, Result, Writes};
 
 /// The message the channel stored with this platform id.
 ///
@@ -69,6 +74,60 @@ pub async fn record_send(
     }
     update.exec(db).await?;
     Ok(())
+}
+
+/// A send the platform accepted, for the writer to record (as [`record_send`] does) with the
+/// others waiting: one statement for all those of one status.
+#[derive(Clone, Debug)]
+pub struct Accepted {
+    /// The message sent.
+    pub message_id: Uuid,
+    /// `sent`, or `delivered` for a sandbox.
+    pub status: MessageStatus,
+    /// The platform's id of the message.
+    pub platform_message_id: String,
+}
+
+impl Merged for Accepted {
+    type Answer = ();
+
+    fn run_all<'e>(
+        db: &'e DatabaseExecutor<'e>,
+        pieces: Vec<&'e Self>,
+    ) -> Writes<'e, Vec<Self::Answer>> {
+        Box::pin(async move {
+            let mut statuses: Vec<MessageStatus> = Vec::new();
+            for piece in &pieces {
+                if !statuses.contains(&piece.status) {
+                    statuses.push(piece.status);
+                }
+            }
+            for status in statuses {
+                let of: Vec<&Accepted> = pieces
+                    .iter()
+                    .copied()
+                    .filter(|piece| piece.status == status)
+                    .collect();
+                let platform_ids = of
+                    .iter()
+                    .fold(CaseStatement::new(), |case, piece| {
+                        case.case(
+                            message::Column::Id.eq(piece.message_id),
+                            piece.platform_message_id.clone(),
+                        )
+                    })
+                    .finally(Expr::col(message::Column::PlatformMessageId));
+                message::Entity::update_many()
+                    .col_expr(message::Column::Status, Expr::value(status))
+                    .col_expr(message::Column::Error, Option::<Value>::None.into())
+                    .col_expr(message::Column::PlatformMessageId, platform_ids.into())
+                    .filter(message::Column::Id.is_in(of.iter().map(|piece| piece.message_id)))
+                    .exec(db)
+                    .await?;
+            }
+            Ok(vec![(); pieces.len()])
+        })
+    }
 }
 
 /// Applies a status Meta reported for `platform_message_id`, only if it moves the message
@@ -223,12 +282,62 @@ pub async fn claim(
     message_id: Uuid,
     fence: Option<&Fence>,
 ) -> Result<bool> {
-    let update = message::Entity::update_many()
-        .col_expr(message::Column::Status, Expr::value(MessageStatus::Sending))
-        .filter(message::Column::Id.eq(message_id))
-        .filter(message::Column::Status.eq(MessageStatus::Pending));
-    let result = fenced(update, fence).exec(db).await?;
-    Ok(result.rows_affected > 0)
+    let claim = Claim {
+        message_id,
+        fence: fence.copied(),
+    };
+    Ok(claim_all(db, vec![&claim]).await?.pop().unwrap_or(false))
+}
+
+/// A claim of a pending outbound message (see [`claim`]) for the writer, which runs the claims
+/// waiting in one batch together: one statement for all those under the same fence.
+#[derive(Clone, Copy, Debug)]
+pub struct Claim {
+    /// The message.
+    pub message_id: Uuid,
+    /// The lease its node acts under, on a cluster.
+    pub fence: Option<Fence>,
+}
+
+impl Merged for Claim {
+    /// Whether this caller took the message.
+    type Answer = bool;
+
+    fn run_all<'e>(
+        db: &'e DatabaseExecutor<'e>,
+        pieces: Vec<&'e Self>,
+    ) -> Writes<'e, Vec<Self::Answer>> {
+        Box::pin(claim_all(db, pieces))
+    }
+}
+
+/// Runs `claims`: one statement per fence among them; answers whether each took its message
+/// (a message claimed twice goes to the first).
+async fn claim_all(db: &impl ConnectionTrait, claims: Vec<&Claim>) -> Result<Vec<bool>> {
+    let mut taken = HashSet::new();
+    let mut fences = HashSet::new();
+    for fence in claims.iter().map(|claim| claim.fence) {
+        if !fences.insert(fence) {
+            continue;
+        }
+        let ids = claims
+            .iter()
+            .filter(|claim| claim.fence == fence)
+            .map(|claim| claim.message_id);
+        let update = message::Entity::update_many()
+            .col_expr(message::Column::Status, Expr::value(MessageStatus::Sending))
+            .filter(message::Column::Id.is_in(ids))
+            .filter(message::Column::Status.eq(MessageStatus::Pending));
+        let mut update = fenced(update, fence.as_ref()).into_query();
+        update.returning_col(message::Column::Id);
+        for row in db.query_all(&update).await? {
+            taken.insert(row.try_get::<Uuid>("", "id")?);
+        }
+    }
+    Ok(claims
+        .iter()
+        .map(|claim| taken.remove(&claim.message_id))
+        .collect())
 }
 
 /// Gives a claimed message back (`sending` to `pending`) while its sender waits to retry, so

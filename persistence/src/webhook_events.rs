@@ -3,15 +3,18 @@
 
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::OnConflict;
+use std::collections::HashSet;
+
 use sea_orm::{
-    ColumnTrait, Condition, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
+    ColumnTrait, Condition, ConnectionTrait, DatabaseExecutor, EntityTrait, QueryFilter,
+    QueryOrder, QuerySelect, QueryTrait,
 };
 use serde_json::Value;
 use uuid::Uuid;
 
 use crate::entities::webhook_event;
 use crate::values::EventStatus;
-use crate::{GroupCommit, Result};
+use crate::{GroupCommit, Merged, Result, Writes};
 
 /// Stores the event unless the channel already has one with this message id; answers the new
 /// row, or `None` for a re-delivery.
@@ -26,55 +29,136 @@ pub async fn insert_if_new(
     payload: Value,
     now: DateTime<Utc>,
 ) -> Result<Option<webhook_event::Model>> {
-    let event = webhook_event::Model {
-        id: Uuid::now_v7(),
+    let event = NewEvent {
         workspace_id,
         channel_id,
         platform_message_id: platform_message_id.to_owned(),
         payload,
-        status: EventStatus::Pending,
-        error: None,
-        received_at: crate::clock::at_storage_precision(now),
-        processed_at: None,
-        attempts: 0,
-        next_attempt_at: None,
+        now,
     };
-    let inserted = webhook_event::Entity::insert(webhook_event::ActiveModel::from(event.clone()))
-        .on_conflict(
-            OnConflict::columns([
-                webhook_event::Column::ChannelId,
-                webhook_event::Column::PlatformMessageId,
-            ])
-            .do_nothing()
-            .to_owned(),
-        )
-        .exec_without_returning(db)
-        .await?;
-    // Every column is given, the time at storage precision: the row is what was inserted,
-    // without reading it back.
-    Ok((inserted > 0).then_some(event))
+    Ok(insert_all(db, vec![&event]).await?.pop().flatten())
 }
 
-/// As [`insert_if_new`], committed by the database's writer with other writes.
+/// An event the webhook received, to be stored unless its channel already has its message id.
+#[derive(Clone, Debug)]
+pub struct NewEvent {
+    /// The channel's workspace.
+    pub workspace_id: i64,
+    /// The channel it came to.
+    pub channel_id: Uuid,
+    /// WhatsApp's id of the message (`wamid…`): what makes a re-delivery known.
+    pub platform_message_id: String,
+    /// What is kept of the message.
+    pub payload: Value,
+    /// When it was received.
+    pub now: DateTime<Utc>,
+}
+
+impl NewEvent {
+    fn row(&self) -> webhook_event::Model {
+        webhook_event::Model {
+            id: Uuid::now_v7(),
+            workspace_id: self.workspace_id,
+            channel_id: self.channel_id,
+            platform_message_id: self.platform_message_id.clone(),
+            payload: self.payload.clone(),
+            status: EventStatus::Pending,
+            error: None,
+            received_at: crate::clock::at_storage_precision(self.now),
+            processed_at: None,
+            attempts: 0,
+            next_attempt_at: None,
+        }
+    }
+}
+
+impl Merged for NewEvent {
+    type Answer = Option<webhook_event::Model>;
+
+    fn run_all<'e>(
+        db: &'e DatabaseExecutor<'e>,
+        pieces: Vec<&'e Self>,
+    ) -> Writes<'e, Vec<Self::Answer>> {
+        Box::pin(insert_all(db, pieces))
+    }
+}
+
+/// Stores the events in one statement; answers each new row, `None` for a re-delivery (one
+/// its channel has, or an earlier one of `events` has).
+async fn insert_all(
+    db: &impl ConnectionTrait,
+    events: Vec<&NewEvent>,
+) -> Result<Vec<Option<webhook_event::Model>>> {
+    let rows: Vec<_> = events.iter().map(|event| event.row()).collect();
+    let mut insert = webhook_event::Entity::insert_many(
+        rows.iter().cloned().map(webhook_event::ActiveModel::from),
+    )
+    .on_conflict(
+        OnConflict::columns([
+            webhook_event::Column::ChannelId,
+            webhook_event::Column::PlatformMessageId,
+        ])
+        .do_nothing()
+        .to_owned(),
+    )
+    .into_query();
+    insert.returning_col(webhook_event::Column::Id);
+    let inserted: HashSet<Uuid> = db
+        .query_all(&insert)
+        .await?
+        .iter()
+        .map(|row| row.try_get::<Uuid>("", "id"))
+        .collect::<std::result::Result<_, _>>()?;
+    // Every column is given, the time at storage precision: a row is what was inserted,
+    // without reading it back.
+    Ok(rows
+        .into_iter()
+        .map(|row| inserted.contains(&row.id).then_some(row))
+        .collect())
+}
+
+/// As [`insert_if_new`], committed by the database's writer with other writes (in one
+/// statement with the other events waiting to be stored).
 ///
 /// # Errors
 /// Fails on a database error.
-pub async fn store(
-    writer: &GroupCommit,
-    workspace_id: i64,
-    channel_id: Uuid,
-    platform_message_id: String,
-    payload: Value,
-    now: DateTime<Utc>,
-) -> Result<Option<webhook_event::Model>> {
-    writer
-        .write(move |db| {
-            let (id, payload) = (platform_message_id.clone(), payload.clone());
-            Box::pin(
-                async move { insert_if_new(db, workspace_id, channel_id, &id, payload, now).await },
-            )
+pub async fn store(writer: &GroupCommit, event: NewEvent) -> Result<Option<webhook_event::Model>> {
+    writer.write_merged(event).await
+}
+
+/// The outcome of an event answered (its reply sent, or held for a person), to be recorded
+/// by the writer with the others waiting: one statement marks them all processed.
+#[derive(Clone, Copy, Debug)]
+pub struct Answered {
+    /// The event.
+    pub id: Uuid,
+    /// When its processing ended.
+    pub now: DateTime<Utc>,
+}
+
+impl Merged for Answered {
+    type Answer = ();
+
+    fn run_all<'e>(
+        db: &'e DatabaseExecutor<'e>,
+        pieces: Vec<&'e Self>,
+    ) -> Writes<'e, Vec<Self::Answer>> {
+        Box::pin(async move {
+            // One time for all: the latest, which is at most the commit's.
+            let now = pieces.iter().map(|piece| piece.now).max();
+            webhook_event::Entity::update_many()
+                .col_expr(
+                    webhook_event::Column::Status,
+                    sea_orm::sea_query::Expr::value(EventStatus::Processed),
+                )
+                .col_expr(webhook_event::Column::Error, Option::<String>::None.into())
+                .col_expr(webhook_event::Column::ProcessedAt, now.into())
+                .filter(webhook_event::Column::Id.is_in(pieces.iter().map(|piece| piece.id)))
+                .exec(db)
+                .await?;
+            Ok(vec![(); pieces.len()])
         })
-        .await
+    }
 }
 
 /// Events waiting to be answered whose time has come (fresh ones, and failed attempts whose

@@ -90,11 +90,13 @@ async fn inject_inbound(
         .map_err(|e| ApiError::Internal(anyhow::anyhow!("storing a sandbox message: {e}")))?;
     let event = webhook_events::store(
         state.actors.writer(),
-        channel.workspace_id,
-        channel.id,
-        wamid.clone(),
-        payload,
-        clock::now(),
+        webhook_events::NewEvent {
+            workspace_id: channel.workspace_id,
+            channel_id: channel.id,
+            platform_message_id: wamid.clone(),
+            payload,
+            now: clock::now(),
+        },
     )
     .await?
     .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("a fresh sandbox message id collided")))?;

@@ -293,11 +293,13 @@ async fn accept(
             .map_err(|e| ApiError::Internal(anyhow::anyhow!("storing an inbound message: {e}")))?;
         let stored = webhook_events::store(
             state.actors.writer(),
-            channel.workspace_id,
-            channel.id,
-            message.wamid.clone(),
-            payload,
-            clock::now(),
+            webhook_events::NewEvent {
+                workspace_id: channel.workspace_id,
+                channel_id: channel.id,
+                platform_message_id: message.wamid.clone(),
+                payload,
+                now: clock::now(),
+            },
         )
         .await?;
         match stored {

@@ -107,6 +107,39 @@ async fn a_signed_webhook_is_answered_once_through_the_graph_api() {
 }
 
 #[tokio::test]
+async fn messages_delivered_many_times_at_once_are_answered_once_each() {
+    let app = spawn_app().await;
+    let channel = app.live_channel(NUMBER).await;
+    // Meta's retries can cross: each message several times, all in flight at once, so that
+    // copies share the writer's batches (and its one INSERT for the events waiting there).
+    let payloads: Vec<_> = (0..4)
+        .map(|i| {
+            let from = format!("1650555{i:04}");
+            text_message(NUMBER, &from, "Racer", &format!("wamid.RACE{i}"), "Hello?")
+        })
+        .collect();
+    let posts = payloads
+        .iter()
+        .cycle()
+        .take(payloads.len() * 6)
+        .map(|payload| app.webhook(Some(&channel), payload));
+    let statuses = futures_util::future::join_all(posts).await;
+    assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}");
+
+    app.wait_for_sends(payloads.len()).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut recipients: Vec<_> = app.graph.sent().iter().map(|s| s.to().to_owned()).collect();
+    recipients.sort();
+    let expected: Vec<_> = (0..4).map(|i| format!("1650555{i:04}")).collect();
+    assert_eq!(recipients, expected, "one reply per message");
+    for i in 0..4 {
+        let stored = app.stored_messages(&format!("+1650555{i:04}")).await;
+        let asked = stored.iter().filter(|(role, _)| role == "user").count();
+        assert_eq!(asked, 1, "sender {i}: {stored:?}");
+    }
+}
+
+#[tokio::test]
 async fn a_webhook_to_the_shared_url_is_routed_by_phone_number_id() {
     let app = spawn_app().await;
     app.live_channel(NUMBER).await;

@@ -159,13 +159,11 @@ impl SendJob {
         let Some(id) = self.message_id else {
             return Ok(());
         };
-        let fence = self.ownership.fence(self.told.channel_id);
-        let claimed = self
-            .writer
-            .write(move |db| {
-                Box::pin(async move { deliveries::claim(db, id, fence.as_ref()).await })
-            })
-            .await?;
+        let claim = deliveries::Claim {
+            message_id: id,
+            fence: self.ownership.fence(self.told.channel_id),
+        };
+        let claimed = self.writer.write_merged(claim).await?;
         if claimed {
             Ok(())
         } else {
@@ -185,17 +183,28 @@ impl SendJob {
             return;
         };
         let (status, wamid) = (accepted.status, accepted.platform_message_id.clone());
-        let event = self.told.event(id, status, Some(&wamid), None);
-        let recorded = self
-            .told
-            .events
-            .write_with(&self.writer, event.into_iter().collect(), move |db| {
-                let wamid = wamid.clone();
-                Box::pin(async move {
-                    deliveries::record_send(db, id, status, Some(&wamid), None).await
-                })
-            })
-            .await;
+        let recorded = match self.told.event(id, status, Some(&wamid), None) {
+            // Nobody takes the event: the answer is recorded with the others waiting.
+            None => {
+                let accepted = deliveries::Accepted {
+                    message_id: id,
+                    status,
+                    platform_message_id: wamid,
+                };
+                self.writer.write_merged(accepted).await
+            }
+            Some(event) => {
+                self.told
+                    .events
+                    .write_with(&self.writer, vec![event], move |db| {
+                        let wamid = wamid.clone();
+                        Box::pin(async move {
+                            deliveries::record_send(db, id, status, Some(&wamid), None).await
+                        })
+                    })
+                    .await
+            }
+        };
         if let Err(error) = recorded {
             // Meta has it; left `sending`, it is failed `interrupted` at the next start-up
             // rather than sent twice.

@@ -312,7 +312,13 @@ async fn settle(
             .write(move |db| Box::pin(webhook_events::finish(db, id, error.clone(), clock::now())))
     };
     let recorded = match processed {
-        Processed::Answered | Processed::Held => finish(None).await,
+        Processed::Answered | Processed::Held => {
+            let answered = webhook_events::Answered {
+                id,
+                now: clock::now(),
+            };
+            writer.write_merged(answered).await
+        }
         Processed::Refused(why) => {
             tracing::warn!(event_id = %event.id, %why, "inbound message not answered");
             finish(Some(why)).await

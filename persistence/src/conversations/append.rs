@@ -2,14 +2,15 @@
 //! few that must be stored together.
 
 use chrono::{DateTime, Utc};
-use sea_orm::{ActiveModelTrait, ConnectionTrait, Set};
+use sea_orm::{ConnectionTrait, DatabaseExecutor, EntityTrait};
 use uuid::Uuid;
 
 use super::NewMessage;
 use crate::entities::{conversation, message};
-use crate::{GroupCommit, Result};
+use crate::{GroupCommit, Merged, Result, Writes};
 
-/// As [`append_message`], committed by the database's writer with other writes.
+/// As [`append_message`], committed by the database's writer with other writes (in one
+/// statement with the other messages waiting to be stored).
 ///
 /// # Errors
 /// As [`append_message`].
@@ -19,13 +20,34 @@ pub async fn store_message(
     new: NewMessage,
     now: DateTime<Utc>,
 ) -> Result<message::Model> {
-    let conversation = conversation.clone();
-    writer
-        .write(move |db| {
-            let (conversation, new) = (conversation.clone(), new.clone());
-            Box::pin(async move { append_message(db, &conversation, new, now).await })
-        })
-        .await
+    let appended = Appended {
+        conversation: conversation.clone(),
+        new,
+        now,
+    };
+    writer.write_merged(appended).await
+}
+
+/// A message for the writer to append (see [`store_message`]).
+struct Appended {
+    conversation: conversation::Model,
+    new: NewMessage,
+    now: DateTime<Utc>,
+}
+
+impl Merged for Appended {
+    type Answer = message::Model;
+
+    fn run_all<'e>(
+        db: &'e DatabaseExecutor<'e>,
+        pieces: Vec<&'e Self>,
+    ) -> Writes<'e, Vec<Self::Answer>> {
+        let rows = pieces
+            .iter()
+            .map(|piece| row(&piece.conversation, piece.new.clone(), piece.now))
+            .collect();
+        Box::pin(insert_rows(db, rows))
+    }
 }
 
 /// Appends `messages` (each with the time it happened) to `conversation` in one transaction,
@@ -67,26 +89,43 @@ pub async fn append_message(
     new: NewMessage,
     now: DateTime<Utc>,
 ) -> Result<message::Model> {
-    let stored = message::ActiveModel {
-        id: Set(new.id.unwrap_or_else(Uuid::now_v7)),
-        workspace_id: Set(conversation.workspace_id),
-        conversation_id: Set(conversation.id),
-        channel_id: Set(conversation.channel_id),
-        direction: Set(new.direction),
-        role: Set(new.role),
-        content: Set(new.content),
-        status: Set(new.status),
-        platform_message_id: Set(new.platform_message_id),
-        error: Set(new.error),
-        usage: Set(new.usage),
-        tool_calls: Set(new.tool_calls),
-        tool_call_id: Set(new.tool_call_id),
-        created_at: Set(now),
-        reply_to_message_id: Set(new.reply_to_message_id),
-        outbound: Set(new.outbound),
-        metadata: Set(new.metadata),
+    let mut stored = insert_rows(db, vec![row(conversation, new, now)]).await?;
+    stored
+        .pop()
+        .ok_or_else(|| sea_orm::DbErr::RecordNotInserted.into())
+}
+
+/// The row of `new` in `conversation`, every column given (the time at storage precision), so
+/// that it is what the database keeps without reading it back.
+fn row(conversation: &conversation::Model, new: NewMessage, now: DateTime<Utc>) -> message::Model {
+    message::Model {
+        id: new.id.unwrap_or_else(Uuid::now_v7),
+        workspace_id: conversation.workspace_id,
+        conversation_id: conversation.id,
+        channel_id: conversation.channel_id,
+        direction: new.direction,
+        role: new.role,
+        content: new.content,
+        status: new.status,
+        platform_message_id: new.platform_message_id,
+        error: new.error,
+        usage: new.usage,
+        tool_calls: new.tool_calls,
+        tool_call_id: new.tool_call_id,
+        created_at: crate::clock::at_storage_precision(now),
+        reply_to_message_id: new.reply_to_message_id,
+        outbound: new.outbound,
+        metadata: new.metadata,
     }
-    .insert(db)
-    .await?;
-    Ok(stored)
+}
+
+/// Inserts `rows` in one statement and answers them.
+async fn insert_rows(
+    db: &impl ConnectionTrait,
+    rows: Vec<message::Model>,
+) -> Result<Vec<message::Model>> {
+    message::Entity::insert_many(rows.iter().cloned().map(message::ActiveModel::from))
+        .exec_without_returning(db)
+        .await?;
+    Ok(rows)
 }

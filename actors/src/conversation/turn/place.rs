@@ -211,10 +211,15 @@ async fn store_received(
             })
         },
     );
-    let (conversation, now) = (conversation.clone(), clock::now());
+    let now = clock::now();
+    let Some(event) = event else {
+        // Nobody takes the event: stored with the other messages waiting.
+        return Ok(conversations::store_message(&deps.writer, conversation, message, now).await?);
+    };
+    let conversation = conversation.clone();
     let stored = deps
         .events
-        .write_with(&deps.writer, event.into_iter().collect(), move |db| {
+        .write_with(&deps.writer, vec![event], move |db| {
             let (conversation, message) = (conversation.clone(), message.clone());
             Box::pin(
                 async move { conversations::append_message(db, &conversation, message, now).await },
