@@ -4,7 +4,7 @@
 
 use parley_persistence::ContactKind;
 use parley_persistence::entities::identity;
-use parley_persistence::identities::{self, IdentityChanges, NewIdentity};
+use parley_persistence::identities::{self, IdentityChanges};
 use parley_persistence::{
     ConnectionTrait, DatabaseConnection, EventType, GroupCommit, PersistenceError, clock,
 };
@@ -63,30 +63,14 @@ pub async fn find_or_create(
             };
             return Ok((found, false));
         }
-        let (new_name, number) = (name.map(str::to_owned), phone.as_str().to_owned());
-        let created = writer
-            .write_atomic(move |db| {
-                let new = NewIdentity {
-                    id: Uuid::now_v7(),
-                    name: new_name.clone(),
-                    external_id: None,
-                    metadata: json!({}),
-                    opted_out: false,
-                };
-                let number = number.clone();
-                Box::pin(async move {
-                    identities::create_with_contact(
-                        db,
-                        workspace_id,
-                        new,
-                        ContactKind::Phone,
-                        &number,
-                        clock::now(),
-                    )
-                    .await
-                })
-            })
-            .await;
+        let person = identities::NewPerson {
+            workspace_id,
+            name: name.map(str::to_owned),
+            kind: ContactKind::Phone,
+            value: phone.as_str().to_owned(),
+            now: clock::now(),
+        };
+        let created = writer.write_merged(person).await;
         match created {
             Ok(created) => return Ok((created, true)),
             // Someone created them meanwhile: theirs wins, found on the next round.
@@ -143,4 +127,72 @@ pub(crate) async fn opt_out(
         events.wake();
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use parley_persistence::identities::NewPerson;
+    use parley_persistence::{DatabaseExecutor, Merged};
+
+    use super::*;
+    use crate::test_support::{deps, world};
+
+    #[tokio::test]
+    async fn new_people_stored_together_each_get_their_phone_and_a_taken_phone_stores_nothing() {
+        let (deps, _dir, _model) = deps().await;
+        let (db, writer) = (&deps.db, &deps.writer);
+        let (ws, _, _, _) = world(db).await;
+        let person = |phone: &str| NewPerson {
+            workspace_id: ws,
+            name: Some(format!("P{phone}")),
+            kind: ContactKind::Phone,
+            value: phone.to_owned(),
+            now: clock::now(),
+        };
+        let (one, two) = (person("+351910000001"), person("+351910000002"));
+        let executor = DatabaseExecutor::Connection(db);
+        let created = NewPerson::run_all(&executor, vec![&one, &two])
+            .await
+            .expect("created");
+        for (made, phone) in created.iter().zip(["+351910000001", "+351910000002"]) {
+            let found = identities::find_by_contact(db, ws, ContactKind::Phone, phone)
+                .await
+                .expect("read")
+                .expect("found by phone");
+            assert_eq!(
+                (found.id, found.name.as_deref()),
+                (made.id, Some(&*format!("P{phone}")))
+            );
+        }
+
+        // Alone, a piece commits both rows or neither: the taken phone leaves no identity.
+        let before = identities::list(
+            db,
+            ws,
+            parley_persistence::Page {
+                page: 1,
+                limit: 100,
+            },
+        )
+        .await
+        .expect("list")
+        .total;
+        let taken = writer.write_merged(person("+351910000002")).await;
+        assert!(
+            matches!(taken, Err(PersistenceError::Conflict(_))),
+            "{taken:?}"
+        );
+        let after = identities::list(
+            db,
+            ws,
+            parley_persistence::Page {
+                page: 1,
+                limit: 100,
+            },
+        )
+        .await
+        .expect("list")
+        .total;
+        assert_eq!(after, before);
+    }
 }

@@ -60,6 +60,10 @@ pub trait Merged: Send + Sync + Sized + 'static {
     /// What each piece answers its caller.
     type Answer: Send + 'static;
 
+    /// Whether a piece's statements must commit together when it runs alone (as
+    /// [`GroupCommit::write_atomic`]'s work).
+    const ATOMIC: bool = false;
+
     /// Runs `pieces` (one or more) on `db` and answers each, in their order. Like any work it
     /// may run twice (see the module's description) and touches nothing but `db`.
     fn run_all<'e>(
@@ -228,7 +232,7 @@ struct Merging<W: Merged> {
 
 impl<W: Merged> Job for Merging<W> {
     fn atomic(&self) -> bool {
-        false
+        W::ATOMIC
     }
 
     fn kind(&self) -> Option<TypeId> {
