@@ -166,33 +166,18 @@ mod tests {
         }
 
         // Alone, a piece commits both rows or neither: the taken phone leaves no identity.
-        let before = identities::list(
-            db,
-            ws,
-            parley_persistence::Page {
-                page: 1,
-                limit: 100,
-            },
-        )
-        .await
-        .expect("list")
-        .total;
+        let page = parley_persistence::Page {
+            page: 1,
+            limit: 100,
+        };
+        let count = || async move { identities::list(db, ws, page).await.expect("list").total };
+        let before = count().await;
         let taken = writer.write_merged(person("+351910000002")).await;
         assert!(
             matches!(taken, Err(PersistenceError::Conflict(_))),
             "{taken:?}"
         );
-        let after = identities::list(
-            db,
-            ws,
-            parley_persistence::Page {
-                page: 1,
-                limit: 100,
-            },
-        )
-        .await
-        .expect("list")
-        .total;
+        let after = count().await;
         assert_eq!(after, before);
     }
 }

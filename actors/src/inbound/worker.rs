@@ -305,29 +305,21 @@ async fn settle(
     event: &webhook_event::Model,
     processed: Processed,
 ) {
-    let writer = &deps.writer;
-    let id = event.id;
-    let finish = |error: Option<String>| {
-        writer
-            .write(move |db| Box::pin(webhook_events::finish(db, id, error.clone(), clock::now())))
-    };
+    let (writer, id, now) = (&deps.writer, event.id, clock::now());
+    let answered = webhook_events::Answered { id, now };
     let recorded = match processed {
-        Processed::Answered | Processed::Held => {
-            let answered = webhook_events::Answered {
-                id,
-                now: clock::now(),
-            };
-            writer.write_merged(answered).await
-        }
+        Processed::Answered | Processed::Held => writer.write_merged(answered).await,
         Processed::Refused(why) => {
             tracing::warn!(event_id = %event.id, %why, "inbound message not answered");
-            finish(Some(why)).await
+            writer
+                .write(move |db| Box::pin(webhook_events::finish(db, id, Some(why.clone()), now)))
+                .await
         }
         Processed::Retry(why) => {
             let attempts = event.attempts.saturating_add(1);
             let wait = settings.backoff(event.attempts);
-            let at = clock::now()
-                + chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::seconds(300));
+            let at =
+                now + chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::seconds(300));
             tracing::warn!(event_id = %event.id, %why, attempts, ?wait, "inbound message will be tried again");
             writer
                 .write(move |db| {

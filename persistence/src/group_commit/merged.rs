@@ -1,0 +1,112 @@
+//! Merged writes: small writes of one kind whose pieces waiting in one batch run as one
+//! statement (see the parent module).
+
+use std::any::{Any, TypeId};
+use std::future::Future;
+use std::pin::Pin;
+
+use sea_orm::DatabaseExecutor;
+use tokio::sync::oneshot;
+
+use super::{Job, Writes, stopped};
+use crate::{PersistenceError, Result};
+
+/// A small write of which the writer runs every piece waiting in one batch together, in one
+/// statement (or one per group of pieces that differ in what the statement shares).
+pub trait Merged: Send + Sync + Sized + 'static {
+    /// What each piece answers its caller.
+    type Answer: Send + 'static;
+
+    /// Whether a piece's statements must commit together when it runs alone (as
+    /// [`GroupCommit::write_atomic`]'s work).
+    const ATOMIC: bool = false;
+
+    /// Runs `pieces` (one or more) on `db` and answers each, in their order. Like any work it
+    /// may run twice (see the module's description) and touches nothing but `db`.
+    fn run_all<'e>(
+        db: &'e DatabaseExecutor<'e>,
+        pieces: Vec<&'e Self>,
+    ) -> Writes<'e, Vec<Self::Answer>>;
+}
+
+/// A [`Merged`] piece and where its answer goes.
+pub(super) struct Merging<W: Merged> {
+    piece: W,
+    result: Option<Result<W::Answer>>,
+    done: oneshot::Sender<Result<W::Answer>>,
+}
+
+impl<W: Merged> Merging<W> {
+    pub(super) fn new(piece: W, done: oneshot::Sender<Result<W::Answer>>) -> Self {
+        Self {
+            piece,
+            result: None,
+            done,
+        }
+    }
+}
+
+impl<W: Merged> Job for Merging<W> {
+    fn atomic(&self) -> bool {
+        W::ATOMIC
+    }
+
+    fn kind(&self) -> Option<TypeId> {
+        Some(TypeId::of::<W>())
+    }
+
+    fn run<'a>(
+        &'a mut self,
+        others: &'a mut [Box<dyn Job>],
+        db: &'a DatabaseExecutor<'a>,
+    ) -> Pin<Box<dyn Future<Output = bool> + Send + 'a>> {
+        Box::pin(async move {
+            let others = others
+                .iter_mut()
+                .filter_map(|job| (&mut **job as &mut dyn Any).downcast_mut::<Self>());
+            let mut all: Vec<&mut Self> = std::iter::once(self).chain(others).collect();
+            let answers = W::run_all(db, all.iter().map(|merging| &merging.piece).collect()).await;
+            match answers {
+                Ok(answers) if answers.len() == all.len() => {
+                    for (merging, answer) in all.iter_mut().zip(answers) {
+                        merging.result = Some(Ok(answer));
+                    }
+                    true
+                }
+                Ok(answers) => {
+                    let error = format!("{} answers for {} writes", answers.len(), all.len());
+                    for merging in &mut all {
+                        merging.result = Some(Err(custom(&error)));
+                    }
+                    false
+                }
+                Err(error) => {
+                    // Alone, the piece gets its own error; in a batch every piece runs
+                    // again alone, which replaces these.
+                    let shared = error.to_string();
+                    let mut all = all.into_iter();
+                    if let Some(first) = all.next() {
+                        first.result = Some(Err(error));
+                    }
+                    for merging in all {
+                        merging.result = Some(Err(custom(&shared)));
+                    }
+                    false
+                }
+            }
+        })
+    }
+
+    fn fail(&mut self, error: PersistenceError) {
+        self.result = Some(Err(error));
+    }
+
+    fn answer(self: Box<Self>) {
+        let result = self.result.unwrap_or_else(|| Err(stopped()));
+        let _ = self.done.send(result);
+    }
+}
+
+fn custom(message: &str) -> PersistenceError {
+    PersistenceError::Database(sea_orm::DbErr::Custom(message.to_owned()))
+}
