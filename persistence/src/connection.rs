@@ -21,6 +21,9 @@ use crate::Result;
 /// How it waits is [`busy`]'s.
 const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Statements the writer's SQLite connection keeps prepared (sqlx's default is 100).
+const WRITER_STATEMENTS: usize = 1024;
+
 /// A pooled connection idle at least this long is pinged before it is handed out.
 const PING_WHEN_IDLE_FOR: Duration = Duration::from_secs(30);
 
@@ -87,7 +90,11 @@ pub(crate) fn writer_connection(db: &DatabaseConnection) -> DatabaseConnection {
     if db.get_database_backend() != sea_orm::DbBackend::Sqlite {
         return db.clone();
     }
-    let options = (*db.get_sqlite_connection_pool().connect_options()).clone();
+    let options = (*db.get_sqlite_connection_pool().connect_options())
+        .clone()
+        // Merged writes (`group_commit::Merged`) prepare one statement per number of pieces
+        // they carry: room for those beside the single-row ones, which stay cached.
+        .statement_cache_capacity(WRITER_STATEMENTS);
     if options.get_filename() == Path::new(":memory:") {
         // A second connection to `:memory:` would open another, empty database.
         return db.clone();
