@@ -1,10 +1,10 @@
 //! Delivery of outbound messages: replies waiting to be sent, their platform ids, and the
 //! statuses Meta reports (monotonic: sent < delivered < read; failed keeps Meta's error).
 
-use chrono::{DateTime, Utc};
-use sea_orm::sea_query::{CaseStatement, Expr};
 use std::collections::HashSet;
 
+use chrono::{DateTime, Utc};
+use sea_orm::sea_query::{CaseStatement, Expr};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DatabaseExecutor, EntityTrait, QueryFilter, QueryOrder,
     QuerySelect, QueryTrait,

@@ -145,17 +145,12 @@ impl Merged for Answered {
     ) -> Writes<'e, Vec<Self::Answer>> {
         Box::pin(async move {
             // One time for all: the latest, which is at most the commit's.
-            let now = pieces.iter().map(|piece| piece.now).max();
-            webhook_event::Entity::update_many()
-                .col_expr(
-                    webhook_event::Column::Status,
-                    sea_orm::sea_query::Expr::value(EventStatus::Processed),
-                )
-                .col_expr(webhook_event::Column::Error, Option::<String>::None.into())
-                .col_expr(webhook_event::Column::ProcessedAt, now.into())
-                .filter(webhook_event::Column::Id.is_in(pieces.iter().map(|piece| piece.id)))
-                .exec(db)
-                .await?;
+            let now = pieces
+                .iter()
+                .map(|piece| piece.now)
+                .max()
+                .unwrap_or_else(Utc::now);
+            finish_all(db, pieces.iter().map(|piece| piece.id), None, now).await?;
             Ok(vec![(); pieces.len()])
         })
     }
@@ -221,6 +216,16 @@ pub async fn finish(
     error: Option<String>,
     now: DateTime<Utc>,
 ) -> Result<()> {
+    finish_all(db, [id], error, now).await
+}
+
+/// Marks the events `ids` answered (or failed, with why) in one statement.
+async fn finish_all(
+    db: &impl ConnectionTrait,
+    ids: impl IntoIterator<Item = Uuid>,
+    error: Option<String>,
+    now: DateTime<Utc>,
+) -> Result<()> {
     let status = if error.is_some() {
         EventStatus::Failed
     } else {
@@ -233,7 +238,7 @@ pub async fn finish(
         )
         .col_expr(webhook_event::Column::Error, error.into())
         .col_expr(webhook_event::Column::ProcessedAt, Some(now).into())
-        .filter(webhook_event::Column::Id.eq(id))
+        .filter(webhook_event::Column::Id.is_in(ids))
         .exec(db)
         .await?;
     Ok(())
