@@ -2,9 +2,9 @@
 //! of an identity on a channel or starts a new one, for turns and for every outbound message.
 
 use chrono::{DateTime, Utc};
-use parley_persistence::conversations::{self, Opened};
+use parley_persistence::conversations::{self, NewConversation, Opened};
 use parley_persistence::entities::conversation;
-use parley_persistence::{ConnectionTrait, ConversationStatus, PersistenceError};
+use parley_persistence::{ConnectionTrait, ConversationStatus, GroupCommit, PersistenceError};
 use uuid::Uuid;
 
 /// Where a message goes: an identity on a channel of a workspace.
@@ -124,17 +124,54 @@ pub(crate) async fn start(
         now,
     )
     .await?;
-    Ok(match opened {
-        Opened::Started(conversation) => Current {
-            conversation,
-            started: true,
-        },
-        // Started by someone else meanwhile: it may have messages already.
-        Opened::Found(conversation) => Current {
-            conversation,
-            started: false,
-        },
-    })
+    Ok(Current::from(opened))
+}
+
+/// As [`start`], committed by the database's writer: a thread with no idle conversation to
+/// close starts its conversation in one statement with the other new conversations waiting (a
+/// burst of first messages); one that closes an idle conversation closes it and starts the next
+/// in a transaction of their own.
+///
+/// # Errors
+/// Fails on a database error.
+pub(crate) async fn start_by(
+    writer: &GroupCommit,
+    thread: Thread,
+    close: Option<Uuid>,
+    assistant_id: Option<Uuid>,
+    now: DateTime<Utc>,
+) -> Result<Current, PersistenceError> {
+    if close.is_some() {
+        return writer
+            .write_atomic(move |db| Box::pin(start(db, thread, close, assistant_id, now)))
+            .await;
+    }
+    let opened = writer
+        .write_merged(NewConversation {
+            workspace_id: thread.workspace_id,
+            identity_id: thread.identity_id,
+            channel_id: thread.channel_id,
+            assistant_id,
+            now,
+        })
+        .await?;
+    Ok(Current::from(opened))
+}
+
+impl From<Opened> for Current {
+    fn from(opened: Opened) -> Self {
+        match opened {
+            Opened::Started(conversation) => Self {
+                conversation,
+                started: true,
+            },
+            // Started by someone else meanwhile: it may have messages already.
+            Opened::Found(conversation) => Self {
+                conversation,
+                started: false,
+            },
+        }
+    }
 }
 
 /// Whether the conversation has been without messages for `idle_after` or longer, which
@@ -145,4 +182,77 @@ pub fn is_idle(
     now: DateTime<Utc>,
 ) -> bool {
     now.signed_duration_since(conversation.last_message_at) >= idle_after
+}
+
+#[cfg(test)]
+mod tests {
+    use parley_persistence::identities::NewPerson;
+    use parley_persistence::{ContactKind, DatabaseExecutor, Merged, clock};
+
+    use super::*;
+    use crate::test_support::{deps, world};
+
+    #[tokio::test]
+    async fn conversations_started_together_give_each_thread_one_open_conversation() {
+        let (deps, _dir, _model) = deps().await;
+        let (db, writer) = (&deps.db, &deps.writer);
+        let (ws, channel_id, first, _) = world(db).await;
+        let person = NewPerson {
+            workspace_id: ws,
+            name: None,
+            kind: ContactKind::Phone,
+            value: "+351910000009".to_owned(),
+            now: clock::now(),
+        };
+        let executor = DatabaseExecutor::Connection(db);
+        let second = NewPerson::run_all(&executor, vec![&person])
+            .await
+            .expect("person")[0]
+            .id;
+        let new = |identity_id| NewConversation {
+            workspace_id: ws,
+            identity_id,
+            channel_id,
+            assistant_id: None,
+            now: clock::now(),
+        };
+        let (a, b, a_again) = (new(first), new(second), new(first));
+        let opened = NewConversation::run_all(&executor, vec![&a, &b, &a_again])
+            .await
+            .expect("started");
+        let [
+            Opened::Started(of_first),
+            Opened::Started(of_second),
+            Opened::Found(found),
+        ] = &opened[..]
+        else {
+            panic!("two started, the copy finds the first: {opened:?}");
+        };
+        assert_eq!(found.id, of_first.id);
+        assert_ne!(of_first.id, of_second.id);
+        assert_eq!(
+            (of_second.identity_id, of_second.status),
+            (second, ConversationStatus::Open)
+        );
+
+        // Through the writer, a thread with an open conversation gets that one back.
+        let thread = Thread {
+            workspace_id: ws,
+            identity_id: second,
+            channel_id,
+        };
+        let current = start_by(writer, thread, None, None, clock::now())
+            .await
+            .expect("current");
+        assert_eq!(
+            (current.conversation.id, current.started),
+            (of_second.id, false)
+        );
+        // Closing the idle one starts the next.
+        let next = start_by(writer, thread, Some(of_second.id), None, clock::now())
+            .await
+            .expect("next");
+        assert!(next.started);
+        assert_ne!(next.conversation.id, of_second.id);
+    }
 }

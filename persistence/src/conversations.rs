@@ -1,7 +1,6 @@
 //! Conversations (an identity's thread on one channel) and their messages.
 
 use chrono::{DateTime, Utc};
-use sea_orm::sea_query::{Expr, OnConflict};
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder};
 use serde_json::Value;
 use uuid::Uuid;
@@ -9,11 +8,13 @@ use uuid::Uuid;
 use crate::entities::{conversation, message};
 use crate::page::fetch_page;
 use crate::values::{ConversationMode, ConversationStatus, Direction, MessageStatus, Role};
-use crate::{Page, Paged, PersistenceError, Result};
+use crate::{Page, Paged, Result};
 
 mod append;
+mod start;
 
 pub use self::append::{append_message, store_message, store_messages};
+pub use self::start::{NewConversation, Opened, start};
 
 /// Which conversations to list.
 #[derive(Clone, Copy, Debug, Default)]
@@ -66,91 +67,6 @@ pub async fn find(
         .filter(conversation::Column::WorkspaceId.eq(workspace_id))
         .one(db)
         .await?)
-}
-
-/// What [`start`] left open.
-#[derive(Clone, Debug)]
-pub enum Opened {
-    /// A conversation it started.
-    Started(conversation::Model),
-    /// The open conversation someone else started first.
-    Found(conversation::Model),
-}
-
-impl Opened {
-    /// The open conversation, whoever started it.
-    pub fn conversation(self) -> conversation::Model {
-        match self {
-            Self::Started(conversation) | Self::Found(conversation) => conversation,
-        }
-    }
-}
-
-/// Tries [`start`] makes while the open conversation that refused its start is closed before
-/// it can be read (a concurrent close of an idle one, say).
-const START_TRIES: usize = 3;
-
-/// Starts the open conversation of an identity on a channel, unless it has one already (the
-/// database keeps one at most, by a partial unique index): then it answers that one. Two
-/// callers that found none and start at once get the same conversation.
-///
-/// # Errors
-/// Fails on a database error.
-pub async fn start(
-    db: &impl ConnectionTrait,
-    workspace_id: i64,
-    identity_id: Uuid,
-    channel_id: Uuid,
-    assistant_id: Option<Uuid>,
-    now: DateTime<Utc>,
-) -> Result<Opened> {
-    let now = crate::clock::at_storage_precision(now);
-    for _ in 0..START_TRIES {
-        let started = conversation::Model {
-            id: Uuid::now_v7(),
-            workspace_id,
-            identity_id,
-            channel_id,
-            assistant_id,
-            status: ConversationStatus::Open,
-            started_at: now,
-            last_message_at: now,
-            mode: ConversationMode::Assistant,
-            mode_changed_at: None,
-            handoff_reason: None,
-            human_active_at: None,
-        };
-        let inserted =
-            conversation::Entity::insert(conversation::ActiveModel::from(started.clone()))
-                .on_conflict(
-                    OnConflict::columns([
-                        conversation::Column::IdentityId,
-                        conversation::Column::ChannelId,
-                    ])
-                    // The index's predicate, as a literal for PostgreSQL to match it.
-                    .target_and_where(Expr::cust("status = 'open'"))
-                    .do_nothing()
-                    .to_owned(),
-                )
-                .exec_without_returning(db)
-                .await?;
-        if inserted > 0 {
-            // Every column is given, the times at storage precision: the row is as inserted.
-            return Ok(Opened::Started(started));
-        }
-        let open = conversation::Entity::find()
-            .filter(conversation::Column::IdentityId.eq(identity_id))
-            .filter(conversation::Column::ChannelId.eq(channel_id))
-            .filter(conversation::Column::Status.eq(ConversationStatus::Open))
-            .one(db)
-            .await?;
-        if let Some(open) = open {
-            return Ok(Opened::Found(open));
-        }
-    }
-    Err(PersistenceError::Vanished(
-        "the open conversation that refused a new one was closed each time".to_owned(),
-    ))
 }
 
 /// A message to store.

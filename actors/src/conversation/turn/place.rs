@@ -119,9 +119,7 @@ pub(in crate::conversation) async fn current(
             started: false,
         },
         thread::Found::Start { close } => {
-            deps.writer
-                .write_atomic(move |db| Box::pin(thread::start(db, here, close, assistant_id, now)))
-                .await?
+            thread::start_by(&deps.writer, here, close, assistant_id, now).await?
         }
     })
 }
