@@ -46,8 +46,10 @@ use self::merged::Merging;
 /// Most writes committed together.
 pub(crate) const MAX_BATCH: usize = 64;
 
-/// Writers on PostgreSQL (a share of its pool of 16 connections).
-const POSTGRES_WRITERS: usize = 4;
+/// Writers on PostgreSQL (a share of its pool of 16 connections): two keep a commit's flush
+/// overlapping the next batch's statements; more make smaller batches, and so more statements,
+/// for the same writes (benches/README.md, the thirteenth session).
+const POSTGRES_WRITERS: usize = 2;
 
 /// The histogram of how many writes each commit of the writer carried (1: a write alone), for
 /// the server's metrics.
