@@ -14,6 +14,7 @@ pub use opt_out::CONFIRMATION as OPT_OUT_CONFIRMATION;
 use std::sync::Arc;
 
 use parley_persistence::entities::webhook_event;
+use parley_persistence::identities::ContactLookups;
 use parley_persistence::{DatabaseConnection, GroupCommit};
 
 use crate::channel::SendError;
@@ -30,6 +31,8 @@ pub struct InboundDeps {
     pub db: DatabaseConnection,
     /// The database's writer: a new sender's identity is committed with other writes.
     pub writer: GroupCommit,
+    /// Finds the senders' identities, many at once in a burst.
+    pub lookups: ContactLookups,
     /// The identities' conversation actors, which run the turns.
     pub conversations: Conversations,
     /// Sends the replies.
@@ -70,6 +73,7 @@ pub(crate) async fn process(
     let announced_before = conversations.announced();
     let (person, created) = match people::find_or_create(
         &deps.db,
+        &deps.lookups,
         &deps.writer,
         event.workspace_id,
         &inbound.from,

@@ -4,7 +4,7 @@
 
 use parley_persistence::ContactKind;
 use parley_persistence::entities::identity;
-use parley_persistence::identities::{self, IdentityChanges};
+use parley_persistence::identities::{self, ByContact, IdentityChanges};
 use parley_persistence::{
     ConnectionTrait, DatabaseConnection, EventType, GroupCommit, PersistenceError, clock,
 };
@@ -28,18 +28,21 @@ pub async fn find_or_create_by_phone(
     phone: &Phone,
     name: Option<&str>,
 ) -> Result<identity::Model, PersistenceError> {
-    Ok(find_or_create(db, writer, workspace_id, phone, name)
+    Ok(find_or_create(db, db, writer, workspace_id, phone, name)
         .await?
         .0)
 }
 
-/// As [`find_or_create_by_phone`], also answering whether this call created the identity.
+/// As [`find_or_create_by_phone`], also answering whether this call created the identity; the
+/// phone is looked up through `lookups` (the database itself, or the inbound pipeline's
+/// [`parley_persistence::identities::ContactLookups`], which asks for many senders at once).
 ///
 /// # Errors
 /// Fails on a database error.
 #[tracing::instrument(name = "find_or_create_person", level = "debug", skip_all)]
 pub async fn find_or_create(
     db: &DatabaseConnection,
+    lookups: &impl ByContact,
     writer: &GroupCommit,
     workspace_id: i64,
     phone: &Phone,
@@ -47,9 +50,9 @@ pub async fn find_or_create(
 ) -> Result<(identity::Model, bool), PersistenceError> {
     let name = name.map(str::trim).filter(|n| !n.is_empty());
     for _ in 0..3 {
-        if let Some(found) =
-            identities::find_by_contact(db, workspace_id, ContactKind::Phone, phone.as_str())
-                .await?
+        if let Some(found) = lookups
+            .by_contact(workspace_id, ContactKind::Phone, phone.as_str())
+            .await?
         {
             let found = match (&found.name, name) {
                 (None, Some(name)) => {
@@ -179,5 +182,61 @@ mod tests {
         );
         let after = count().await;
         assert_eq!(after, before);
+    }
+
+    #[tokio::test]
+    async fn lookups_waiting_together_each_find_their_own_owner() {
+        use parley_persistence::identities::ContactLookups;
+
+        let (deps, _dir, _model) = deps().await;
+        let db = &deps.db;
+        let (ws, _, _, _) = world(db).await;
+        let phones = ["+351910000011", "+351910000012", "+351910000013"];
+        let people: Vec<NewPerson> = phones
+            .iter()
+            .map(|phone| NewPerson {
+                workspace_id: ws,
+                name: None,
+                kind: ContactKind::Phone,
+                value: (*phone).to_owned(),
+                now: clock::now(),
+            })
+            .collect();
+        let executor = DatabaseExecutor::Connection(db);
+        let created = NewPerson::run_all(&executor, people.iter().collect())
+            .await
+            .expect("people");
+        // Asked at once (the test's runtime runs them all up to their wait before the lookups'
+        // task takes them): known phones, unknown ones, a known one in another workspace and
+        // one asked twice, in one query per workspace.
+        let lookups = ContactLookups::start(db.clone());
+        let asks = [
+            (ws, phones[2]),
+            (ws, "+351910000099"),
+            (ws, phones[0]),
+            (ws + 1000, phones[1]),
+            (ws, phones[1]),
+            (ws, phones[0]),
+        ];
+        let found = futures_util::future::join_all(
+            asks.iter()
+                .map(|&(ws, phone)| lookups.by_contact(ws, ContactKind::Phone, phone)),
+        )
+        .await;
+        let ids: Vec<Option<Uuid>> = found
+            .into_iter()
+            .map(|found| found.expect("looked up").map(|identity| identity.id))
+            .collect();
+        let id = |i: usize| Some(created[i].id);
+        assert_eq!(ids, vec![id(2), None, id(0), None, id(1), id(0)]);
+        // The same answers as the database alone gives.
+        for (ws, phone) in asks {
+            let direct = db.by_contact(ws, ContactKind::Phone, phone).await;
+            let batched = lookups.by_contact(ws, ContactKind::Phone, phone).await;
+            assert_eq!(
+                direct.expect("direct").map(|i| i.id),
+                batched.expect("batched").map(|i| i.id)
+            );
+        }
     }
 }

@@ -22,6 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parley_persistence::channels::VerifiedNumber;
+use parley_persistence::identities::ContactLookups;
 use parley_persistence::{
     DatabaseConnection, GroupCommit, MessageStatus, PersistenceError, deliveries,
 };
@@ -426,6 +427,7 @@ fn wire(deps: &RuntimeDeps, slots: &Slots) -> (Handles, RootArgs) {
         inbound: InboundDeps {
             db: db.clone(),
             writer: deps.conversations.writer.clone(),
+            lookups: ContactLookups::start(db.clone()),
             conversations: conversations.clone(),
             outbox: outbox.clone(),
             stop_words: deps.inbound.stop_words.clone().into(),

@@ -17,11 +17,13 @@ use crate::entities::{
 };
 mod first_contact;
 mod journey;
+mod lookups;
 mod many;
 mod merge;
 
 pub use self::first_contact::NewPerson;
 pub use self::journey::{set_stage, stage_history, stages_by_id};
+pub use self::lookups::{ByContact, ContactLookups};
 pub use self::many::{by_contacts, by_external_ids, existing_ids};
 pub use self::merge::merge;
 use crate::page::fetch_page;
