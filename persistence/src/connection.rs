@@ -7,11 +7,14 @@ use std::path::Path;
 use std::time::Duration;
 
 use parley_migrations::{Migrator, MigratorTrait};
+use sea_orm::sqlx::Connection as _;
 use sea_orm::sqlx::SqliteConnection;
+use sea_orm::sqlx::postgres::PgPoolOptions;
 use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sea_orm::{
     ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DatabaseTransaction,
-    SqliteTransactionMode, SqlxSqliteConnector, TransactionOptions, TransactionTrait,
+    SqliteTransactionMode, SqlxPostgresConnector, SqlxSqliteConnector, TransactionOptions,
+    TransactionTrait,
 };
 
 use crate::Result;
@@ -21,7 +24,7 @@ use crate::Result;
 /// How it waits is [`busy`]'s.
 const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Statements the writer's SQLite connection keeps prepared (sqlx's default is 100).
+/// Statements each of the writers' connections keeps prepared (sqlx's default is 100).
 const WRITER_STATEMENTS: usize = 1024;
 
 /// A pooled connection idle at least this long is pinged before it is handed out.
@@ -77,23 +80,33 @@ async fn prepare_sqlite(connection: &mut SqliteConnection) -> Result<(), sea_orm
     plans::install(connection).await
 }
 
-/// The connection the database's writer commits on: on SQLite one connection of its own,
-/// opened as `db`'s are; elsewhere `db` itself.
+/// The connections the database's `writers` commit on: a pool of their own, opened as `db`'s
+/// are, keeping [`WRITER_STATEMENTS`] prepared statements each.
 ///
 /// SQLite empties a connection's page cache whenever another connection has committed since
 /// its last read. Batches taken from the shared pool ran on whichever connection was free,
 /// which the readers' connections and the other batches had made cold: each write read again,
 /// through system calls, the pages of the tables and indexes it added to. The writer's own
 /// connection, written to by the writer alone, keeps its cache from one batch to the next.
-/// PostgreSQL keeps its pages in the server, and its writers share the pool.
-pub(crate) fn writer_connection(db: &DatabaseConnection) -> DatabaseConnection {
-    if db.get_database_backend() != sea_orm::DbBackend::Sqlite {
-        return db.clone();
+///
+/// PostgreSQL keeps its pages in the server, but a merged write (`group_commit::Merged`) is one
+/// statement per number of pieces it carries: on the shared pool's connections (100 prepared
+/// statements each, shared with the readers) they were parsed and planned again and again. The
+/// writers' own connections keep them, and no reader waits behind a batch for a connection.
+pub(crate) fn writer_connection(db: &DatabaseConnection, writers: u32) -> DatabaseConnection {
+    match db.get_database_backend() {
+        sea_orm::DbBackend::Sqlite => sqlite_writer(db),
+        sea_orm::DbBackend::Postgres => postgres_writers(db, writers),
+        _ => db.clone(),
     }
+}
+
+/// SQLite's writer connection (see [`writer_connection`]).
+fn sqlite_writer(db: &DatabaseConnection) -> DatabaseConnection {
     let options = (*db.get_sqlite_connection_pool().connect_options())
         .clone()
-        // Merged writes (`group_commit::Merged`) prepare one statement per number of pieces
-        // they carry: room for those beside the single-row ones, which stay cached.
+        // Merged writes prepare one statement per number of pieces they carry: room for those
+        // beside the single-row ones, which stay cached.
         .statement_cache_capacity(WRITER_STATEMENTS);
     if options.get_filename() == Path::new(":memory:") {
         // A second connection to `:memory:` would open another, empty database.
@@ -110,6 +123,30 @@ pub(crate) fn writer_connection(db: &DatabaseConnection) -> DatabaseConnection {
         .after_connect(|connection, _| Box::pin(prepare_sqlite(connection)))
         .connect_lazy_with(options);
     SqlxSqliteConnector::from_sqlx_sqlite_pool(own)
+}
+
+/// PostgreSQL's writer connections, one per writer (see [`writer_connection`]), pinged before
+/// use after sitting idle as the shared pool's are.
+fn postgres_writers(db: &DatabaseConnection, writers: u32) -> DatabaseConnection {
+    let options = (*db.get_postgres_connection_pool().connect_options())
+        .clone()
+        .statement_cache_capacity(WRITER_STATEMENTS);
+    let own = PgPoolOptions::new()
+        .max_connections(writers.max(1))
+        .min_connections(0)
+        .idle_timeout(None)
+        .acquire_timeout(Duration::from_secs(10))
+        .test_before_acquire(false)
+        .before_acquire(|connection, meta| {
+            Box::pin(async move {
+                if meta.idle_for >= PING_WHEN_IDLE_FOR {
+                    connection.ping().await?;
+                }
+                Ok(true)
+            })
+        })
+        .connect_lazy_with(options);
+    SqlxPostgresConnector::from_sqlx_postgres_pool(own)
 }
 
 /// SQLite only: copies what it can of the write-ahead log into the database file. Connections

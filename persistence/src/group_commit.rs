@@ -49,7 +49,7 @@ pub(crate) const MAX_BATCH: usize = 64;
 /// Writers on PostgreSQL (a share of its pool of 16 connections): two keep a commit's flush
 /// overlapping the next batch's statements; more make smaller batches, and so more statements,
 /// for the same writes (benches/README.md, the thirteenth session).
-const POSTGRES_WRITERS: usize = 2;
+const POSTGRES_WRITERS: u32 = 2;
 
 /// The histogram of how many writes each commit of the writer carried (1: a write alone), for
 /// the server's metrics.
@@ -68,15 +68,16 @@ pub struct GroupCommit {
 }
 
 impl GroupCommit {
-    /// Starts the writer tasks for `db` (see [`writers`]; on SQLite the writer commits on a
-    /// connection of its own, see [`crate::connection::writer_connection`]); they end when
-    /// the last handle is dropped.
+    /// Starts the writer tasks for `db` (see [`writers`]; they commit on connections of their
+    /// own, see [`crate::connection::writer_connection`]); they end when the last handle is
+    /// dropped.
     #[must_use]
     pub fn start(db: DatabaseConnection) -> Self {
-        let db = crate::connection::writer_connection(&db);
+        let writers = writers(&db);
+        let db = crate::connection::writer_connection(&db, writers);
         let (jobs, queue) = mpsc::channel(QUEUE);
         let queue = Arc::new(Mutex::new(queue));
-        for _ in 0..writers(&db) {
+        for _ in 0..writers {
             tokio::spawn(keep_writing(db.clone(), queue.clone()));
         }
         Self { jobs }
@@ -212,7 +213,7 @@ where
 /// would only wait for the lock. PostgreSQL writes in parallel and already flushes concurrent
 /// commits together, so one writer would serialize what it runs in parallel: a few writers
 /// keep both its parallelism and the batches.
-fn writers(db: &DatabaseConnection) -> usize {
+fn writers(db: &DatabaseConnection) -> u32 {
     match db.get_database_backend() {
         DbBackend::Sqlite => 1,
         _ => POSTGRES_WRITERS,
