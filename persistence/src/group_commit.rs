@@ -42,6 +42,7 @@ mod merged;
 
 pub use self::merged::Merged;
 use self::merged::Merging;
+pub(crate) use self::merged::inserted_ids;
 
 /// Most writes committed together.
 pub(crate) const MAX_BATCH: usize = 64;

@@ -3,16 +3,15 @@
 
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::OnConflict;
-use std::collections::HashSet;
-
 use sea_orm::{
     ColumnTrait, Condition, ConnectionTrait, DatabaseExecutor, EntityTrait, QueryFilter,
-    QueryOrder, QuerySelect, QueryTrait,
+    QueryOrder, QuerySelect,
 };
 use serde_json::Value;
 use uuid::Uuid;
 
 use crate::entities::webhook_event;
+use crate::group_commit::inserted_ids;
 use crate::values::EventStatus;
 use crate::{GroupCommit, Merged, Result, Writes};
 
@@ -90,7 +89,7 @@ async fn insert_all(
     events: Vec<&NewEvent>,
 ) -> Result<Vec<Option<webhook_event::Model>>> {
     let rows: Vec<_> = events.iter().map(|event| event.row()).collect();
-    let mut insert = webhook_event::Entity::insert_many(
+    let insert = webhook_event::Entity::insert_many(
         rows.iter().cloned().map(webhook_event::ActiveModel::from),
     )
     .on_conflict(
@@ -100,15 +99,8 @@ async fn insert_all(
         ])
         .do_nothing()
         .to_owned(),
-    )
-    .into_query();
-    insert.returning_col(webhook_event::Column::Id);
-    let inserted: HashSet<Uuid> = db
-        .query_all(&insert)
-        .await?
-        .iter()
-        .map(|row| row.try_get::<Uuid>("", "id"))
-        .collect::<std::result::Result<_, _>>()?;
+    );
+    let inserted = inserted_ids(db, insert).await?;
     // Every column is given, the time at storage precision: a row is what was inserted,
     // without reading it back.
     Ok(rows

@@ -1,16 +1,13 @@
 //! Starting a thread's open conversation: alone, or by the database's writer with the other
 //! new conversations waiting (a burst of first messages).
 
-use std::collections::HashSet;
-
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::{Expr, OnConflict};
-use sea_orm::{
-    ColumnTrait, ConnectionTrait, DatabaseExecutor, EntityTrait, QueryFilter, QueryTrait,
-};
+use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseExecutor, EntityTrait, QueryFilter};
 use uuid::Uuid;
 
 use crate::entities::conversation;
+use crate::group_commit::inserted_ids;
 use crate::values::{ConversationMode, ConversationStatus};
 use crate::{Merged, PersistenceError, Result, Writes};
 
@@ -134,18 +131,11 @@ async fn start_all(
     pieces: Vec<&NewConversation>,
 ) -> Result<Vec<Opened>> {
     let rows: Vec<conversation::Model> = pieces.iter().map(|piece| piece.row()).collect();
-    let mut insert = conversation::Entity::insert_many(
+    let insert = conversation::Entity::insert_many(
         rows.iter().cloned().map(conversation::ActiveModel::from),
     )
-    .on_conflict(one_open())
-    .into_query();
-    insert.returning_col(conversation::Column::Id);
-    let inserted: HashSet<Uuid> = db
-        .query_all(&insert)
-        .await?
-        .iter()
-        .map(|row| row.try_get::<Uuid>("", "id"))
-        .collect::<std::result::Result<_, _>>()?;
+    .on_conflict(one_open());
+    let inserted = inserted_ids(db, insert).await?;
     let mut opened = Vec::with_capacity(rows.len());
     for (piece, row) in pieces.into_iter().zip(rows) {
         opened.push(if inserted.contains(&row.id) {

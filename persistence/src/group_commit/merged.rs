@@ -2,11 +2,14 @@
 //! statement (see the parent module).
 
 use std::any::{Any, TypeId};
+use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
 
-use sea_orm::DatabaseExecutor;
+use sea_orm::sea_query::Alias;
+use sea_orm::{ActiveModelTrait, ConnectionTrait, DatabaseExecutor, InsertMany, QueryTrait};
 use tokio::sync::oneshot;
+use uuid::Uuid;
 
 use super::{Job, Writes, stopped};
 use crate::{PersistenceError, Result};
@@ -109,4 +112,23 @@ impl<W: Merged> Job for Merging<W> {
 
 fn custom(message: &str) -> PersistenceError {
     PersistenceError::Database(sea_orm::DbErr::Custom(message.to_owned()))
+}
+
+/// Runs `insert` (many rows whose `ON CONFLICT … DO NOTHING` skips those the database refuses)
+/// and answers the `id`s of the rows it inserted: a row skipped conflicted with one stored
+/// before or with an earlier row of the same statement.
+///
+/// # Errors
+/// Fails on a database error.
+pub(crate) async fn inserted_ids<A: ActiveModelTrait>(
+    db: &impl ConnectionTrait,
+    insert: InsertMany<A>,
+) -> Result<HashSet<Uuid>> {
+    let mut insert = insert.into_query();
+    insert.returning_col(Alias::new("id"));
+    let rows = db.query_all(&insert).await?;
+    Ok(rows
+        .iter()
+        .map(|row| row.try_get::<Uuid>("", "id"))
+        .collect::<std::result::Result<_, _>>()?)
 }
