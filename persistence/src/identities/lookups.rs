@@ -113,39 +113,30 @@ async fn answer_all(db: DatabaseConnection, mut waiting: mpsc::Receiver<Ask>) {
     }
 }
 
-/// Answers lookups of one workspace and kind with one query; when it fails, each runs alone
-/// so that each caller gets its own answer.
+/// Answers lookups of one workspace and kind, several with one query; a lookup alone, or every
+/// one of a failed query, runs the single-row query so that each caller gets its own answer.
 async fn answer_group(
     db: &DatabaseConnection,
     workspace_id: i64,
     kind: ContactKind,
     group: Vec<Ask>,
 ) {
-    if let [_] = &group[..] {
-        for ask in group {
-            let found = find_by_contact(db, workspace_id, kind, &ask.value).await;
-            let _ = ask.answer.send(found);
-        }
-        return;
-    }
-    let values: Vec<&str> = group.iter().map(|ask| ask.value.as_str()).collect();
-    match owners_of(db, workspace_id, kind, &values).await {
-        Ok(owners) => {
-            for ask in group {
-                let found = owners
-                    .iter()
-                    .find(|(value, _)| *value == ask.value)
-                    .map(|(_, owner)| owner.clone());
-                // The caller may have stopped waiting.
-                let _ = ask.answer.send(Ok(found));
-            }
-        }
-        Err(_) => {
-            for ask in group {
-                let found = find_by_contact(db, workspace_id, kind, &ask.value).await;
-                let _ = ask.answer.send(found);
-            }
-        }
+    let owners = if group.len() > 1 {
+        let values: Vec<&str> = group.iter().map(|ask| ask.value.as_str()).collect();
+        owners_of(db, workspace_id, kind, &values).await.ok()
+    } else {
+        None
+    };
+    for ask in group {
+        let found = match &owners {
+            Some(owners) => Ok(owners
+                .iter()
+                .find(|(value, _)| *value == ask.value)
+                .map(|(_, owner)| owner.clone())),
+            None => find_by_contact(db, workspace_id, kind, &ask.value).await,
+        };
+        // The caller may have stopped waiting.
+        let _ = ask.answer.send(found);
     }
 }
 
