@@ -38,6 +38,10 @@ impl Application {
             .policy()
             .context("reading PARLEY_EGRESS_ALLOW (egress.allow)")?;
         parley_actors::domain::set_free_form_limit(settings.server.max_field_bytes);
+        // Off the runtime, beside opening the database: the first number parsed would load it
+        // on a runtime worker (see `Phone::load_metadata`).
+        let phone_metadata =
+            tokio::task::spawn_blocking(parley_actors::domain::Phone::load_metadata);
         let db = open_database(&settings).await?;
         log_bootstrap_hint(&db).await?;
         let configured_key = settings.secret_key.as_ref().map(|k| k.expose());
@@ -74,6 +78,9 @@ impl Application {
             .resume()
             .await
             .context("resuming outbound messages left at the last stop")?;
+        phone_metadata
+            .await
+            .context("loading the phone numbers' metadata")?;
         Ok(Self {
             membership,
             listener,

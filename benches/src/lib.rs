@@ -9,10 +9,8 @@
 //! [`BenchServer`] starts Parley in-process on a fresh database with the testkit fakes, the
 //! same way for every bench.
 
-use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context;
 use parley::config::Settings;
@@ -30,6 +28,9 @@ use tokio::sync::oneshot;
 static ALLOCATOR: heap::Counted = heap::Counted;
 
 pub mod heap;
+pub mod spans;
+
+pub use spans::SpanTimes;
 
 /// Parley running in-process on a fresh database, with the testkit fakes and one
 /// bootstrapped workspace.
@@ -351,164 +352,6 @@ pub fn memory_kib(field: &str) -> u64 {
                 .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
         })
         .unwrap_or(0)
-}
-
-/// Where a bench's time goes: every span's wall time (creation to close, waits included),
-/// summed by span name. Installed by [`SpanTimes::install`] when `PARLEY_BENCH_SPANS` is set,
-/// with Parley's stage spans at debug level (`PARLEY_BENCH_SPANS` is the filter when it is not
-/// `1`); left out otherwise, so that plain runs pay nothing for it.
-///
-/// With `sqlx::query=debug` in the filter it also counts the SQL statements run, by their
-/// summary (`INSERT INTO "messages" …`): the statements per operation.
-#[derive(Clone, Debug, Default)]
-pub struct SpanTimes {
-    totals: Arc<Mutex<BTreeMap<&'static str, SpanTotal>>>,
-    statements: Arc<Mutex<BTreeMap<String, u64>>>,
-}
-
-/// One span name's closed spans: how many, their summed wall time, and the longest, which
-/// tells a stage that stalls now and then from one that is slow on average.
-#[derive(Clone, Copy, Debug, Default)]
-struct SpanTotal {
-    count: u64,
-    total: Duration,
-    longest: Duration,
-}
-
-/// When a span was created, kept in its extensions.
-struct Opened(Instant);
-
-impl SpanTimes {
-    /// Installs the global subscriber when `PARLEY_BENCH_SPANS` is set; `None` otherwise.
-    pub fn install() -> Option<Self> {
-        use tracing_subscriber::layer::SubscriberExt;
-        use tracing_subscriber::util::SubscriberInitExt;
-        let filter = std::env::var("PARLEY_BENCH_SPANS").ok()?;
-        let filter = if filter == "1" {
-            "parley=debug,parley_actors=debug,parley_persistence=debug,tower_http=off".to_owned()
-        } else {
-            filter
-        };
-        let times = Self::default();
-        tracing_subscriber::registry()
-            .with(tracing_subscriber::EnvFilter::new(filter))
-            .with(times.clone())
-            .try_init()
-            .ok()?;
-        Some(times)
-    }
-
-    /// Forgets what was recorded so far (the warm-up).
-    pub fn reset(&self) {
-        self.lock().clear();
-        lock(&self.statements).clear();
-    }
-
-    /// Prints each span's count and mean wall time per `per` operations and its longest
-    /// single span, in order of total wall time, largest first.
-    pub fn print(&self, per: usize) {
-        let totals = self.lock().clone();
-        let mut rows: Vec<_> = totals.into_iter().collect();
-        rows.sort_by_key(|(_, span)| std::cmp::Reverse(span.total));
-        println!(
-            "{:<36} {:>10} {:>14} {:>14}",
-            "span (wall time)", "per op", "mean per op", "longest"
-        );
-        for (name, span) in rows {
-            let per = per.max(1) as f64;
-            println!(
-                "{name:<36} {:>10.2} {:>11.3} ms {:>11.3} ms",
-                span.count as f64 / per,
-                span.total.as_secs_f64() * 1000.0 / per,
-                span.longest.as_secs_f64() * 1000.0
-            );
-        }
-        let statements = lock(&self.statements).clone();
-        if statements.is_empty() {
-            return;
-        }
-        let mut rows: Vec<_> = statements.into_iter().collect();
-        rows.sort_by_key(|(_, count)| std::cmp::Reverse(*count));
-        let total: u64 = rows.iter().map(|(_, count)| count).sum();
-        println!("{:<72} {:>10}", "SQL statement (within span)", "per op");
-        for (summary, count) in rows {
-            println!("{summary:<72} {:>10.2}", count as f64 / per.max(1) as f64);
-        }
-        println!(
-            "{:<72} {:>10.2}",
-            "all statements",
-            total as f64 / per.max(1) as f64
-        );
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<&'static str, SpanTotal>> {
-        lock(&self.totals)
-    }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// Takes the `summary` field of sqlx's statement log events.
-#[derive(Default)]
-struct Summary(Option<String>);
-
-impl tracing::field::Visit for Summary {
-    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
-        if field.name() == "summary" {
-            self.0 = Some(value.to_owned());
-        }
-    }
-
-    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-        if field.name() == "summary" {
-            self.0 = Some(format!("{value:?}"));
-        }
-    }
-}
-
-impl<S> tracing_subscriber::Layer<S> for SpanTimes
-where
-    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
-{
-    fn on_new_span(
-        &self,
-        _attrs: &tracing::span::Attributes<'_>,
-        id: &tracing::span::Id,
-        ctx: tracing_subscriber::layer::Context<'_, S>,
-    ) {
-        if let Some(span) = ctx.span(id) {
-            span.extensions_mut().insert(Opened(Instant::now()));
-        }
-    }
-
-    fn on_event(&self, event: &tracing::Event<'_>, ctx: tracing_subscriber::layer::Context<'_, S>) {
-        if event.metadata().target() != "sqlx::query" {
-            return;
-        }
-        let mut summary = Summary::default();
-        event.record(&mut summary);
-        if let Some(summary) = summary.0 {
-            let within = ctx.event_span(event).map_or("-", |span| span.name());
-            let key = format!("{within:<16} {summary}");
-            *lock(&self.statements).entry(key).or_default() += 1;
-        }
-    }
-
-    fn on_close(&self, id: tracing::span::Id, ctx: tracing_subscriber::layer::Context<'_, S>) {
-        let Some(span) = ctx.span(&id) else { return };
-        let Some(elapsed) = span.extensions().get::<Opened>().map(|o| o.0.elapsed()) else {
-            return;
-        };
-        let mut totals = self.lock();
-        let entry = totals.entry(span.name()).or_default();
-        entry.count += 1;
-        entry.total += elapsed;
-        entry.longest = entry.longest.max(elapsed);
-    }
 }
 
 /// An event webhook receiver that answers 200 at once and counts what it took.

@@ -91,6 +91,12 @@ pub struct Accepted {
 impl Merged for Accepted {
     type Answer = ();
 
+    fn one_statement(pieces: &[&Self]) -> bool {
+        pieces
+            .windows(2)
+            .all(|pair| pair[0].status == pair[1].status)
+    }
+
     fn run_all<'e>(
         db: &'e DatabaseExecutor<'e>,
         pieces: Vec<&'e Self>,
@@ -302,6 +308,10 @@ pub struct Claim {
 impl Merged for Claim {
     /// Whether this caller took the message.
     type Answer = bool;
+
+    fn one_statement(pieces: &[&Self]) -> bool {
+        pieces.windows(2).all(|pair| pair[0].fence == pair[1].fence)
+    }
 
     fn run_all<'e>(
         db: &'e DatabaseExecutor<'e>,

@@ -153,6 +153,10 @@ trait Job: Send + Any {
     fn atomic(&self) -> bool;
     /// The kind of [`Merged`] piece it is, if it is one: pieces of one kind run together.
     fn kind(&self) -> Option<TypeId>;
+    /// Whether it and `others` run as one statement (see [`Merged::one_statement`]).
+    fn one_statement_with(&self, _others: &[Box<dyn Job>]) -> bool {
+        false
+    }
     /// Runs the work on `db`, with `others` (pieces of its own kind, when it is a merged
     /// piece; none otherwise), and keeps each result; answers whether all succeeded.
     fn run<'a>(
@@ -251,10 +255,16 @@ async fn run(db: DatabaseConnection, queue: Queue) {
         // a write that waited for the writer from one the database kept waiting).
         let span = tracing::debug_span!("write_batch", writes = taken);
         async {
+            let one_statement_batch = match batch.split_first() {
+                Some((head, others)) => !others.is_empty() && head.one_statement_with(others),
+                None => false,
+            };
             if batch.len() == 1 {
                 if let Some(job) = batch.pop() {
                     alone(&db, job).await;
                 }
+            } else if one_statement_batch {
+                one_statement(&db, &mut batch).await;
             } else {
                 together(&db, &mut batch).await;
             }
@@ -262,6 +272,21 @@ async fn run(db: DatabaseConnection, queue: Queue) {
         .instrument(span)
         .await;
     }
+}
+
+/// Runs `batch`, pieces of one [`Merged`] kind that make one statement, as that statement
+/// without a transaction (it commits alone, atomically); when it fails, nothing was written,
+/// and each piece runs again alone.
+async fn one_statement(db: &DatabaseConnection, batch: &mut Vec<Box<dyn Job>>) {
+    if let Some((head, others)) = batch.split_first_mut() {
+        if head.run(others, &DatabaseExecutor::Connection(db)).await {
+            for job in batch.drain(..) {
+                job.answer();
+            }
+            return;
+        }
+    }
+    each_alone(db, batch).await;
 }
 
 /// Runs `batch` in one transaction, the [`Merged`] pieces of each kind together; when
@@ -304,6 +329,11 @@ async fn together(db: &DatabaseConnection, batch: &mut Vec<Box<dyn Job>>) {
         }
         // Dropping an uncommitted transaction rolls it back.
     }
+    each_alone(db, batch).await;
+}
+
+/// Runs each write of a batch that failed (and left nothing behind) again alone.
+async fn each_alone(db: &DatabaseConnection, batch: &mut Vec<Box<dyn Job>>) {
     tracing::debug!(
         writes = batch.len(),
         "a group commit failed; its writes run alone"

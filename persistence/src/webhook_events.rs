@@ -74,6 +74,10 @@ impl NewEvent {
 impl Merged for NewEvent {
     type Answer = Option<webhook_event::Model>;
 
+    fn one_statement(_pieces: &[&Self]) -> bool {
+        true
+    }
+
     fn run_all<'e>(
         db: &'e DatabaseExecutor<'e>,
         pieces: Vec<&'e Self>,
@@ -130,6 +134,10 @@ pub struct Answered {
 
 impl Merged for Answered {
     type Answer = ();
+
+    fn one_statement(_pieces: &[&Self]) -> bool {
+        true
+    }
 
     fn run_all<'e>(
         db: &'e DatabaseExecutor<'e>,

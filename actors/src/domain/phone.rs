@@ -24,6 +24,15 @@ impl Phone {
     pub fn digits(&self) -> &str {
         self.0.trim_start_matches('+')
     }
+
+    /// Loads libphonenumber's metadata, which the first number parsed would otherwise load:
+    /// about 100 ms of CPU (every pattern of every region is checked), during which that
+    /// thread, and any other that parses a number meanwhile, waits. The server calls it at
+    /// start, off the runtime; on a runtime worker it stalled the tasks behind it, the first
+    /// messages' replies by 90–190 ms (benches/README.md, the fourteenth session).
+    pub fn load_metadata() {
+        std::hint::black_box(&*phonenumber::metadata::DATABASE);
+    }
 }
 
 impl TryFrom<&str> for Phone {

@@ -6,11 +6,13 @@
 //! - chat: `POST /conversation/{id}/chat/{channel}` through Parley, round-robin over identities.
 //!
 //! Run: `cargo run --release -p parley-benches --bin chat_latency -- [turns] [identities]`
-//! With `PARLEY_BENCH_SPANS=1` it also prints the mean wall time of each stage's span per turn.
+//! With `PARLEY_BENCH_SPANS=1` it also prints the mean wall time of each stage's span per turn,
+//! and the spans of the five slowest turns (what the tail is made of).
 
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use parley_benches::spans::{Sample, print_slowest};
 use parley_benches::{BenchServer, SpanTimes, print_comparison};
 use serde_json::json;
 
@@ -40,11 +42,12 @@ async fn main() -> anyhow::Result<()> {
             .send(reqwest::Method::PUT, &format!("/identity/bench-{n}"), &body)
             .await?;
     }
-    let (baseline, turn_times) =
+    let (baseline, turn_times, samples) =
         measure(&server, &channel, turns, identities, spans.as_ref()).await?;
     report(&server, turns, identities, &baseline, &turn_times)?;
     if let Some(spans) = spans {
         spans.print(turns);
+        print_slowest(&samples, 5);
     }
     server.stop().await
 }
@@ -57,7 +60,7 @@ async fn measure(
     turns: usize,
     identities: usize,
     spans: Option<&SpanTimes>,
-) -> anyhow::Result<(Vec<Duration>, Vec<Duration>)> {
+) -> anyhow::Result<(Vec<Duration>, Vec<Duration>, Vec<Sample>)> {
     // Baseline: the request a turn makes, straight to the model.
     let direct_body = json!({"model": "fake", "stream": false, "messages": [
         {"role": "system", "content": "You help Person 0."}, {"role": "user", "content": "hello"}]});
@@ -90,15 +93,30 @@ async fn measure(
     }
     let mut baseline = Vec::with_capacity(turns);
     let mut turn_times = Vec::with_capacity(turns);
+    let mut samples = Vec::new();
     for n in 0..turns {
         let started = Instant::now();
         direct().await?;
-        baseline.push(started.elapsed());
+        let direct_took = started.elapsed();
+        baseline.push(direct_took);
+        if let Some(spans) = spans {
+            // What closed since the turn before ended is not this turn's.
+            spans.take_operation();
+        }
         let started = Instant::now();
         chat(n).await?;
-        turn_times.push(started.elapsed());
+        let took = started.elapsed();
+        turn_times.push(took);
+        if let Some(spans) = spans {
+            samples.push(Sample {
+                index: n,
+                took,
+                baseline: direct_took,
+                operation: spans.take_operation(),
+            });
+        }
     }
-    Ok((baseline, turn_times))
+    Ok((baseline, turn_times, samples))
 }
 
 fn report(

@@ -9,11 +9,13 @@
 //! - turn: `POST /conversation/{id}/chat/{channel}` in which the model calls the tool once.
 //!
 //! Run: `cargo run --release -p parley-benches --bin mcp_turn -- [turns]`
+//! With `PARLEY_BENCH_SPANS=1` it also prints, per transport, the mean wall time of each
+//! stage's span per turn.
 
 use std::time::Instant;
 
 use anyhow::Context;
-use parley_benches::{BenchServer, print_comparison};
+use parley_benches::{BenchServer, SpanTimes, print_comparison};
 use parley_testkit::{FakeMcp, FakeToolCall, McpFlavour, Reply};
 use rmcp::model::{CallToolRequestParams, ClientConfig, ProtocolVersion};
 use rmcp::service::{RoleClient, RunningService};
@@ -28,13 +30,14 @@ async fn main() -> anyhow::Result<()> {
         .nth(1)
         .map_or(Ok(300), |a| a.parse())
         .context("turns")?;
+    let spans = SpanTimes::install();
     for flavour in [McpFlavour::Http, McpFlavour::Stateless, McpFlavour::Session] {
-        run(flavour, turns).await?;
+        run(flavour, turns, spans.as_ref()).await?;
     }
     Ok(())
 }
 
-async fn run(flavour: McpFlavour, turns: usize) -> anyhow::Result<()> {
+async fn run(flavour: McpFlavour, turns: usize, spans: Option<&SpanTimes>) -> anyhow::Result<()> {
     let server = BenchServer::start(|_| {}).await?;
     let fake = FakeMcp::start(flavour).await;
     fake.tool("lookup", "Looks an order up");
@@ -95,6 +98,9 @@ async fn run(flavour: McpFlavour, turns: usize) -> anyhow::Result<()> {
         direct.round().await?;
         turn().await?;
     }
+    if let Some(spans) = spans {
+        spans.reset();
+    }
     let mut baseline = Vec::with_capacity(turns);
     let mut measured = Vec::with_capacity(turns);
     for _ in 0..turns {
@@ -116,6 +122,9 @@ async fn run(flavour: McpFlavour, turns: usize) -> anyhow::Result<()> {
         "chat turn with the tool call",
         &measured,
     )?;
+    if let Some(spans) = spans {
+        spans.print(turns);
+    }
     println!();
     drop(direct);
     server.stop().await

@@ -125,6 +125,14 @@ async fn main() -> anyhow::Result<()> {
                 ms(run.latency.p99)
             );
         }
+        for (label, run) in [("bare axum handler", &baseline), ("Parley", &parley)] {
+            let slowest: Vec<String> = run
+                .slowest
+                .iter()
+                .map(|(at, took)| format!("{:.2} s {}", at.as_secs_f64(), ms(*took)))
+                .collect();
+            println!("{label}: the slowest, by post time: {}", slowest.join(", "));
+        }
     }
     if let Some(spans) = spans {
         spans.print(messages);
@@ -138,6 +146,9 @@ struct Run {
     rate: f64,
     /// From each webhook's post to the fake Graph API accepting its reply.
     latency: Percentiles,
+    /// The ten slowest messages, when each was posted (from the run's start) and how long its
+    /// reply took, in the order they were posted: a stall makes a cluster.
+    slowest: Vec<(Duration, Duration)>,
 }
 
 impl Run {
@@ -163,9 +174,18 @@ impl Run {
                     .with_context(|| format!("no reply to {from}"))
             })
             .collect::<anyhow::Result<_>>()?;
+        let mut slowest: Vec<(Duration, Duration)> = posted
+            .iter()
+            .zip(&latencies)
+            .map(|((_, at), took)| (at.saturating_duration_since(started), *took))
+            .collect();
+        slowest.sort_by_key(|(_, took)| std::cmp::Reverse(*took));
+        slowest.truncate(10);
+        slowest.sort();
         Ok(Self {
             rate: messages as f64 / elapsed.as_secs_f64(),
             latency: Percentiles::of(&latencies).context("no messages")?,
+            slowest,
         })
     }
 }

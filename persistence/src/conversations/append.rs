@@ -38,6 +38,11 @@ struct Appended {
 impl Merged for Appended {
     type Answer = message::Model;
 
+    /// One `INSERT` (the trigger that moves the conversation's `last_message_at` is part of it).
+    fn one_statement(_pieces: &[&Self]) -> bool {
+        true
+    }
+
     fn run_all<'e>(
         db: &'e DatabaseExecutor<'e>,
         pieces: Vec<&'e Self>,

@@ -24,6 +24,14 @@ pub trait Merged: Send + Sync + Sized + 'static {
     /// [`GroupCommit::write_atomic`]'s work).
     const ATOMIC: bool = false;
 
+    /// Whether [`Merged::run_all`] runs `pieces` as one statement. A batch of nothing but such
+    /// pieces then runs without a transaction: one statement is atomic by itself and commits
+    /// alone, so the batch saves its `BEGIN` and `COMMIT` (two round trips, and on PostgreSQL
+    /// two commands the server parses). No, unless the kind says so.
+    fn one_statement(_pieces: &[&Self]) -> bool {
+        false
+    }
+
     /// Runs `pieces` (one or more) on `db` and answers each, in their order. Like any work it
     /// may run twice (see the module's description) and touches nothing but `db`.
     fn run_all<'e>(
@@ -56,6 +64,17 @@ impl<W: Merged> Job for Merging<W> {
 
     fn kind(&self) -> Option<TypeId> {
         Some(TypeId::of::<W>())
+    }
+
+    fn one_statement_with(&self, others: &[Box<dyn Job>]) -> bool {
+        let mut pieces = vec![&self.piece];
+        for job in others {
+            match (&**job as &dyn Any).downcast_ref::<Self>() {
+                Some(merging) => pieces.push(&merging.piece),
+                None => return false,
+            }
+        }
+        !W::ATOMIC && W::one_statement(&pieces)
     }
 
     fn run<'a>(

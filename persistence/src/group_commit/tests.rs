@@ -262,3 +262,74 @@ async fn atomic_work_that_fails_halfway_leaves_nothing() {
     );
     assert_eq!(keys(&db).await, vec![2]);
 }
+
+/// As [`Put`], for a kind that says its pieces make one statement; answers how many keys the
+/// statement inserted and whether it ran in a transaction.
+struct Single(i64);
+
+impl Merged for Single {
+    type Answer = (usize, bool);
+
+    fn one_statement(_pieces: &[&Self]) -> bool {
+        true
+    }
+
+    fn run_all<'e>(
+        db: &'e DatabaseExecutor<'e>,
+        pieces: Vec<&'e Self>,
+    ) -> Writes<'e, Vec<(usize, bool)>> {
+        Box::pin(async move {
+            let puts: Vec<Put> = pieces.iter().map(|single| Put(single.0)).collect();
+            let inserted = Put::run_all(db, puts.iter().collect()).await?;
+            let in_transaction = matches!(db, DatabaseExecutor::Transaction(_));
+            Ok(inserted.into_iter().map(|n| (n, in_transaction)).collect())
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_that_is_one_statement_runs_without_a_transaction() {
+    let (_dir, db, writer) = fresh().await;
+    let results = one_batch_of(&writer, 1..=10, |writer, k| async move {
+        writer.write_merged(Single(k)).await
+    })
+    .await;
+    for (k, result) in results {
+        assert_eq!(result.expect("committed"), (10, false), "key {k}");
+    }
+    // Beside other work, the batch is a transaction again.
+    let results = one_batch_of(&writer, 11..=20, |writer, k| async move {
+        if k % 2 == 0 {
+            writer.write_merged(Single(k)).await
+        } else {
+            writer.write(insert(k)).await.map(|()| (1, true))
+        }
+    })
+    .await;
+    for (k, result) in results {
+        let expected = if k % 2 == 0 { 5 } else { 1 };
+        assert_eq!(result.expect("committed"), (expected, true), "key {k}");
+    }
+    assert_eq!(keys(&db).await, (1..=20).collect::<Vec<_>>());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_statement_without_a_transaction_leaves_its_pieces_to_run_alone() {
+    let (_dir, db, writer) = fresh().await;
+    writer.write(insert(4)).await.expect("committed");
+    let results = one_batch_of(&writer, 1..=8, |writer, k| async move {
+        writer.write_merged(Single(k)).await
+    })
+    .await;
+    for (k, result) in results {
+        if k == 4 {
+            assert!(
+                matches!(result, Err(PersistenceError::Conflict(_))),
+                "{result:?}"
+            );
+        } else {
+            assert_eq!(result.expect("committed"), (1, false), "key {k}");
+        }
+    }
+    assert_eq!(keys(&db).await, (1..=8).collect::<Vec<_>>());
+}
