@@ -17,7 +17,13 @@ pub struct SpanTimes {
     statements: Arc<Mutex<BTreeMap<String, u64>>>,
     /// The spans closed since [`SpanTimes::take_operation`] last took them.
     operation: Arc<Mutex<Operation>>,
+    /// Since when, and the spans of [`LONG`] or more closed since then: when each began, its
+    /// name and its wall time. A stall shows as many beginning together.
+    long: Arc<Mutex<(Option<Instant>, Vec<(Instant, &'static str, Duration)>)>>,
 }
+
+/// The wall time from which [`SpanTimes::print`] lists a span on its own.
+const LONG: Duration = Duration::from_millis(10);
 
 /// What closed during one operation: each span name's summed wall time and the statements run.
 #[derive(Clone, Debug, Default)]
@@ -102,6 +108,7 @@ impl SpanTimes {
         self.lock().clear();
         lock(&self.statements).clear();
         self.take_operation();
+        *lock(&self.long) = (Some(Instant::now()), Vec::new());
     }
 
     /// Answers the spans closed and statements run since the last call, and forgets them: what
@@ -145,6 +152,27 @@ impl SpanTimes {
             "all statements",
             total as f64 / per.max(1) as f64
         );
+    }
+
+    /// Prints the spans of [`LONG`] or more since the last reset, by when they began (the
+    /// first 400): what a stall held up, and what began it.
+    pub fn print_long(&self) {
+        let (Some(since), mut long) = lock(&self.long).clone() else {
+            return;
+        };
+        long.retain(|(opened, _, _)| *opened >= since);
+        long.sort_by_key(|(opened, _, _)| *opened);
+        println!(
+            "spans of {} ms or more, by when they began:",
+            LONG.as_millis()
+        );
+        for (opened, name, took) in long.into_iter().take(400) {
+            println!(
+                "  {:>8.3} s  {name:<28} {:>8.2} ms",
+                opened.duration_since(since).as_secs_f64(),
+                took.as_secs_f64() * 1000.0
+            );
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<&'static str, SpanTotal>> {
@@ -211,6 +239,10 @@ where
             return;
         };
         *lock(&self.operation).spans.entry(span.name()).or_default() += elapsed;
+        if elapsed >= LONG {
+            let opened = Instant::now() - elapsed;
+            lock(&self.long).1.push((opened, span.name(), elapsed));
+        }
         let mut totals = self.lock();
         let entry = totals.entry(span.name()).or_default();
         entry.count += 1;

@@ -86,10 +86,7 @@ async fn main() -> anyhow::Result<()> {
     let spans = SpanTimes::install();
 
     let baseline = run_baseline(messages, pace).await?;
-    if let Some(spans) = &spans {
-        spans.reset();
-    }
-    let parley = run_parley(messages, pace, events).await?;
+    let parley = run_parley(messages, pace, events, spans.as_ref()).await?;
 
     println!(
         "webhook_throughput: {messages} messages from distinct senders, {}, {}, instant fakes{}",
@@ -136,6 +133,9 @@ async fn main() -> anyhow::Result<()> {
     }
     if let Some(spans) = spans {
         spans.print(messages);
+        if let Pace::Steady(_) = pace {
+            spans.print_long();
+        }
     }
     Ok(())
 }
@@ -268,7 +268,12 @@ async fn wait_for(graph: &FakeGraph, count: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn run_parley(messages: usize, pace: Pace, events: bool) -> anyhow::Result<Run> {
+async fn run_parley(
+    messages: usize,
+    pace: Pace,
+    events: bool,
+    spans: Option<&SpanTimes>,
+) -> anyhow::Result<Run> {
     let server = BenchServer::start(|settings| {
         settings.whatsapp.app_secret = Some(SECRET.into());
         settings.whatsapp.pair_burst = 1000;
@@ -290,6 +295,10 @@ async fn run_parley(messages: usize, pace: Pace, events: bool) -> anyhow::Result
         )
         .await?;
     let bodies = payloads(messages);
+    if let Some(spans) = spans {
+        // From the first post, as the run's own times.
+        spans.reset();
+    }
     let started = Instant::now();
     let url = format!("{}/webhooks/waba/{channel}", server.base);
     let posted = post_all(&url, bodies, pace).await?;
