@@ -92,9 +92,7 @@ impl Merged for Accepted {
     type Answer = ();
 
     fn one_statement(pieces: &[&Self]) -> bool {
-        pieces
-            .windows(2)
-            .all(|pair| pair[0].status == pair[1].status)
+        pieces.windows(2).all(|two| two[0].status == two[1].status)
     }
 
     fn run_all<'e>(
