@@ -159,10 +159,11 @@ impl Application {
 }
 
 /// How often the embedded SQLite database's write-ahead log is copied into the database file.
-/// A checkpoint holds the writer up while it syncs the log (about 10 ms here) and for as long
-/// again as it copies: once a second, at 300 messages a second, it stalled the replies in
-/// flight by 40–60 ms (the p99), every 100 ms by 10–20 ms. In a burst, frequent checkpoints
-/// cost about a tenth of the throughput (benches/README.md, the fourteenth session).
+/// A checkpoint holds the writer up (write batches of 11–17 ms began with each, against half a
+/// millisecond otherwise): once a second, at 300 messages a second, one took 43–60 ms and made
+/// the replies in flight the p99; every 250 ms they took 15–23 ms, and every 100 ms the p99 fell
+/// from about 30 to about 17 ms. In a burst, checkpoints this often cost about a tenth of the
+/// throughput (benches/README.md, the fourteenth session).
 const WAL_CHECKPOINT_EVERY: Duration = Duration::from_millis(100);
 
 /// Checkpoints the embedded database's write-ahead log every `period` until aborted.
