@@ -19,7 +19,14 @@ pub struct SpanTimes {
     operation: Arc<Mutex<Operation>>,
     /// Since when, and the spans of [`LONG`] or more closed since then: when each began, its
     /// name and its wall time. A stall shows as many beginning together.
-    long: Arc<Mutex<(Option<Instant>, Vec<(Instant, &'static str, Duration)>)>>,
+    long: Arc<Mutex<LongSpans>>,
+}
+
+/// The spans of [`LONG`] or more since a reset: when each began, its name, its wall time.
+#[derive(Clone, Debug, Default)]
+struct LongSpans {
+    since: Option<Instant>,
+    spans: Vec<(Instant, &'static str, Duration)>,
 }
 
 /// The wall time from which [`SpanTimes::print`] lists a span on its own.
@@ -108,7 +115,10 @@ impl SpanTimes {
         self.lock().clear();
         lock(&self.statements).clear();
         self.take_operation();
-        *lock(&self.long) = (Some(Instant::now()), Vec::new());
+        *lock(&self.long) = LongSpans {
+            since: Some(Instant::now()),
+            spans: Vec::new(),
+        };
     }
 
     /// Answers the spans closed and statements run since the last call, and forgets them: what
@@ -157,7 +167,11 @@ impl SpanTimes {
     /// Prints the spans of [`LONG`] or more since the last reset, by when they began (the
     /// first 400): what a stall held up, and what began it.
     pub fn print_long(&self) {
-        let (Some(since), mut long) = lock(&self.long).clone() else {
+        let LongSpans {
+            since: Some(since),
+            spans: mut long,
+        } = lock(&self.long).clone()
+        else {
             return;
         };
         long.retain(|(opened, _, _)| *opened >= since);
@@ -241,7 +255,7 @@ where
         *lock(&self.operation).spans.entry(span.name()).or_default() += elapsed;
         if elapsed >= LONG {
             let opened = Instant::now() - elapsed;
-            lock(&self.long).1.push((opened, span.name(), elapsed));
+            lock(&self.long).spans.push((opened, span.name(), elapsed));
         }
         let mut totals = self.lock();
         let entry = totals.entry(span.name()).or_default();

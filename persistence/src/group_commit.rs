@@ -278,13 +278,13 @@ async fn run(db: DatabaseConnection, queue: Queue) {
 /// without a transaction (it commits alone, atomically); when it fails, nothing was written,
 /// and each piece runs again alone.
 async fn one_statement(db: &DatabaseConnection, batch: &mut Vec<Box<dyn Job>>) {
-    if let Some((head, others)) = batch.split_first_mut() {
-        if head.run(others, &DatabaseExecutor::Connection(db)).await {
-            for job in batch.drain(..) {
-                job.answer();
-            }
-            return;
+    if let Some((head, others)) = batch.split_first_mut()
+        && head.run(others, &DatabaseExecutor::Connection(db)).await
+    {
+        for job in batch.drain(..) {
+            job.answer();
         }
+        return;
     }
     each_alone(db, batch).await;
 }
