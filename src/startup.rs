@@ -137,7 +137,10 @@ impl Application {
         };
         let addr = listener.local_addr()?;
         tracing::info!(%addr, "listening");
-        let checkpoints = tokio::spawn(checkpoint_every(state.db.clone(), WAL_CHECKPOINT_EVERY));
+        // Only SQLite has a write-ahead log of Parley's to copy; PostgreSQL checkpoints itself.
+        let checkpoints = (state.db.get_database_backend()
+            == parley_persistence::DbBackend::Sqlite)
+            .then(|| tokio::spawn(checkpoint_every(state.db.clone(), WAL_CHECKPOINT_EVERY)));
         serve(listener, router(state.clone()), limits, shutdown, grace).await;
         if let Some(membership) = &membership
             && let Err(error) = membership.drain().await
@@ -149,7 +152,9 @@ impl Application {
         if let Some(membership) = &membership {
             membership.leave().await;
         }
-        checkpoints.abort();
+        if let Some(checkpoints) = checkpoints {
+            checkpoints.abort();
+        }
         if let Err(error) = state.db.close_by_ref().await {
             tracing::warn!(%error, "closing the database");
         }

@@ -43,7 +43,8 @@ pub use error::PersistenceError;
 pub use group_commit::{GroupCommit, Merged, WRITE_BATCH, Writes};
 pub use page::{Cursor, CursorPage, Page, Paged};
 pub use sea_orm::{
-    ConnectionTrait, DatabaseConnection, DatabaseExecutor, DatabaseTransaction, TransactionTrait,
+    ConnectionTrait, DatabaseConnection, DatabaseExecutor, DatabaseTransaction, DbBackend,
+    TransactionTrait,
 };
 pub use values::{
     CampaignStatus, ContactKind, ConversationMode, ConversationStatus, DeliveryStatus, Direction,
