@@ -212,7 +212,7 @@ pub async fn pending_outbound(
     channels: Option<&[Uuid]>,
 ) -> Result<Vec<message::Model>> {
     let mut query = message::Entity::find()
-        .filter(message::Column::Status.eq(MessageStatus::Pending))
+        .filter(message::at_indexed_status(MessageStatus::Pending))
         .filter(message::Column::Direction.eq(Direction::Outbound))
         .filter(message::Column::CreatedAt.lt(stored_before));
     if let Some(channels) = channels {
@@ -374,7 +374,7 @@ pub async fn fail_interrupted(
     channels: Option<&[Uuid]>,
 ) -> Result<Vec<message::Model>> {
     let mut query =
-        message::Entity::find().filter(message::Column::Status.eq(MessageStatus::Sending));
+        message::Entity::find().filter(message::at_indexed_status(MessageStatus::Sending));
     if let Some(channels) = channels {
         query = query.filter(message::Column::ChannelId.is_in(channels.iter().copied()));
     }

@@ -52,3 +52,85 @@ pub struct Model {
 pub enum Relation {}
 
 impl ActiveModelBehavior for ActiveModel {}
+
+/// The messages at `status`, one of the two the status index holds (`pending`, `sending`):
+/// the index is partial, and a plan made once for any bound status can use it only when the
+/// query repeats its condition word for word (migration `m20261127_000016`).
+pub(crate) fn at_indexed_status(status: MessageStatus) -> sea_orm::Condition {
+    debug_assert!(matches!(
+        status,
+        MessageStatus::Pending | MessageStatus::Sending
+    ));
+    sea_orm::Condition::all()
+        .add(Column::Status.eq(status))
+        .add(Expr::cust("status IN ('pending', 'sending')"))
+}
+
+#[cfg(test)]
+mod tests {
+    use sea_orm::{ConnectionTrait, DbBackend, EntityTrait, QueryFilter, QueryTrait, Statement};
+
+    use super::*;
+
+    /// SQLite's plan for `query`, one line per step.
+    async fn plan_of(db: &sea_orm::DatabaseConnection, query: Statement) -> String {
+        let explain = Statement::from_sql_and_values(
+            DbBackend::Sqlite,
+            format!("EXPLAIN QUERY PLAN {}", query.sql),
+            query.values.map(|v| v.0).unwrap_or_default(),
+        );
+        let rows = db.query_all_raw(explain).await.expect("plan");
+        let steps: Vec<String> = rows
+            .iter()
+            .map(|row| row.try_get::<String>("", "detail").expect("detail"))
+            .collect();
+        steps.join("; ")
+    }
+
+    /// The three partial indexes serve the queries they are there for: the scans for replies
+    /// waiting or in flight, a platform id's message, a message's replies.
+    #[tokio::test]
+    async fn the_partial_indexes_serve_their_queries() {
+        let dir = tempfile::tempdir().expect("dir");
+        let db = crate::connect(&crate::sqlite_url_in(dir.path()))
+            .await
+            .expect("database");
+        crate::migrate(&db).await.expect("migrate");
+        let indexes = db
+            .query_all_raw(Statement::from_string(
+                DbBackend::Sqlite,
+                "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'messages'",
+            ))
+            .await
+            .expect("indexes");
+        let names: Vec<String> = indexes
+            .iter()
+            .map(|row| row.try_get::<String>("", "name").expect("name"))
+            .collect();
+        assert!(
+            !names.contains(&"messages_status_idx".to_owned()),
+            "{names:?}"
+        );
+        assert!(
+            !names.contains(&"messages_reply_to_message_id_idx".to_owned()),
+            "{names:?}"
+        );
+        let id = Uuid::now_v7();
+        for status in [MessageStatus::Pending, MessageStatus::Sending] {
+            let scan = Entity::find().filter(at_indexed_status(status));
+            let plan = plan_of(&db, scan.build(DbBackend::Sqlite)).await;
+            assert!(
+                plan.contains("USING INDEX messages_waiting_status_idx"),
+                "{plan}"
+            );
+        }
+        let by_platform = Entity::find()
+            .filter(Column::ChannelId.eq(id))
+            .filter(Column::PlatformMessageId.eq("wamid.1"));
+        let plan = plan_of(&db, by_platform.build(DbBackend::Sqlite)).await;
+        assert!(plan.contains("messages_platform_id_key"), "{plan}");
+        let replies = Entity::find().filter(Column::ReplyToMessageId.eq(id));
+        let plan = plan_of(&db, replies.build(DbBackend::Sqlite)).await;
+        assert!(plan.contains("messages_replies_idx"), "{plan}");
+    }
+}
