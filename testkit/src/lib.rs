@@ -11,7 +11,8 @@
 //!   Context Protocol over Streamable HTTP (rmcp's server, stateless or with sessions).
 //!
 //! And [`process::serve`]: `parley serve` as a process of its own, for what kills, freezes or
-//! clusters real servers.
+//! clusters real servers ([`process::Served`]: one with a data directory of its own, killed
+//! when dropped).
 
 pub mod graph;
 mod mcp;

@@ -42,3 +42,63 @@ pub fn serve(binary: &Path, envs: &[(&str, &str)], echo: Option<&'static str>) -
         .expect("the server listens");
     (child, format!("http://{addr}"))
 }
+
+/// A `parley serve` process with a data directory of its own, killed and waited for when
+/// dropped: one node of a cluster test or bench.
+pub struct Served {
+    /// The process, for signals.
+    pub child: Child,
+    /// Its base URL.
+    pub url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Served {
+    /// Starts `binary` as [`serve`] does, with `envs` and `PARLEY_DATA_DIR` a new temporary
+    /// directory that lives as long as the process.
+    ///
+    /// # Panics
+    /// When the directory cannot be made, or as [`serve`].
+    #[allow(clippy::expect_used)]
+    pub fn start(binary: &Path, envs: &[(&str, &str)], echo: Option<&'static str>) -> Self {
+        let dir = tempfile::tempdir().expect("data directory");
+        let data_dir = dir.path().display().to_string();
+        let mut all = vec![("PARLEY_DATA_DIR", data_dir.as_str())];
+        all.extend_from_slice(envs);
+        let (child, url) = serve(binary, &all, echo);
+        Self {
+            child,
+            url,
+            _dir: dir,
+        }
+    }
+
+    /// The cluster's nodes as this server's `GET /admin/actors` answers them.
+    ///
+    /// # Errors
+    /// When the server cannot be reached or does not answer JSON.
+    pub async fn cluster_nodes(
+        &self,
+        http: &reqwest::Client,
+        operator_token: &str,
+    ) -> Result<Vec<Value>, reqwest::Error> {
+        let body: Value = http
+            .get(format!("{}/admin/actors", self.url))
+            .bearer_auth(operator_token)
+            .send()
+            .await?
+            .json()
+            .await?;
+        Ok(body["data"]["nodes"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default())
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

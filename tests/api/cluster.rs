@@ -9,10 +9,11 @@
 //! the refusal to cluster on SQLite is tested instead.
 
 use std::collections::HashSet;
-use std::process::{Child, Command};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use parley_testkit::graph::text_message;
+use parley_testkit::process::Served;
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -44,29 +45,30 @@ fn on_postgres() -> bool {
 
 /// A node: `parley serve` with the cluster on, its own data directory, the test's database,
 /// fakes and secret key.
-struct Node {
-    child: Child,
-    url: String,
-    _dir: tempfile::TempDir,
+struct Node(Served);
+
+impl std::ops::Deref for Node {
+    type Target = Served;
+
+    fn deref(&self) -> &Served {
+        &self.0
+    }
 }
 
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+impl std::ops::DerefMut for Node {
+    fn deref_mut(&mut self) -> &mut Served {
+        &mut self.0
     }
 }
 
 impl Node {
     fn start(app: &TestApp, lease_ttl_secs: u64) -> Self {
-        let dir = tempfile::tempdir().expect("data directory");
         let key = std::fs::read_to_string(app.data_dir().join("secret.key")).expect("key");
-        let (data_dir, ttl) = (dir.path().display().to_string(), lease_ttl_secs.to_string());
+        let ttl = lease_ttl_secs.to_string();
         let (model, graph) = (app.model.base_url(), app.graph.base_url());
         let partitions = PARTITIONS.to_string();
         let envs = [
             ("PARLEY_DATABASE_URL", app.database_url.as_str()),
-            ("PARLEY_DATA_DIR", data_dir.as_str()),
             ("PARLEY_SECRET_KEY", key.trim()),
             ("PARLEY_CLUSTER", "true"),
             ("PARLEY_CLUSTER_SECRET", SECRET),
@@ -89,12 +91,7 @@ impl Node {
             .ok()
             .map(|_| "node: ");
         let binary = std::path::Path::new(env!("CARGO_BIN_EXE_parley"));
-        let (child, url) = parley_testkit::process::serve(binary, &envs, echo);
-        Self {
-            child,
-            url,
-            _dir: dir,
-        }
+        Self(Served::start(binary, &envs, echo))
     }
 
     fn signal(&self, signal: &str) {
@@ -107,17 +104,9 @@ impl Node {
 
     /// The cluster's nodes as this node's `GET /admin/actors` answers them.
     async fn nodes(&self) -> Vec<Value> {
-        let answer = reqwest::Client::new()
-            .get(format!("{}/admin/actors", self.url))
-            .bearer_auth(OPERATOR)
-            .send()
+        self.cluster_nodes(&reqwest::Client::new(), OPERATOR)
             .await
-            .expect("admin/actors");
-        let body: Value = answer.json().await.expect("json");
-        body["data"]["nodes"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
+            .expect("admin/actors")
     }
 }
 

@@ -11,13 +11,13 @@
 //! Needs `PARLEY_BENCH_DATABASE_URL` (PostgreSQL) and `cargo build --release --bin parley`.
 //! Run: `cargo run --release -p parley-benches --bin cluster -- forward 300`
 
-use std::process::Child;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use futures_util::StreamExt;
 use parley_benches::{BenchServer, ms, print_comparison};
 use parley_testkit::graph::text_message;
+use parley_testkit::process::Served;
 use serde_json::{Value, json};
 
 const SECRET: &str = "the-cluster-secret-of-the-bench";
@@ -54,16 +54,19 @@ async fn main() -> anyhow::Result<()> {
 }
 
 /// A `parley serve` process of the cluster.
-struct Node {
-    child: Child,
-    url: String,
-    _dir: tempfile::TempDir,
+struct Node(Served);
+
+impl std::ops::Deref for Node {
+    type Target = Served;
+
+    fn deref(&self) -> &Served {
+        &self.0
+    }
 }
 
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+impl std::ops::DerefMut for Node {
+    fn deref_mut(&mut self) -> &mut Served {
+        &mut self.0
     }
 }
 
@@ -78,12 +81,9 @@ impl Node {
             "{}: cargo build --release --bin parley",
             binary.display()
         );
-        let dir = tempfile::tempdir()?;
-        let data_dir = dir.path().display().to_string();
         let (model, graph) = (server.model.base_url(), server.graph.base_url());
         let envs = [
             ("PARLEY_DATABASE_URL", server.database_url()),
-            ("PARLEY_DATA_DIR", data_dir.as_str()),
             ("PARLEY_SECRET_KEY", KEY),
             ("PARLEY_CLUSTER", "true"),
             ("PARLEY_CLUSTER_SECRET", SECRET),
@@ -99,27 +99,15 @@ impl Node {
         let echo = std::env::var("PARLEY_BENCH_NODE_LOGS")
             .ok()
             .map(|_| "node: ");
-        let (child, url) = parley_testkit::process::serve(&binary, &envs, echo);
-        Ok(Self {
-            child,
-            url,
-            _dir: dir,
-        })
+        Ok(Self(Served::start(&binary, &envs, echo)))
     }
 
     /// `(url, partitions)` of every alive node, as this node's `/admin/actors` tells.
     async fn nodes(&self, http: &reqwest::Client) -> anyhow::Result<Vec<(String, Vec<i64>)>> {
-        let body: Value = http
-            .get(format!("{}/admin/actors", self.url))
-            .bearer_auth(OPERATOR)
-            .send()
+        Ok(self
+            .cluster_nodes(http, OPERATOR)
             .await?
-            .json()
-            .await?;
-        Ok(body["data"]["nodes"]
-            .as_array()
-            .into_iter()
-            .flatten()
+            .iter()
             .filter(|n| n["alive"] == true)
             .map(|n| {
                 let url = n["url"].as_str().unwrap_or_default().to_owned();
