@@ -73,6 +73,19 @@ impl Served {
         }
     }
 
+    /// Sends the process `signal` (`-STOP`, `-CONT`, `-TERM`, …) with `kill`.
+    ///
+    /// # Panics
+    /// When `kill` cannot run or fails.
+    #[allow(clippy::expect_used)]
+    pub fn signal(&self, signal: &str) {
+        let sent = Command::new("kill")
+            .args([signal, &self.child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(sent.success(), "kill {signal}");
+    }
+
     /// The cluster's nodes as this server's `GET /admin/actors` answers them.
     ///
     /// # Errors

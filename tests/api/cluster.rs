@@ -45,76 +45,52 @@ fn on_postgres() -> bool {
 
 /// A node: `parley serve` with the cluster on, its own data directory, the test's database,
 /// fakes and secret key.
-struct Node(Served);
+type Node = Served;
 
-impl std::ops::Deref for Node {
-    type Target = Served;
-
-    fn deref(&self) -> &Served {
-        &self.0
-    }
+fn start_node(app: &TestApp, lease_ttl_secs: u64) -> Node {
+    let key = std::fs::read_to_string(app.data_dir().join("secret.key")).expect("key");
+    let ttl = lease_ttl_secs.to_string();
+    let (model, graph) = (app.model.base_url(), app.graph.base_url());
+    let partitions = PARTITIONS.to_string();
+    let envs = [
+        ("PARLEY_DATABASE_URL", app.database_url.as_str()),
+        ("PARLEY_SECRET_KEY", key.trim()),
+        ("PARLEY_CLUSTER", "true"),
+        ("PARLEY_CLUSTER_SECRET", SECRET),
+        ("PARLEY_CLUSTER_PARTITIONS", partitions.as_str()),
+        ("PARLEY_CLUSTER_HEARTBEAT_MS", "300"),
+        ("PARLEY_CLUSTER_LEASE_TTL_SECS", ttl.as_str()),
+        ("PARLEY_OPERATOR_TOKEN", OPERATOR),
+        ("PARLEY_LLM_BASE_URL", model.as_str()),
+        ("PARLEY_LLM_MODEL", "fake-model"),
+        ("PARLEY_WHATSAPP_GRAPH_URL", graph.as_str()),
+        ("PARLEY_WHATSAPP_APP_SECRET", APP_SECRET),
+        ("PARLEY_WHATSAPP_RETRY_BACKOFF_MS", "10"),
+        ("PARLEY_WHATSAPP_PAIR_BURST", "1000"),
+        ("PARLEY_EGRESS_ALLOW", "127.0.0.0/8"),
+        ("PARLEY_SCHEDULER_MIN_INTERVAL_SECS", "1"),
+        ("PARLEY_SCHEDULER_RUNS_KEPT", "1000"),
+        ("PARLEY_LOG", "info"),
+    ];
+    let echo = std::env::var("PARLEY_CLUSTER_TEST_LOGS")
+        .ok()
+        .map(|_| "node: ");
+    let binary = std::path::Path::new(env!("CARGO_BIN_EXE_parley"));
+    Served::start(binary, &envs, echo)
 }
 
-impl std::ops::DerefMut for Node {
-    fn deref_mut(&mut self) -> &mut Served {
-        &mut self.0
-    }
-}
-
-impl Node {
-    fn start(app: &TestApp, lease_ttl_secs: u64) -> Self {
-        let key = std::fs::read_to_string(app.data_dir().join("secret.key")).expect("key");
-        let ttl = lease_ttl_secs.to_string();
-        let (model, graph) = (app.model.base_url(), app.graph.base_url());
-        let partitions = PARTITIONS.to_string();
-        let envs = [
-            ("PARLEY_DATABASE_URL", app.database_url.as_str()),
-            ("PARLEY_SECRET_KEY", key.trim()),
-            ("PARLEY_CLUSTER", "true"),
-            ("PARLEY_CLUSTER_SECRET", SECRET),
-            ("PARLEY_CLUSTER_PARTITIONS", partitions.as_str()),
-            ("PARLEY_CLUSTER_HEARTBEAT_MS", "300"),
-            ("PARLEY_CLUSTER_LEASE_TTL_SECS", ttl.as_str()),
-            ("PARLEY_OPERATOR_TOKEN", OPERATOR),
-            ("PARLEY_LLM_BASE_URL", model.as_str()),
-            ("PARLEY_LLM_MODEL", "fake-model"),
-            ("PARLEY_WHATSAPP_GRAPH_URL", graph.as_str()),
-            ("PARLEY_WHATSAPP_APP_SECRET", APP_SECRET),
-            ("PARLEY_WHATSAPP_RETRY_BACKOFF_MS", "10"),
-            ("PARLEY_WHATSAPP_PAIR_BURST", "1000"),
-            ("PARLEY_EGRESS_ALLOW", "127.0.0.0/8"),
-            ("PARLEY_SCHEDULER_MIN_INTERVAL_SECS", "1"),
-            ("PARLEY_SCHEDULER_RUNS_KEPT", "1000"),
-            ("PARLEY_LOG", "info"),
-        ];
-        let echo = std::env::var("PARLEY_CLUSTER_TEST_LOGS")
-            .ok()
-            .map(|_| "node: ");
-        let binary = std::path::Path::new(env!("CARGO_BIN_EXE_parley"));
-        Self(Served::start(binary, &envs, echo))
-    }
-
-    fn signal(&self, signal: &str) {
-        let sent = Command::new("kill")
-            .args([signal, &self.child.id().to_string()])
-            .status()
-            .expect("kill");
-        assert!(sent.success(), "kill {signal}");
-    }
-
-    /// The cluster's nodes as this node's `GET /admin/actors` answers them.
-    async fn nodes(&self) -> Vec<Value> {
-        self.cluster_nodes(&reqwest::Client::new(), OPERATOR)
-            .await
-            .expect("admin/actors")
-    }
+/// The cluster's nodes as `node`'s `GET /admin/actors` answers them.
+async fn nodes_of(node: &Node) -> Vec<Value> {
+    node.cluster_nodes(&reqwest::Client::new(), OPERATOR)
+        .await
+        .expect("admin/actors")
 }
 
 /// Polls `nodes` of `node` until `check` holds; answers them.
 async fn wait_nodes(node: &Node, within: Duration, check: impl Fn(&[Value]) -> bool) -> Vec<Value> {
     let deadline = Instant::now() + within;
     loop {
-        let nodes = node.nodes().await;
+        let nodes = nodes_of(node).await;
         if check(&nodes) {
             return nodes;
         }
@@ -172,7 +148,7 @@ async fn two_nodes_share_the_partitions_and_answer_every_message_once_wherever_i
     }
     let app = quiet_app().await;
     let channel = app.live_channel(NUMBER).await;
-    let nodes = [Node::start(&app, 3), Node::start(&app, 3)];
+    let nodes = [start_node(&app, 3), start_node(&app, 3)];
     let answer = wait_nodes(&nodes[0], Duration::from_secs(20), |n| settled(n, 2)).await;
     assert!(answer.iter().any(|n| n["this_node"] == true), "{answer:#?}");
 
@@ -278,7 +254,7 @@ async fn a_key_revoked_or_a_stage_renamed_on_one_node_reaches_the_others() {
     let stage = app.stage("Lead").await;
     let ana = app.put_identity("crm-1", json!({"name": "Ana"})).await;
     app.set_stage("crm-1", "Lead").await;
-    let nodes = [Node::start(&app, 3), Node::start(&app, 3)];
+    let nodes = [start_node(&app, 3), start_node(&app, 3)];
     let answer = wait_nodes(&nodes[0], Duration::from_secs(20), |n| settled(n, 2)).await;
 
     // The identity's owner caches the workspace's stages with its first turn; the stage is
@@ -493,7 +469,7 @@ async fn a_killed_nodes_flow_is_taken_over_within_the_lease_and_nobody_is_sent_t
     }
     let app = quiet_app().await;
     let channel = app.live_channel(NUMBER).await;
-    let mut nodes = vec![Node::start(&app, 3), Node::start(&app, 3)];
+    let mut nodes = vec![start_node(&app, 3), start_node(&app, 3)];
     let answer = wait_nodes(&nodes[0], Duration::from_secs(20), |n| settled(n, 2)).await;
     let uid = flow_at(&app, &nodes[1], &channel, 150).await;
     let flow_id: uuid::Uuid = uid.parse().expect("uuid");
@@ -576,7 +552,7 @@ async fn a_node_frozen_past_its_lease_sends_nothing_when_it_wakes() {
     }
     let app = quiet_app().await;
     let channel = app.live_channel(NUMBER).await;
-    let nodes = [Node::start(&app, 2), Node::start(&app, 2)];
+    let nodes = [start_node(&app, 2), start_node(&app, 2)];
     let answer = wait_nodes(&nodes[0], Duration::from_secs(20), |n| settled(n, 2)).await;
     let uid = flow_at(&app, &nodes[0], &channel, 120).await;
     let owner = owner_of(&nodes, &answer, uid.parse().expect("uuid"));
@@ -609,7 +585,7 @@ async fn a_node_stopped_gracefully_hands_its_partitions_back_at_once() {
     }
     let app = quiet_app().await;
     // Leases of a minute: only a hand-back explains the other node owning everything soon.
-    let nodes = [Node::start(&app, 60), Node::start(&app, 60)];
+    let nodes = [start_node(&app, 60), start_node(&app, 60)];
     wait_nodes(&nodes[0], Duration::from_secs(20), |n| settled(n, 2)).await;
     nodes[1].signal("-TERM");
     wait_nodes(&nodes[0], Duration::from_secs(20), |n| settled(n, 1)).await;

@@ -54,88 +54,74 @@ async fn main() -> anyhow::Result<()> {
 }
 
 /// A `parley serve` process of the cluster.
-struct Node(Served);
+type Node = Served;
 
-impl std::ops::Deref for Node {
-    type Target = Served;
-
-    fn deref(&self) -> &Served {
-        &self.0
-    }
+/// Starts a node on the bench server's database and fakes (the release `parley` beside this
+/// binary).
+fn start_node(server: &BenchServer) -> anyhow::Result<Node> {
+    let binary = std::env::current_exe()?
+        .parent()
+        .context("the bench's directory")?
+        .join("parley");
+    anyhow::ensure!(
+        binary.exists(),
+        "{}: cargo build --release --bin parley",
+        binary.display()
+    );
+    let (model, graph) = (server.model.base_url(), server.graph.base_url());
+    let envs = [
+        ("PARLEY_DATABASE_URL", server.database_url()),
+        ("PARLEY_SECRET_KEY", KEY),
+        ("PARLEY_CLUSTER", "true"),
+        ("PARLEY_CLUSTER_SECRET", SECRET),
+        ("PARLEY_OPERATOR_TOKEN", OPERATOR),
+        ("PARLEY_LLM_BASE_URL", model.as_str()),
+        ("PARLEY_LLM_MODEL", "fake"),
+        ("PARLEY_WHATSAPP_GRAPH_URL", graph.as_str()),
+        ("PARLEY_WHATSAPP_APP_SECRET", APP_SECRET),
+        ("PARLEY_WHATSAPP_PAIR_BURST", "100000"),
+        ("PARLEY_WHATSAPP_RATE_PER_SEC", "100000"),
+        ("PARLEY_LOG", "warn,parley::startup=info"),
+    ];
+    let echo = std::env::var("PARLEY_BENCH_NODE_LOGS")
+        .ok()
+        .map(|_| "node: ");
+    Ok(Served::start(&binary, &envs, echo))
 }
 
-impl std::ops::DerefMut for Node {
-    fn deref_mut(&mut self) -> &mut Served {
-        &mut self.0
-    }
+/// `(url, partitions)` of every alive node, as `node`'s `/admin/actors` tells.
+async fn alive(node: &Node, http: &reqwest::Client) -> anyhow::Result<Vec<(String, Vec<i64>)>> {
+    Ok(node
+        .cluster_nodes(http, OPERATOR)
+        .await?
+        .iter()
+        .filter(|n| n["alive"] == true)
+        .map(|n| {
+            let url = n["url"].as_str().unwrap_or_default().to_owned();
+            let held = n["partitions"].as_array().into_iter().flatten();
+            (url, held.filter_map(Value::as_i64).collect())
+        })
+        .collect())
 }
 
-impl Node {
-    fn start(server: &BenchServer) -> anyhow::Result<Self> {
-        let binary = std::env::current_exe()?
-            .parent()
-            .context("the bench's directory")?
-            .join("parley");
-        anyhow::ensure!(
-            binary.exists(),
-            "{}: cargo build --release --bin parley",
-            binary.display()
-        );
-        let (model, graph) = (server.model.base_url(), server.graph.base_url());
-        let envs = [
-            ("PARLEY_DATABASE_URL", server.database_url()),
-            ("PARLEY_SECRET_KEY", KEY),
-            ("PARLEY_CLUSTER", "true"),
-            ("PARLEY_CLUSTER_SECRET", SECRET),
-            ("PARLEY_OPERATOR_TOKEN", OPERATOR),
-            ("PARLEY_LLM_BASE_URL", model.as_str()),
-            ("PARLEY_LLM_MODEL", "fake"),
-            ("PARLEY_WHATSAPP_GRAPH_URL", graph.as_str()),
-            ("PARLEY_WHATSAPP_APP_SECRET", APP_SECRET),
-            ("PARLEY_WHATSAPP_PAIR_BURST", "100000"),
-            ("PARLEY_WHATSAPP_RATE_PER_SEC", "100000"),
-            ("PARLEY_LOG", "warn,parley::startup=info"),
-        ];
-        let echo = std::env::var("PARLEY_BENCH_NODE_LOGS")
-            .ok()
-            .map(|_| "node: ");
-        Ok(Self(Served::start(&binary, &envs, echo)))
-    }
-
-    /// `(url, partitions)` of every alive node, as this node's `/admin/actors` tells.
-    async fn nodes(&self, http: &reqwest::Client) -> anyhow::Result<Vec<(String, Vec<i64>)>> {
-        Ok(self
-            .cluster_nodes(http, OPERATOR)
-            .await?
-            .iter()
-            .filter(|n| n["alive"] == true)
-            .map(|n| {
-                let url = n["url"].as_str().unwrap_or_default().to_owned();
-                let held = n["partitions"].as_array().into_iter().flatten();
-                (url, held.filter_map(Value::as_i64).collect())
-            })
-            .collect())
-    }
-
-    /// Waits until `count` nodes are alive and every partition has one of them as owner.
-    async fn settled(
-        &self,
-        http: &reqwest::Client,
-        count: usize,
-    ) -> anyhow::Result<Vec<(String, Vec<i64>)>> {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let nodes = self.nodes(http).await?;
-            let held: usize = nodes.iter().map(|(_, p)| p.len()).sum();
-            if nodes.len() == count && held == 64 {
-                return Ok(nodes);
-            }
-            anyhow::ensure!(
-                Instant::now() < deadline,
-                "the nodes never settled: {nodes:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
+/// Waits until `count` nodes are alive and every partition has one of them as owner.
+async fn settled(
+    node: &Node,
+    http: &reqwest::Client,
+    count: usize,
+) -> anyhow::Result<Vec<(String, Vec<i64>)>> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let nodes = alive(node, http).await?;
+        let held: usize = nodes.iter().map(|(_, p)| p.len()).sum();
+        if nodes.len() == count && held == 64 {
+            return Ok(nodes);
         }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the nodes never settled: {nodes:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
@@ -154,8 +140,8 @@ async fn forward(server: &BenchServer, turns: usize) -> anyhow::Result<()> {
         )
         .await?;
     let identity: uuid::Uuid = identity["data"]["id"].as_str().context("id")?.parse()?;
-    let nodes = [Node::start(server)?, Node::start(server)?];
-    let held = nodes[0].settled(&server.http, 2).await?;
+    let nodes = [start_node(server)?, start_node(server)?];
+    let held = settled(&nodes[0], &server.http, 2).await?;
     let partition = i64::from(parley_actors::cluster::partition_of(identity, 64));
     let owner_url = &held
         .iter()
@@ -202,16 +188,16 @@ async fn forward(server: &BenchServer, turns: usize) -> anyhow::Result<()> {
 }
 
 async fn failover(server: &BenchServer, rounds: usize) -> anyhow::Result<()> {
-    let survivor = Node::start(server)?;
+    let survivor = start_node(server)?;
     let mut times = Vec::new();
     for round in 0..rounds {
         // A new node joins, takes half the partitions, and is killed.
-        let mut victim = Node::start(server)?;
-        survivor.settled(&server.http, 2).await?;
+        let mut victim = start_node(server)?;
+        settled(&survivor, &server.http, 2).await?;
         let killed = Instant::now();
         victim.child.kill()?;
         victim.child.wait()?;
-        survivor.settled(&server.http, 1).await?;
+        settled(&survivor, &server.http, 1).await?;
         let took = killed.elapsed();
         println!(
             "round {round}: kill -9 to every partition owned by the survivor: {:.2} s",
@@ -237,9 +223,9 @@ async fn throughput(server: &BenchServer, messages: usize) -> anyhow::Result<()>
     let mut rates = Vec::new();
     for (phase, count) in [1usize, 3, 1, 3].into_iter().enumerate() {
         let nodes: Vec<Node> = (0..count)
-            .map(|_| Node::start(server))
+            .map(|_| start_node(server))
             .collect::<anyhow::Result<_>>()?;
-        nodes[0].settled(&server.http, count).await?;
+        settled(&nodes[0], &server.http, count).await?;
         let before = server.graph.sent_count();
         let started = Instant::now();
         let posts = futures_util::stream::iter(0..messages).map(|i| {
