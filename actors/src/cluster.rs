@@ -31,6 +31,10 @@ pub fn partition_of(id: Uuid, count: u32) -> i32 {
     i32::try_from(partition).unwrap_or(0)
 }
 
+/// How many ids [`Ownership::new_owned_id`] draws at most: with a third of the partitions,
+/// none of 256 lands in them once in 10^45.
+const OWNED_ID_DRAWS: usize = 256;
+
 /// This node's view of what it owns; cheap to clone.
 #[derive(Clone, Debug, Default)]
 pub struct Ownership {
@@ -106,6 +110,23 @@ impl Ownership {
     /// Whether this node owns `id` (always, on a single node).
     pub fn owns(&self, id: Uuid) -> bool {
         self.read(|t| t.epoch_of(id).is_some()).unwrap_or(true)
+    }
+
+    /// A new UUID v7 for something this node should own (a new WhatsApp sender's identity,
+    /// met by the node that owns their channel): on a cluster, drawn again until its
+    /// partition is one this node holds, a few draws with a fair share; any, on a single node
+    /// or when this node holds nothing.
+    pub fn new_owned_id(&self) -> Uuid {
+        let mut id = Uuid::now_v7();
+        self.read(|t| {
+            for _ in 0..OWNED_ID_DRAWS {
+                if t.epoch_of(id).is_some() {
+                    break;
+                }
+                id = Uuid::now_v7();
+            }
+        });
+        id
     }
 
     /// The fence a claim of `id` carries: `None` on a single node; on a cluster, the lease
@@ -262,5 +283,23 @@ mod tests {
                 epoch: 7
             })
         );
+    }
+
+    #[test]
+    fn an_id_drawn_to_be_owned_here_lands_in_a_partition_held_here() {
+        crate::llm::install_crypto_provider();
+        let db = parley_persistence::DatabaseConnection::default();
+        let ownership = Ownership::clustered(Uuid::now_v7(), "secret", db);
+        ownership.set_count(16);
+        ownership.set_held(&[(3, 1), (11, 1)]);
+        for _ in 0..200 {
+            let id = ownership.new_owned_id();
+            assert!(ownership.owns(id), "{id} in {}", partition_of(id, 16));
+            assert_eq!(id.get_version_num(), 7);
+        }
+        // Holding nothing (draining), it still answers a new id.
+        ownership.set_held(&[]);
+        assert_eq!(ownership.new_owned_id().get_version_num(), 7);
+        assert_eq!(Ownership::single().new_owned_id().get_version_num(), 7);
     }
 }

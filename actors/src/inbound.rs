@@ -7,6 +7,7 @@
 //! per sender, retried with backoff after a transient failure.
 
 mod opt_out;
+mod settings;
 pub mod worker;
 
 pub use opt_out::CONFIRMATION as OPT_OUT_CONFIRMATION;
@@ -71,6 +72,10 @@ pub(crate) async fn process(
     let conversations = &deps.conversations;
     // Read before the identity may be created: see `Conversations::turn_of_created`.
     let announced_before = conversations.announced();
+    // A new sender's identity is born in a partition of this node, which owns the channel:
+    // on a cluster its conversation actor then lives here too, and its turns are not
+    // forwarded.
+    let new_id = conversations.ownership().new_owned_id();
     let (person, created) = match people::find_or_create(
         &deps.db,
         &deps.lookups,
@@ -78,6 +83,7 @@ pub(crate) async fn process(
         event.workspace_id,
         &inbound.from,
         inbound.profile_name.as_deref(),
+        new_id,
     )
     .await
     {

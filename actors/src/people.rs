@@ -28,14 +28,18 @@ pub async fn find_or_create_by_phone(
     phone: &Phone,
     name: Option<&str>,
 ) -> Result<identity::Model, PersistenceError> {
-    Ok(find_or_create(db, db, writer, workspace_id, phone, name)
-        .await?
-        .0)
+    let new_id = Uuid::now_v7();
+    Ok(
+        find_or_create(db, db, writer, workspace_id, phone, name, new_id)
+            .await?
+            .0,
+    )
 }
 
 /// As [`find_or_create_by_phone`], also answering whether this call created the identity; the
 /// phone is looked up through `lookups` (the database itself, or the inbound pipeline's
 /// [`parley_persistence::identities::ContactLookups`], which asks for many senders at once).
+/// A new identity gets `new_id`.
 ///
 /// # Errors
 /// Fails on a database error.
@@ -47,6 +51,7 @@ pub async fn find_or_create(
     workspace_id: i64,
     phone: &Phone,
     name: Option<&str>,
+    new_id: Uuid,
 ) -> Result<(identity::Model, bool), PersistenceError> {
     let name = name.map(str::trim).filter(|n| !n.is_empty());
     for _ in 0..3 {
@@ -67,6 +72,7 @@ pub async fn find_or_create(
             return Ok((found, false));
         }
         let person = identities::NewPerson {
+            id: new_id,
             workspace_id,
             name: name.map(str::to_owned),
             kind: ContactKind::Phone,
@@ -146,6 +152,7 @@ mod tests {
         let (db, writer) = (&deps.db, &deps.writer);
         let (ws, _, _, _) = world(db).await;
         let person = |phone: &str| NewPerson {
+            id: Uuid::now_v7(),
             workspace_id: ws,
             name: Some(format!("P{phone}")),
             kind: ContactKind::Phone,
@@ -195,6 +202,7 @@ mod tests {
         let people: Vec<NewPerson> = phones
             .iter()
             .map(|phone| NewPerson {
+                id: Uuid::now_v7(),
                 workspace_id: ws,
                 name: None,
                 kind: ContactKind::Phone,

@@ -198,6 +198,7 @@ mod tests {
         let (db, writer) = (&deps.db, &deps.writer);
         let (ws, channel_id, first, _) = world(db).await;
         let person = NewPerson {
+            id: Uuid::now_v7(),
             workspace_id: ws,
             name: None,
             kind: ContactKind::Phone,

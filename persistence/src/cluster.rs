@@ -353,15 +353,17 @@ pub async fn listen(db: &sea_orm::DatabaseConnection, channel: &str) -> Result<P
     Ok(listener)
 }
 
-/// Publishes `payload` on the notification channel `channel` (delivered at commit when run in
-/// a transaction).
+/// Publishes each of `payloads` on the notification channel `channel`, in order, with one
+/// statement however many there are (delivered at commit when run in a transaction).
 ///
 /// # Errors
 /// The database's.
-pub async fn notify(db: &impl ConnectionTrait, channel: &str, payload: &str) -> Result<()> {
+pub async fn notify(db: &impl ConnectionTrait, channel: &str, payloads: &[String]) -> Result<()> {
+    let payloads =
+        serde_json::to_string(payloads).map_err(|e| sea_orm::DbErr::Json(e.to_string()))?;
     db.execute_raw(statement(
-        "SELECT pg_notify($1, $2)",
-        vec![Value::from(channel), Value::from(payload)],
+        "SELECT pg_notify($1, payload) FROM json_array_elements_text($2::json) AS payload",
+        vec![Value::from(channel), Value::from(payloads)],
     ))
     .await?;
     Ok(())

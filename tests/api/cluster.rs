@@ -242,6 +242,147 @@ async fn two_nodes_share_the_partitions_and_answer_every_message_once_wherever_i
     );
 }
 
+/// The message rows of `identity`'s conversations on `channel`, oldest first, as the API
+/// reads them.
+async fn messages_of(app: &TestApp, identity: &str, channel: &str) -> Vec<Value> {
+    let listed = expect_status(
+        app.get(&format!(
+            "/conversations?identity_id={identity}&channel_id={channel}"
+        ))
+        .await,
+        200,
+    )
+    .await;
+    let mut messages = Vec::new();
+    for conversation in listed["data"].as_array().expect("conversations") {
+        let id = conversation["id"].as_str().expect("id");
+        let page = expect_status(
+            app.get(&format!("/conversations/{id}/messages?limit=100"))
+                .await,
+            200,
+        )
+        .await;
+        messages.extend(page["data"].as_array().expect("messages").iter().cloned());
+    }
+    messages
+}
+
+#[tokio::test]
+async fn a_sender_known_to_another_node_is_answered_there_and_a_new_sender_lives_with_the_channel()
+{
+    if !on_postgres() {
+        return;
+    }
+    let app = quiet_app().await;
+    let channel = app.live_channel(NUMBER).await;
+    let nodes = [start_node(&app, 3), start_node(&app, 3)];
+    let answer = wait_nodes(&nodes[0], Duration::from_secs(20), |n| settled(n, 2)).await;
+    let channel_owner = owner_of(&nodes, &answer, channel.parse().expect("channel id"));
+
+    // People the API created lie in any partition: keep those the channel's owner does not own.
+    let mut elsewhere = Vec::new();
+    for i in 0..24 {
+        let phone = format!("+3519130000{i:02}");
+        let made = app
+            .put_identity(
+                &format!("known-{i}"),
+                json!({"name": "Known", "phone": phone}),
+            )
+            .await;
+        let id: uuid::Uuid = made["id"].as_str().expect("id").parse().expect("uuid");
+        if owner_of(&nodes, &answer, id).url != channel_owner.url {
+            elsewhere.push((phone, id));
+        }
+    }
+    assert!(
+        !elsewhere.is_empty(),
+        "no identity of 24 owned by the other node"
+    );
+    // Their messages land on both nodes. The channel's owner asks each identity's owner for
+    // the turn, sends the reply it hands back, once, and records it sent.
+    for (i, (phone, _)) in elsewhere.iter().enumerate() {
+        let payload = text_message(
+            NUMBER,
+            &phone[1..],
+            "Known",
+            &format!("wamid.KNOWN{i}"),
+            "Hi",
+        );
+        let url = format!("{}/webhooks/waba/{channel}", nodes[i % 2].url);
+        assert_eq!(
+            app.graph.post_webhook(&url, APP_SECRET, &payload).await,
+            200
+        );
+    }
+    let sent = app.wait_for_sends(elsewhere.len()).await;
+    let mut replied: Vec<&str> = sent
+        .iter()
+        .filter_map(|s| s.body["context"]["message_id"].as_str())
+        .collect();
+    replied.sort_unstable();
+    let mut asked: Vec<String> = (0..elsewhere.len())
+        .map(|i| format!("wamid.KNOWN{i}"))
+        .collect();
+    asked.sort_unstable();
+    assert_eq!(replied, asked, "each answered once");
+    for (_, id) in &elsewhere {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let messages = messages_of(&app, &id.to_string(), &channel).await;
+            let statuses: Vec<&str> = messages
+                .iter()
+                .filter_map(|m| m["status"].as_str())
+                .collect();
+            if statuses == ["received", "sent"] {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{id}: {statuses:?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    let metrics = request(channel_owner, Method::GET, "/metrics", OPERATOR)
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("parley_cluster_forwards_total")
+                && l.contains("kind=\"turn\"")
+                && l.contains("outcome=\"ok\"")),
+        "the turns were asked of their owner: {metrics}"
+    );
+
+    // A new sender's identity is born in a partition of the channel's owner: their turns
+    // stay there.
+    for i in 0..6 {
+        let from = format!("1408555{i:04}");
+        let payload = text_message(NUMBER, &from, "New", &format!("wamid.NEW{i}"), "Hi");
+        let url = format!("{}/webhooks/waba/{channel}", nodes[i % 2].url);
+        assert_eq!(
+            app.graph.post_webhook(&url, APP_SECRET, &payload).await,
+            200
+        );
+    }
+    app.wait_for_sends(elsewhere.len() + 6).await;
+    for i in 0..6 {
+        let found = expect_status(app.get(&format!("/identity/+1408555{i:04}")).await, 200).await;
+        let id = found["data"]["id"]
+            .as_str()
+            .expect("id")
+            .parse()
+            .expect("uuid");
+        assert_eq!(
+            owner_of(&nodes, &answer, id).url,
+            channel_owner.url,
+            "{found}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_key_revoked_or_a_stage_renamed_on_one_node_reaches_the_others() {
     if !on_postgres() {

@@ -2,7 +2,7 @@
 //! carrying the cluster's shared secret, and one retry after `not_owner` with the leases read
 //! again (DESIGN §2 "Routing").
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use parley_persistence::{DatabaseConnection, cluster};
@@ -28,7 +28,8 @@ pub const NOTIFY_CHANNEL: &str = "parley_cluster";
 /// What one node tells the others through `pg_notify` (the payload is `topic:id`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Topic {
-    /// Webhook events were stored for a channel (id): its owner sweeps them.
+    /// A webhook event was stored for a channel (`channel-id:event-id`): its owner sweeps it,
+    /// as fresh as one its own webhook stored.
     Inbound,
     /// A flow (id) was created or changed status: its owner starts or tells its actor.
     Flow,
@@ -88,6 +89,19 @@ pub(super) struct Peers {
     client: reqwest::Client,
     secret: Arc<str>,
     db: DatabaseConnection,
+    news: Mutex<News>,
+}
+
+/// What this node has to tell the others and has not yet: published by one task at a time,
+/// all that waits in one statement. Each webhook stored for a channel owned elsewhere is news
+/// for its owner: those of a burst go out together while the statement before is on its way,
+/// not one statement (and one commit) per webhook.
+#[derive(Debug, Default)]
+struct News {
+    /// Payloads in the order told, each once.
+    waiting: Vec<String>,
+    /// Whether a task is publishing (it takes what waits before it ends).
+    publishing: bool,
 }
 
 impl Peers {
@@ -101,6 +115,7 @@ impl Peers {
             client,
             secret: secret.into(),
             db,
+            news: Mutex::default(),
         }
     }
 }
@@ -131,19 +146,16 @@ impl Ownership {
     }
 
     /// Tells every node `topic` with `payload` (sent as `topic:node-id:payload`, so that a
-    /// node knows its own news).
+    /// node knows its own news). News told while earlier news is being published goes out
+    /// with the next statement, once however often it was told.
     pub fn tell(&self, topic: Topic, payload: String) {
         let Some(cluster) = self.cluster.as_ref() else {
             return;
         };
-        let db = cluster.peers.db.clone();
-        let node_id = cluster.node_id;
-        tokio::spawn(async move {
-            let payload = format!("{}:{node_id}:{payload}", topic.name());
-            if let Err(error) = cluster::notify(&db, NOTIFY_CHANNEL, &payload).await {
-                tracing::warn!(%error, topic = topic.name(), "the other nodes could not be told");
-            }
-        });
+        let payload = format!("{}:{}:{payload}", topic.name(), cluster.node_id);
+        if lock(&cluster.peers.news).add(payload) {
+            tokio::spawn(publish(Arc::clone(cluster)));
+        }
     }
 
     /// The database the leases are read from (a single node has none here).
@@ -228,5 +240,82 @@ impl Ownership {
             return Err(PeerError::Unreachable(format!("{status}: {answer}")));
         }
         Err(PeerError::NoOwner)
+    }
+}
+
+impl News {
+    /// Keeps `payload` to publish (once, however often it is told); answers whether a task
+    /// must start publishing.
+    fn add(&mut self, payload: String) -> bool {
+        if !self.waiting.contains(&payload) {
+            self.waiting.push(payload);
+        }
+        !std::mem::replace(&mut self.publishing, true)
+    }
+
+    /// What the publishing task sends next; `None`, and no task publishing any more, when
+    /// nothing waits.
+    fn next(&mut self) -> Option<Vec<String>> {
+        if self.waiting.is_empty() {
+            self.publishing = false;
+            return None;
+        }
+        Some(std::mem::take(&mut self.waiting))
+    }
+}
+
+/// Publishes what waits until nothing does; the one task doing so at a time.
+async fn publish(cluster: Arc<super::Clustered>) {
+    loop {
+        let Some(waiting) = lock(&cluster.peers.news).next() else {
+            return;
+        };
+        if let Err(error) = cluster::notify(&cluster.peers.db, NOTIFY_CHANNEL, &waiting).await {
+            tracing::warn!(%error, news = waiting.len(), "the other nodes could not be told");
+        }
+    }
+}
+
+fn lock(news: &Mutex<News>) -> std::sync::MutexGuard<'_, News> {
+    match news.lock() {
+        Ok(news) => news,
+        Err(poisoned) => poisoned.into_inner(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn news_told_while_publishing_goes_out_with_the_next_statement_once() {
+        let mut news = News::default();
+        assert!(
+            news.add("inbound:n:a".to_owned()),
+            "the first news starts a publisher"
+        );
+        assert!(
+            !news.add("inbound:n:b".to_owned()),
+            "one publisher at a time"
+        );
+        assert_eq!(
+            news.next(),
+            Some(vec!["inbound:n:a".to_owned(), "inbound:n:b".to_owned()])
+        );
+        assert!(!news.add("change:n:x".to_owned()));
+        assert!(!news.add("inbound:n:c".to_owned()));
+        assert!(
+            !news.add("change:n:x".to_owned()),
+            "told twice, published once"
+        );
+        assert_eq!(
+            news.next(),
+            Some(vec!["change:n:x".to_owned(), "inbound:n:c".to_owned()])
+        );
+        assert_eq!(news.next(), None, "nothing waits: the publisher ends");
+        assert!(
+            news.add("task:n:t".to_owned()),
+            "the next news starts one again"
+        );
     }
 }

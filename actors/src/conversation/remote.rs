@@ -8,6 +8,7 @@ use uuid::Uuid;
 use super::registry::Conversations;
 use super::{TurnError, TurnOrigin, TurnOutcome, TurnRequest};
 use crate::domain::Phone;
+use crate::outbound::Parcel;
 use crate::tree::RuntimeError;
 
 /// Where a turn asked of another node comes from (an API caller's turn is forwarded as its
@@ -62,6 +63,11 @@ pub enum RemoteAnswer {
         reply: String,
         /// Whether it is the fallback message.
         fallback: bool,
+        /// What the asking node hands its channel: the reply as the owner stored it, so that
+        /// the asker need not read it back (`None` when an earlier attempt stored it, or from
+        /// a node that does not send one: the asker then sends what the table holds).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        parcel: Option<Parcel>,
     },
     /// No reply: why, by kind (`identity_not_found`, `channel_not_found`, `no_assistant`,
     /// `human_mode`, `no_conversation`, `not_owner`, `refused`, `transient`).
@@ -134,6 +140,7 @@ impl From<Result<TurnOutcome, TurnError>> for RemoteAnswer {
                     message_id: outcome.message_id,
                     reply: outcome.reply,
                     fallback: outcome.fallback,
+                    parcel: outcome.parcel,
                 };
             }
             Err(error) => error,
@@ -163,6 +170,7 @@ impl From<RemoteAnswer> for Result<TurnOutcome, TurnError> {
                 message_id,
                 reply,
                 fallback,
+                parcel,
             } => Ok(TurnOutcome {
                 conversation_id,
                 message_id,
@@ -170,8 +178,8 @@ impl From<RemoteAnswer> for Result<TurnOutcome, TurnError> {
                 tool_calls: Vec::new(),
                 usage: crate::llm::Usage::default(),
                 fallback,
-                // Sent by what the table holds, here, where its channel is reached.
-                parcel: None,
+                // Sent here, where its channel is reached.
+                parcel,
             }),
             RemoteAnswer::Failed { kind, message } => Err(match kind.as_str() {
                 "identity_not_found" => TurnError::IdentityNotFound,
@@ -216,5 +224,57 @@ impl Conversations {
         let answer: RemoteAnswer = serde_json::from_value(answer)
             .map_err(|e| TurnError::Unavailable(RuntimeError::Unavailable(e.to_string())))?;
         answer.into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::whatsapp::{OutboundContent, Outgoing};
+
+    fn replied(parcel: Option<Parcel>) -> RemoteAnswer {
+        RemoteAnswer::Replied {
+            conversation_id: Uuid::from_u128(1),
+            message_id: Uuid::from_u128(2),
+            reply: "On its way.".to_owned(),
+            fallback: false,
+            parcel,
+        }
+    }
+
+    #[test]
+    fn the_owner_hands_its_replys_parcel_back_so_the_asker_need_not_read_it() {
+        let parcel = Parcel {
+            message_id: Uuid::from_u128(2),
+            channel_id: Uuid::from_u128(3),
+            outgoing: Outgoing {
+                to: "14155550100".to_owned(),
+                identity_id: Some(Uuid::from_u128(4)),
+                content: OutboundContent::Text {
+                    body: "On its way.".to_owned(),
+                    context: Some("wamid.A".to_owned()),
+                },
+            },
+        };
+        let wire = serde_json::to_value(replied(Some(parcel.clone()))).expect("json");
+        let back: RemoteAnswer = serde_json::from_value(wire).expect("an answer");
+        let outcome = Result::<TurnOutcome, TurnError>::from(back).expect("replied");
+        assert_eq!(outcome.parcel, Some(parcel));
+    }
+
+    #[test]
+    fn an_answer_without_a_parcel_is_sent_from_the_table() {
+        let wire = serde_json::to_value(replied(None)).expect("json");
+        assert!(wire.get("parcel").is_none(), "{wire}");
+        // As a node of the release before sends it.
+        let older = json!({"answer": "replied", "conversation_id": Uuid::from_u128(1),
+                           "message_id": Uuid::from_u128(2), "reply": "On its way.",
+                           "fallback": false});
+        let back: RemoteAnswer = serde_json::from_value(older).expect("an answer");
+        let outcome = Result::<TurnOutcome, TurnError>::from(back).expect("replied");
+        assert_eq!(outcome.parcel, None);
+        assert_eq!(outcome.message_id, Uuid::from_u128(2));
     }
 }

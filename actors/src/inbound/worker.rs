@@ -13,54 +13,11 @@ use parley_persistence::{clock, webhook_events};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use uuid::Uuid;
 
+pub use super::settings::InboundSettings;
 use super::{InboundDeps, Processed, process};
 use crate::cluster::{Ownership, Topic};
 use crate::tree::{ActorPath, RuntimeError, Slot, SupervisorKind};
 use crate::whatsapp::payload::{InboundMessage, Unreadable};
-
-/// How the worker paces itself; from configuration.
-#[derive(Clone, Debug)]
-pub struct InboundSettings {
-    /// Events answered at the same time. A turn mostly waits (for the model, for commits), so
-    /// the pipeline answers at most this many messages per turn's time: with the default 128
-    /// and a model taking 2 s, 64 a second.
-    pub concurrency: usize,
-    /// Events held in memory beyond those being answered; the rest wait in the database.
-    pub queue: usize,
-    /// First retry delay after a transient failure; doubles per attempt.
-    pub retry_base: Duration,
-    /// Longest retry delay.
-    pub retry_max: Duration,
-    /// How often the events table is swept for due retries and leftovers.
-    pub sweep_every: Duration,
-    /// Messages that opt the person out of campaign templates (compared ignoring case).
-    pub stop_words: Vec<String>,
-}
-
-impl Default for InboundSettings {
-    fn default() -> Self {
-        Self {
-            concurrency: 128,
-            queue: 1024,
-            retry_base: Duration::from_secs(2),
-            retry_max: Duration::from_secs(300),
-            sweep_every: Duration::from_secs(2),
-            stop_words: ["STOP", "UNSUBSCRIBE", "PARAR", "SAIR", "CANCELAR"]
-                .map(str::to_owned)
-                .to_vec(),
-        }
-    }
-}
-
-impl InboundSettings {
-    /// The wait before attempt `attempts + 1`.
-    fn backoff(&self, attempts: i32) -> Duration {
-        let doublings = u32::try_from(attempts.clamp(0, 30)).unwrap_or(30);
-        self.retry_base
-            .saturating_mul(2u32.saturating_pow(doublings))
-            .min(self.retry_max)
-    }
-}
 
 /// Behaviour of the inbound worker.
 pub(crate) struct InboundWorker;
@@ -109,6 +66,12 @@ pub(crate) struct InboundWorkerState {
     /// Whether a sweep asked for by [`InboundWorkerMsg::SweepNow`] is already on its way:
     /// news of many events stored elsewhere is read with one sweep.
     sweep_soon: bool,
+    /// Events another node stored for a channel of this one and told it of, until the next
+    /// sweep reads them: as fresh as the webhook's own, since only the channel's owner
+    /// answers an event and the node that stored it did not own the channel. (Should an
+    /// earlier attempt have stored the message after all, storing it again is refused by the
+    /// unique WhatsApp id, and the event's retry resumes that attempt.)
+    told_fresh: HashSet<Uuid>,
 }
 
 /// How long news of events stored elsewhere gathers before the sweep that reads them.
@@ -124,8 +87,9 @@ pub(crate) enum InboundWorkerMsg {
     Sweep,
     /// Read due events soon (a cluster node was told of events for its channels, or took
     /// partitions over), once for all the news of the next few milliseconds; the periodic
-    /// sweep goes on as it was.
-    SweepNow,
+    /// sweep goes on as it was. With the event another node has just stored, when told of
+    /// one.
+    SweepNow(Option<Uuid>),
     /// The sweep `SweepNow` asked for.
     SweepSoon,
     /// How many events are being answered (of one workspace, when given).
@@ -154,6 +118,7 @@ impl Actor for InboundWorker {
             known: HashSet::new(),
             behind: true,
             sweep_soon: false,
+            told_fresh: HashSet::new(),
         })
     }
 
@@ -193,11 +158,17 @@ impl Actor for InboundWorker {
                 start_ready(state, &myself);
                 myself.send_after(state.settings.sweep_every, || InboundWorkerMsg::Sweep);
             }
-            InboundWorkerMsg::SweepNow if !state.sweep_soon => {
-                state.sweep_soon = true;
-                myself.send_after(SWEEP_SOON, || InboundWorkerMsg::SweepSoon);
+            InboundWorkerMsg::SweepNow(told) => {
+                if let Some(id) = told
+                    && state.told_fresh.len() < state.settings.queue
+                {
+                    state.told_fresh.insert(id);
+                }
+                if !state.sweep_soon {
+                    state.sweep_soon = true;
+                    myself.send_after(SWEEP_SOON, || InboundWorkerMsg::SweepSoon);
+                }
             }
-            InboundWorkerMsg::SweepNow => {}
             InboundWorkerMsg::SweepSoon => {
                 state.sweep_soon = false;
                 sweep(state).await;
@@ -248,8 +219,12 @@ async fn sweep(state: &mut InboundWorkerState) {
         Ok(events) => {
             state.behind = events.len() as u64 >= limit;
             for event in events {
-                hold(state, event, false);
+                let fresh = state.told_fresh.remove(&event.id);
+                hold(state, event, fresh);
             }
+            // Told of but not read now (taken already, or beyond the queue's room): answered
+            // as any swept event when read later.
+            state.told_fresh.clear();
         }
         Err(error) => tracing::warn!(%error, "the events table could not be swept"),
     }
@@ -358,7 +333,8 @@ impl Inbound {
     /// owner is not told): the event is in the database and the worker reads it from there.
     pub fn dispatch(&self, event: webhook_event::Model) {
         if !self.ownership.owns(event.channel_id) {
-            self.ownership.tell_owner(Topic::Inbound, event.channel_id);
+            let news = format!("{}:{}", event.channel_id, event.id);
+            self.ownership.tell_owner(Topic::Inbound, news);
             return;
         }
         match self.worker.get() {
@@ -371,10 +347,11 @@ impl Inbound {
         }
     }
 
-    /// Reads the due events of the channels this node owns now.
-    pub fn sweep_now(&self) {
+    /// Reads the due events of the channels this node owns now; `told`: the event another
+    /// node has just stored, news of which brought this on.
+    pub fn sweep_now(&self, told: Option<Uuid>) {
         if let Ok(worker) = self.worker.get() {
-            let _ = worker.send_message(InboundWorkerMsg::SweepNow);
+            let _ = worker.send_message(InboundWorkerMsg::SweepNow(told));
         }
     }
 
@@ -395,22 +372,4 @@ fn sender_of(event: &webhook_event::Model, read: &Result<InboundMessage, Unreada
         .as_ref()
         .map_or_else(|_| event.id.to_string(), |m| m.from.to_string());
     (event.channel_id, from)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_retry_backoff_doubles_and_is_capped() {
-        let settings = InboundSettings {
-            retry_base: Duration::from_secs(1),
-            retry_max: Duration::from_secs(10),
-            ..InboundSettings::default()
-        };
-        assert_eq!(settings.backoff(0), Duration::from_secs(1));
-        assert_eq!(settings.backoff(2), Duration::from_secs(4));
-        assert_eq!(settings.backoff(10), Duration::from_secs(10));
-        assert_eq!(settings.backoff(i32::MAX), Duration::from_secs(10));
-    }
 }

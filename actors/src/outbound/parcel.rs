@@ -19,8 +19,10 @@ pub fn pending(outgoing: &Outgoing, text: String) -> NewMessage {
     message
 }
 
-/// A stored pending message and what goes on the wire, ready for its channel.
-#[derive(Clone, Debug, PartialEq)]
+/// A stored pending message and what goes on the wire, ready for its channel; crosses to
+/// another node as it is (a turn run at the identity's owner hands its reply's parcel back to
+/// the channel's).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Parcel {
     /// The stored message the channel claims before each attempt and records the answer on.
     pub message_id: Uuid,

@@ -230,8 +230,12 @@ impl Membership {
         let from_here = self.ownership.node_id().map(|id| id.to_string()).as_deref() == Some(from);
         let id = Uuid::parse_str(body).ok();
         match Topic::parse(topic) {
-            Some(Topic::Inbound) if id.is_some_and(|id| self.ownership.owns(id)) => {
-                runtime.inbound().sweep_now();
+            // `channel:event`: the event stored for the channel.
+            Some(Topic::Inbound) => {
+                let (channel, event) = body.split_once(':').unwrap_or((body, ""));
+                if Uuid::parse_str(channel).is_ok_and(|id| self.ownership.owns(id)) {
+                    runtime.inbound().sweep_now(Uuid::parse_str(event).ok());
+                }
             }
             Some(Topic::Flow) => {
                 // Created, moved, or a report moved one of its recipients: its actor starts
@@ -282,7 +286,7 @@ impl Membership {
             if let Err(error) = cluster::notify(
                 &self.db,
                 NOTIFY_CHANNEL,
-                &format!("{}:{node_id}:", Topic::Rebalance.name()),
+                &[format!("{}:{node_id}:", Topic::Rebalance.name())],
             )
             .await
             {
@@ -345,6 +349,6 @@ async fn apply(runtime: &ActorRuntime, ownership: &Ownership, moved: &Moved) {
             }
             Err(error) => tracing::warn!(%error, "the taken-over channels could not be read"),
         }
-        runtime.inbound().sweep_now();
+        runtime.inbound().sweep_now(None);
     }
 }

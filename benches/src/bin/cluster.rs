@@ -6,7 +6,10 @@
 //! - `failover [rounds]`: with the default heartbeat and lease, the time from `kill -9` of one of
 //!   two nodes to the survivor owning every partition;
 //! - `throughput [messages]`: webhooks round-robin over three nodes against one node, each
-//!   message answered at the fake Graph API (the coordination's cost), alternating 1 and 3.
+//!   message answered at the fake Graph API (the coordination's cost), alternating 1 and 3,
+//!   from new senders (whose identities the channel's owner creates in its own partitions)
+//!   and from returning ones (whose identities lie anywhere, so that most turns on three
+//!   nodes are forwarded to their identity's owner).
 //!
 //! Needs `PARLEY_BENCH_DATABASE_URL` (PostgreSQL) and `cargo build --release --bin parley`.
 //! Run: `cargo run --release -p parley-benches --bin cluster -- forward 300`
@@ -220,8 +223,24 @@ async fn throughput(server: &BenchServer, messages: usize) -> anyhow::Result<()>
             &json!({"name": "Live", "accessToken": "bench-token", "phoneNumberId": NUMBER, "businessId": "waba-1"}),
         )
         .await?;
+    // (nodes, senders): each sender group is new in the first phase that uses it and
+    // returning in the second. New senders' identities are created by the channel's owner;
+    // returning ones were created under the other count of nodes: those of a one-node phase
+    // lie in every partition, so on three nodes two thirds of their turns are forwarded.
+    let phases = [
+        (1, 0),
+        (3, 1),
+        (1, 1),
+        (3, 0),
+        (1, 2),
+        (3, 3),
+        (1, 3),
+        (3, 2),
+    ];
     let mut rates = Vec::new();
-    for (phase, count) in [1usize, 3, 1, 3].into_iter().enumerate() {
+    let mut seen = std::collections::HashSet::new();
+    for (phase, (count, senders)) in phases.into_iter().enumerate() {
+        let returning = !seen.insert(senders);
         let nodes: Vec<Node> = (0..count)
             .map(|_| start_node(server))
             .collect::<anyhow::Result<_>>()?;
@@ -230,8 +249,7 @@ async fn throughput(server: &BenchServer, messages: usize) -> anyhow::Result<()>
         let started = Instant::now();
         let posts = futures_util::stream::iter(0..messages).map(|i| {
             let node = &nodes[i % count];
-            // New senders in each phase (its own area code), like the first phase's.
-            let area = ["1415555", "1650555", "1408555", "1510555"][phase];
+            let area = ["1415555", "1650555", "1408555", "1510555"][senders];
             let from = format!("{area}{:04}", i % 10_000);
             let payload = text_message(
                 NUMBER,
@@ -255,24 +273,27 @@ async fn throughput(server: &BenchServer, messages: usize) -> anyhow::Result<()>
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         let rate = messages as f64 / started.elapsed().as_secs_f64();
+        let who = if returning { "returning" } else { "new" };
         println!(
-            "{count} node(s): {messages} messages answered in {} ({rate:.0} msg/s)",
+            "{count} node(s), {who} senders: {messages} messages answered in {} ({rate:.0} msg/s)",
             ms(started.elapsed())
         );
-        rates.push((count, rate));
+        rates.push((count, returning, rate));
         drop(nodes);
     }
-    let mean = |k: usize| {
+    let mean = |k: usize, returning: bool| {
         let of: Vec<f64> = rates
             .iter()
-            .filter(|(c, _)| *c == k)
-            .map(|(_, r)| *r)
+            .filter(|(c, r, _)| *c == k && *r == returning)
+            .map(|(_, _, rate)| *rate)
             .collect();
         of.iter().sum::<f64>() / of.len().max(1) as f64
     };
-    println!(
-        "cluster throughput, PostgreSQL: 3 nodes / 1 node = {:.2}x",
-        mean(3) / mean(1)
-    );
+    for (who, returning) in [("new", false), ("returning", true)] {
+        println!(
+            "cluster throughput, PostgreSQL, {who} senders: 3 nodes / 1 node = {:.2}x",
+            mean(3, returning) / mean(1, returning)
+        );
+    }
     Ok(())
 }

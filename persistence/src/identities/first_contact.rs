@@ -19,6 +19,8 @@ use crate::{Merged, Writes};
 /// another identity.
 #[derive(Clone, Debug)]
 pub struct NewPerson {
+    /// The new identity's id (a UUID v7; the caller may choose where it belongs on a cluster).
+    pub id: Uuid,
     /// The workspace.
     pub workspace_id: i64,
     /// The name the person gave, if any.
@@ -45,7 +47,7 @@ impl Merged for NewPerson {
                 .map(|person| {
                     let now = crate::clock::at_storage_precision(person.now);
                     identity::Model {
-                        id: Uuid::now_v7(),
+                        id: person.id,
                         workspace_id: person.workspace_id,
                         name: person.name.clone(),
                         external_id: None,
