@@ -135,6 +135,14 @@ fn owner_of<'a>(nodes: &'a [Node], answer: &[Value], id: uuid::Uuid) -> &'a Node
     nodes.iter().find(|n| n.url == url).expect("a node of ours")
 }
 
+/// Two nodes on `app`'s database with 3 s leases, once they share the partitions; with the
+/// nodes as the first says they are.
+async fn two_settled_nodes(app: &TestApp) -> ([Node; 2], Vec<Value>) {
+    let nodes = [start_node(app, 3), start_node(app, 3)];
+    let answer = wait_nodes(&nodes[0], Duration::from_secs(20), |n| settled(n, 2)).await;
+    (nodes, answer)
+}
+
 fn request(node: &Node, method: Method, path: &str, key: &str) -> reqwest::RequestBuilder {
     reqwest::Client::new()
         .request(method, format!("{}{path}", node.url))
@@ -148,8 +156,7 @@ async fn two_nodes_share_the_partitions_and_answer_every_message_once_wherever_i
     }
     let app = quiet_app().await;
     let channel = app.live_channel(NUMBER).await;
-    let nodes = [start_node(&app, 3), start_node(&app, 3)];
-    let answer = wait_nodes(&nodes[0], Duration::from_secs(20), |n| settled(n, 2)).await;
+    let (nodes, answer) = two_settled_nodes(&app).await;
     assert!(answer.iter().any(|n| n["this_node"] == true), "{answer:#?}");
 
     // Webhooks round-robin: each node stores what it receives; the channel's owner answers.
@@ -242,31 +249,6 @@ async fn two_nodes_share_the_partitions_and_answer_every_message_once_wherever_i
     );
 }
 
-/// The message rows of `identity`'s conversations on `channel`, oldest first, as the API
-/// reads them.
-async fn messages_of(app: &TestApp, identity: &str, channel: &str) -> Vec<Value> {
-    let listed = expect_status(
-        app.get(&format!(
-            "/conversations?identity_id={identity}&channel_id={channel}"
-        ))
-        .await,
-        200,
-    )
-    .await;
-    let mut messages = Vec::new();
-    for conversation in listed["data"].as_array().expect("conversations") {
-        let id = conversation["id"].as_str().expect("id");
-        let page = expect_status(
-            app.get(&format!("/conversations/{id}/messages?limit=100"))
-                .await,
-            200,
-        )
-        .await;
-        messages.extend(page["data"].as_array().expect("messages").iter().cloned());
-    }
-    messages
-}
-
 #[tokio::test]
 async fn a_sender_known_to_another_node_is_answered_there_and_a_new_sender_lives_with_the_channel()
 {
@@ -275,8 +257,7 @@ async fn a_sender_known_to_another_node_is_answered_there_and_a_new_sender_lives
     }
     let app = quiet_app().await;
     let channel = app.live_channel(NUMBER).await;
-    let nodes = [start_node(&app, 3), start_node(&app, 3)];
-    let answer = wait_nodes(&nodes[0], Duration::from_secs(20), |n| settled(n, 2)).await;
+    let (nodes, answer) = two_settled_nodes(&app).await;
     let channel_owner = owner_of(&nodes, &answer, channel.parse().expect("channel id"));
 
     // People the API created lie in any partition: keep those the channel's owner does not own.
@@ -328,7 +309,7 @@ async fn a_sender_known_to_another_node_is_answered_there_and_a_new_sender_lives
     for (_, id) in &elsewhere {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            let messages = messages_of(&app, &id.to_string(), &channel).await;
+            let messages = app.stored_message_rows(&id.to_string()).await;
             let statuses: Vec<&str> = messages
                 .iter()
                 .filter_map(|m| m["status"].as_str())
@@ -395,8 +376,7 @@ async fn a_key_revoked_or_a_stage_renamed_on_one_node_reaches_the_others() {
     let stage = app.stage("Lead").await;
     let ana = app.put_identity("crm-1", json!({"name": "Ana"})).await;
     app.set_stage("crm-1", "Lead").await;
-    let nodes = [start_node(&app, 3), start_node(&app, 3)];
-    let answer = wait_nodes(&nodes[0], Duration::from_secs(20), |n| settled(n, 2)).await;
+    let (nodes, answer) = two_settled_nodes(&app).await;
 
     // The identity's owner caches the workspace's stages with its first turn; the stage is
     // renamed through the other node, and the owner's next turn says the new name.
@@ -610,8 +590,8 @@ async fn a_killed_nodes_flow_is_taken_over_within_the_lease_and_nobody_is_sent_t
     }
     let app = quiet_app().await;
     let channel = app.live_channel(NUMBER).await;
-    let mut nodes = vec![start_node(&app, 3), start_node(&app, 3)];
-    let answer = wait_nodes(&nodes[0], Duration::from_secs(20), |n| settled(n, 2)).await;
+    let (nodes, answer) = two_settled_nodes(&app).await;
+    let mut nodes = Vec::from(nodes);
     let uid = flow_at(&app, &nodes[1], &channel, 150).await;
     let flow_id: uuid::Uuid = uid.parse().expect("uuid");
     // A task due every second runs through the kill too.

@@ -339,6 +339,20 @@ impl TestApp {
 
     /// Messages of the identity's conversations, oldest first, as `(role, content)`.
     pub async fn stored_messages(&self, identity: &str) -> Vec<(String, String)> {
+        self.stored_message_rows(identity)
+            .await
+            .iter()
+            .map(|m| {
+                (
+                    m["role"].as_str().expect("role").to_owned(),
+                    m["content"].as_str().expect("content").to_owned(),
+                )
+            })
+            .collect()
+    }
+
+    /// Messages of the identity's conversations, oldest first, as the API answers them.
+    pub async fn stored_message_rows(&self, identity: &str) -> Vec<Value> {
         let listed = expect_status(
             self.get(&format!("/conversations?identity_id={identity}"))
                 .await,
@@ -356,12 +370,7 @@ impl TestApp {
                 200,
             )
             .await;
-            for m in messages["data"].as_array().expect("array") {
-                all.push((
-                    m["role"].as_str().expect("role").to_owned(),
-                    m["content"].as_str().expect("content").to_owned(),
-                ));
-            }
+            all.extend(messages["data"].as_array().expect("array").iter().cloned());
         }
         all
     }
