@@ -168,11 +168,31 @@ pub async fn due(
     limit: u64,
     channels: Option<&[Uuid]>,
 ) -> Result<Vec<webhook_event::Model>> {
-    let mut query = webhook_event::Entity::find();
+    let mut query = due_at(now);
     if let Some(channels) = channels {
         query = query.filter(webhook_event::Column::ChannelId.is_in(channels.iter().copied()));
     }
-    Ok(query
+    Ok(query.limit(limit).all(db).await?)
+}
+
+/// Those of `ids` that are due as [`due`] reads them, oldest first.
+///
+/// # Errors
+/// Fails on a database error.
+pub async fn due_among(
+    db: &impl ConnectionTrait,
+    now: DateTime<Utc>,
+    ids: &[Uuid],
+) -> Result<Vec<webhook_event::Model>> {
+    Ok(due_at(now)
+        .filter(webhook_event::Column::Id.is_in(ids.iter().copied()))
+        .all(db)
+        .await?)
+}
+
+/// Pending events whose time has come at `now`, oldest first.
+fn due_at(now: DateTime<Utc>) -> sea_orm::Select<webhook_event::Entity> {
+    webhook_event::Entity::find()
         .filter(webhook_event::Column::Status.eq(EventStatus::Pending))
         .filter(
             Condition::any()
@@ -180,9 +200,6 @@ pub async fn due(
                 .add(webhook_event::Column::NextAttemptAt.lte(now)),
         )
         .order_by_asc(webhook_event::Column::Id)
-        .limit(limit)
-        .all(db)
-        .await?)
 }
 
 /// Leaves the event pending after a transient failure, to be tried again at `at`; keeps why.

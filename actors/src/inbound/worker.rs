@@ -13,6 +13,9 @@ use parley_persistence::{clock, webhook_events};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use uuid::Uuid;
 
+mod sweep;
+
+use self::sweep::{sweep, sweep_told};
 pub use super::settings::InboundSettings;
 use super::{InboundDeps, Processed, process};
 use crate::cluster::{Ownership, Topic};
@@ -66,11 +69,16 @@ pub(crate) struct InboundWorkerState {
     /// Whether a sweep asked for by [`InboundWorkerMsg::SweepNow`] is already on its way:
     /// news of many events stored elsewhere is read with one sweep.
     sweep_soon: bool,
-    /// Events another node stored for a channel of this one and told it of, until the next
-    /// sweep reads them: as fresh as the webhook's own, since only the channel's owner
-    /// answers an event and the node that stored it did not own the channel. (Should an
-    /// earlier attempt have stored the message after all, storing it again is refused by the
-    /// unique WhatsApp id, and the event's retry resumes that attempt.)
+    /// Whether that sweep reads every due event (partitions were taken over), not only those
+    /// told of.
+    sweep_all_soon: bool,
+    /// Events another node stored for a channel of this one and told it of, until a sweep
+    /// reads them: as fresh as the webhook's own, since only the channel's owner answers an
+    /// event and the node that stored it did not own the channel. (Should an earlier attempt
+    /// have stored the message after all, storing it again is refused by the unique WhatsApp
+    /// id, and the event's retry resumes that attempt.) The sweep news brings on reads only
+    /// these, by id: a full sweep would take events whose news is still on its way, as
+    /// retries.
     told_fresh: HashSet<Uuid>,
 }
 
@@ -118,6 +126,7 @@ impl Actor for InboundWorker {
             known: HashSet::new(),
             behind: true,
             sweep_soon: false,
+            sweep_all_soon: false,
             told_fresh: HashSet::new(),
         })
     }
@@ -159,10 +168,12 @@ impl Actor for InboundWorker {
                 myself.send_after(state.settings.sweep_every, || InboundWorkerMsg::Sweep);
             }
             InboundWorkerMsg::SweepNow(told) => {
-                if let Some(id) = told
-                    && state.told_fresh.len() < state.settings.queue
-                {
-                    state.told_fresh.insert(id);
+                match told {
+                    Some(id) if state.told_fresh.len() < state.settings.queue => {
+                        state.told_fresh.insert(id);
+                    }
+                    Some(_) => {}
+                    None => state.sweep_all_soon = true,
                 }
                 if !state.sweep_soon {
                     state.sweep_soon = true;
@@ -171,7 +182,11 @@ impl Actor for InboundWorker {
             }
             InboundWorkerMsg::SweepSoon => {
                 state.sweep_soon = false;
-                sweep(state).await;
+                if std::mem::take(&mut state.sweep_all_soon) {
+                    sweep(state).await;
+                } else {
+                    sweep_told(state).await;
+                }
                 start_ready(state, &myself);
             }
         }
@@ -197,50 +212,6 @@ fn hold(state: &mut InboundWorkerState, event: webhook_event::Model, fresh: Fres
         sender,
         fresh,
     });
-}
-
-/// Reads due events the worker does not hold yet, up to what the queue takes.
-async fn sweep(state: &mut InboundWorkerState) {
-    let room = state.settings.queue.saturating_sub(state.waiting.len());
-    if room == 0 {
-        state.behind = true;
-        return;
-    }
-    let limit = u64::try_from(room + state.known.len()).unwrap_or(u64::MAX);
-    let owned = match owned_channels(&state.deps).await {
-        Ok(owned) => owned,
-        Err(error) => {
-            tracing::warn!(%error, "the channels could not be read");
-            return;
-        }
-    };
-    let due = webhook_events::due(&state.deps.db, clock::now(), limit, owned.as_deref());
-    match due.await {
-        Ok(events) => {
-            state.behind = events.len() as u64 >= limit;
-            for event in events {
-                let fresh = state.told_fresh.remove(&event.id);
-                hold(state, event, fresh);
-            }
-            // Told of but not read now (taken already, or beyond the queue's room): answered
-            // as any swept event when read later.
-            state.told_fresh.clear();
-        }
-        Err(error) => tracing::warn!(%error, "the events table could not be swept"),
-    }
-}
-
-/// On a cluster, the channels this node owns (it answers their events); `None` on a single
-/// node, which answers every event.
-async fn owned_channels(
-    deps: &InboundDeps,
-) -> Result<Option<Vec<Uuid>>, parley_persistence::PersistenceError> {
-    let ownership = deps.conversations.ownership();
-    if !ownership.is_clustered() {
-        return Ok(None);
-    }
-    let ids = parley_persistence::channels::all_ids(&deps.db).await?;
-    Ok(Some(ownership.keep_owned(ids, |id| *id)))
 }
 
 /// Starts waiting events, oldest first, while there is capacity, skipping senders that have
