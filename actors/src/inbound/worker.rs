@@ -172,8 +172,8 @@ impl Actor for InboundWorker {
                     Some(id) if state.told_fresh.len() < state.settings.queue => {
                         state.told_fresh.insert(id);
                     }
-                    Some(_) => {}
-                    None => state.sweep_all_soon = true,
+                    // Too many told of to keep: the sweep reads everything due instead.
+                    Some(_) | None => state.sweep_all_soon = true,
                 }
                 if !state.sweep_soon {
                     state.sweep_soon = true;
