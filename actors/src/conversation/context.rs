@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use litemap::LiteMap;
 
 use parley_persistence::entities::{conversation, identity, memory_entry, message, stage};
-use parley_persistence::{ConnectionTrait, Result, identities, memory};
+use parley_persistence::{ConnectionTrait, Result, memory};
 use serde_json::{Value, json};
 
 use crate::changes::Change;
@@ -44,11 +44,12 @@ impl Context {
         workspace_id: i64,
         identity_id: uuid::Uuid,
     ) -> Result<Option<Self>> {
-        let Some(identity) = identities::find(db, workspace_id, identity_id).await? else {
+        let Some((identity, entries)) =
+            memory::identity_with_memory(db, workspace_id, identity_id).await?
+        else {
             return Ok(None);
         };
-        let memory = memory::list(db, identity_id)
-            .await?
+        let memory = entries
             .into_iter()
             .map(|entry| (entry.key.clone(), entry))
             .collect();
