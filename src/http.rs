@@ -13,8 +13,6 @@ pub(crate) use lookup::IdentityPaths;
 pub(crate) use webhooks::WebhookChannels;
 mod channels;
 mod chat;
-mod cluster;
-mod commands;
 mod console;
 mod conversations;
 mod envelope;
@@ -32,6 +30,7 @@ mod metrics;
 mod middleware;
 pub(crate) mod openapi;
 mod pagination;
+mod peer;
 mod sandbox;
 mod scheduled_tasks;
 mod send;
@@ -123,7 +122,7 @@ pub fn router(state: AppState) -> Router {
     let routes = routes
         .merge(openapi::routes(openapi::document(routed)))
         .merge(console::router())
-        .merge(cluster::router());
+        .merge(peer::router());
     with_middleware(routes, body_limit).with_state(state)
 }
 

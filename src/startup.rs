@@ -38,6 +38,8 @@ impl Application {
             .policy()
             .context("reading PARLEY_EGRESS_ALLOW (egress.allow)")?;
         parley_actors::domain::set_free_form_limit(settings.server.max_field_bytes);
+        // Before the database is opened (and migrated): a cluster this node cannot serve.
+        cluster::refuse_unservable(&settings)?;
         // Off the runtime, beside opening the database: the first number parsed would load it
         // on a runtime worker (see `Phone::load_metadata`).
         let phone_metadata =
@@ -59,8 +61,8 @@ impl Application {
         let listener = TcpListener::bind(bind)
             .await
             .with_context(|| format!("binding {bind}"))?;
-        let (ownership, membership) = cluster::join(&settings, &db, listener.local_addr()?).await?;
-        let deps = settings.runtime_deps(db.clone(), secrets.clone(), ownership);
+        let (placement, membership) = cluster::join(&settings, &db, listener.local_addr()?).await?;
+        let deps = settings.runtime_deps(db.clone(), secrets.clone(), placement);
         let actors = ActorRuntime::start(deps)
             .await
             .context("starting the actor runtime")?;

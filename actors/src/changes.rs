@@ -11,6 +11,8 @@
 //! | every ConversationActor of the workspace | kept history of a channel (its length is the assistant's) | [`Change::Channel`], [`Change::Assistants`] |
 //! | a ConversationActor | the recent messages of its conversations | [`Change::Messages`] |
 //! | the ChannelActor | its channel row and token | [`Change::Channel`] (restart), [`Change::ChannelDeleted`] (stop) |
+//! | the event routes (`events::Events`) | which endpoints take which events | [`Change::EventRoutes`] |
+//! | the front door's known keys | an API key | [`Change::KeyRevoked`] |
 //!
 //! What a ConversationActor caches stays with the conversation registry while the actor rests;
 //! the registry applies each change to it as the actor would (`Context::changed`).
@@ -18,8 +20,6 @@
 use std::sync::{Arc, RwLock};
 
 use uuid::Uuid;
-
-use crate::cluster::{Ownership, Topic};
 
 /// A change to something live actors may hold in memory.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -66,6 +66,12 @@ pub enum Change {
         /// When the first of them was stored.
         since: chrono::DateTime<chrono::Utc>,
     },
+    /// An event endpoint of the workspace was created, changed, disabled or deleted: the
+    /// routes of the workspace are read again.
+    EventRoutes {
+        /// The workspace.
+        workspace_id: i64,
+    },
     /// An API key was revoked: whoever remembers it forgets it.
     KeyRevoked {
         /// Its workspace.
@@ -84,6 +90,7 @@ impl Change {
             | Self::Channel { workspace_id, .. }
             | Self::ChannelDeleted { workspace_id, .. }
             | Self::Assistants { workspace_id }
+            | Self::EventRoutes { workspace_id }
             | Self::KeyRevoked { workspace_id, .. }
             | Self::Messages { workspace_id, .. } => *workspace_id,
         }
@@ -98,15 +105,36 @@ pub trait Listener: Send + Sync {
     fn changed(&self, change: &Change);
 }
 
+/// Where a change goes beyond this node's listeners: a cluster's other nodes (the placement
+/// publishes it), or nowhere on a single node.
+pub trait Beyond: Send + Sync {
+    /// Publishes `change` to the other nodes; must not wait.
+    fn publish(&self, change: &Change);
+}
+
+/// Nowhere beyond this node.
+struct Nowhere;
+
+impl Beyond for Nowhere {
+    fn publish(&self, _change: &Change) {}
+}
+
 /// Tells every [`Listener`] of a change; cheap to clone. The one place writes announce what
 /// they changed, so a writer never needs to know who caches what. On a cluster each change is
 /// also published to the other nodes (`pg_notify`), whose listeners hear it the same way.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Announcer {
     /// Written at start-up as listeners join, read for every change.
     listeners: Arc<RwLock<Vec<Arc<dyn Listener>>>>,
-    /// Publishes changes to the other nodes of a cluster.
-    ownership: Ownership,
+    /// Where changes go beyond this node.
+    beyond: Arc<dyn Beyond>,
+}
+
+impl Default for Announcer {
+    /// An announcer of one node, telling no one beyond it.
+    fn default() -> Self {
+        Self::new(Arc::new(Nowhere))
+    }
 }
 
 impl std::fmt::Debug for Announcer {
@@ -116,11 +144,11 @@ impl std::fmt::Debug for Announcer {
 }
 
 impl Announcer {
-    /// An announcer that also tells the other nodes of `ownership`'s cluster.
-    pub fn new(ownership: Ownership) -> Self {
+    /// An announcer that also publishes every change `beyond` this node.
+    pub fn new(beyond: Arc<dyn Beyond>) -> Self {
         Self {
             listeners: Arc::default(),
-            ownership,
+            beyond,
         }
     }
 
@@ -136,19 +164,7 @@ impl Announcer {
     /// call it once the write has committed.
     pub fn announce(&self, change: &Change) {
         self.tell_here(change);
-        if !self.ownership.is_clustered() {
-            return;
-        }
-        // Messages stored for an identity matter only to its owner's actor.
-        if let Change::Messages { identity_id, .. } = change
-            && self.ownership.owns(*identity_id)
-        {
-            return;
-        }
-        match serde_json::to_string(change) {
-            Ok(json) => self.ownership.tell(Topic::Change, json),
-            Err(error) => tracing::warn!(%error, "a change could not be published"),
-        }
+        self.beyond.publish(change);
     }
 
     /// Tells this node's listeners of a change made on another node.

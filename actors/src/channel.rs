@@ -8,6 +8,7 @@
 
 mod handle;
 mod limits;
+mod local;
 pub mod registry;
 pub mod remote;
 mod sandbox;
@@ -63,7 +64,7 @@ pub struct ChannelDeps {
     /// Events of what sends record (a message sent or failed).
     pub events: crate::events::Events,
     /// Which channels this node owns (all, on a single node); claims carry its fence.
-    pub ownership: crate::cluster::Ownership,
+    pub placement: crate::cluster::Placement,
 }
 
 /// Behaviour of a channel actor.
@@ -195,7 +196,7 @@ async fn send(
         },
         keep_when_unavailable: request.keep_when_unavailable,
         channel_retries: request.channel_retries,
-        ownership: state.deps.ownership.clone(),
+        placement: state.deps.placement.clone(),
     };
     let token = match admit(state, &request.outgoing).await {
         Ok(token) => token,

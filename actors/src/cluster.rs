@@ -1,305 +1,361 @@
-//! Who owns what when several nodes share one PostgreSQL database (DESIGN §2 "Cluster").
+//! Placement: where work runs when several nodes share one PostgreSQL database (DESIGN §2
+//! "Cluster", "Placement in one home"). This module alone decides it.
 //!
 //! Everything owned (an identity's conversation actor, a channel's actor, a flow, a scheduled
 //! task, an event endpoint's lane) has a partition: FNV-1a 64 of its UUID's 16 bytes, modulo
-//! the partition count. [`Ownership`] is this node's view of the partitions it holds (kept by
-//! the membership loop in `runtime/cluster.rs`): registries, sweeps and start-up work ask it
-//! before they touch something, and claims carry its [`Fence`] so that a node that lost a
-//! lease cannot commit one. On a single node (the default, and always on SQLite) it owns
-//! everything and fences nothing. It also reaches the owner of something held elsewhere
-//! (`peers.rs`).
+//! the partition count. Three parts:
+//!
+//! - [`PartitionTable`] (`table.rs`): which partitions this node holds and where the others'
+//!   owners are reached; pure, kept by the membership loop (`runtime/cluster.rs`).
+//! - the peer client (`peers.rs`): a [`Call`] run on the node that owns its id, through the
+//!   one peer route, with the only retry after `not_owner`.
+//! - [`News`] (`news.rs`): what one node tells the others, typed, encoded and decoded once.
+//!
+//! [`Placement`] holds the three. A registry handle asks it to run a call ([`Placement::call`],
+//! [`Placement::stream`]) or to pass something on ([`Placement::notify`]), giving the local
+//! part and the call that reaches the owner: the placement picks. Registries and sweeps read
+//! the table to keep only what this node owns, and claims carry its [`Fence`]. On a single
+//! node (the default, and always on SQLite) the table owns everything and fences nothing, and
+//! every choice is a branch.
 
+mod news;
 mod peers;
+mod table;
 
 use std::collections::HashSet;
-use std::hash::Hasher;
 use std::sync::{Arc, RwLock};
 
-use parley_persistence::DatabaseConnection;
-pub use parley_persistence::cluster::Fence;
+use parley_persistence::{DatabaseConnection, PersistenceError, cluster};
+use tokio::sync::mpsc;
 use uuid::Uuid;
 
+pub use self::news::{NOTIFY_CHANNEL, News, Told};
 pub use self::peers::{
-    FORWARDED_HEADER, NOT_OWNER, NOT_OWNER_HEADER, NOTIFY_CHANNEL, PeerError, Topic,
+    Call, NOT_OWNER, NOT_OWNER_HEADER, PEER_ROUTE, PEER_SECRET_HEADER, PeerError, StreamLine,
+    StreamedCall,
 };
+pub use self::table::{Fence, PartitionTable, partition_of};
+use crate::changes::{Beyond, Change};
 
-/// The partition of `id` among `count`: FNV-1a 64 of its bytes as printed, modulo `count`.
-pub fn partition_of(id: Uuid, count: u32) -> i32 {
-    let mut hasher = fnv::FnvHasher::default();
-    hasher.write(id.as_bytes());
-    let partition = hasher.finish() % u64::from(count.max(1));
-    i32::try_from(partition).unwrap_or(0)
-}
-
-/// How many ids [`Ownership::new_owned_id`] draws at most: with a third of the partitions,
-/// none of 256 lands in them once in 10^45.
-const OWNED_ID_DRAWS: usize = 256;
-
-/// This node's view of what it owns; cheap to clone.
-#[derive(Clone, Debug, Default)]
-pub struct Ownership {
-    /// `None` on a single node, which owns everything.
-    cluster: Option<Arc<Clustered>>,
+/// Where work runs; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Placement {
+    inner: Arc<Inner>,
 }
 
 #[derive(Debug)]
+struct Inner {
+    table: RwLock<PartitionTable>,
+    /// `None` on a single node.
+    cluster: Option<Clustered>,
+}
+
+/// What a cluster member has beyond its table.
+#[derive(Debug)]
 struct Clustered {
-    node_id: Uuid,
-    table: RwLock<Table>,
+    /// The leases and the owners' URLs are read from it.
+    db: DatabaseConnection,
     peers: peers::Peers,
+    news: Arc<news::Publisher>,
 }
 
-/// The partitions held and where the others are reached.
-#[derive(Debug, Default)]
-struct Table {
-    /// The partition count, fixed at the cluster's first start (0 until read).
-    count: u32,
-    /// The epoch of each partition this node holds.
-    epochs: Vec<Option<i64>>,
-    /// The advertised URL of each partition's owner, as last read.
-    owners: Vec<Option<String>>,
+/// A streamed call's answer on the owner: one JSON line per piece, then the answer's.
+pub type LineStream = std::pin::Pin<Box<dyn futures_util::Stream<Item = String> + Send>>;
+
+fn line<T: serde::Serialize>(value: &T) -> String {
+    let mut line = serde_json::to_string(value).unwrap_or_default();
+    line.push('\n');
+    line
 }
 
-impl Ownership {
-    /// A single node: owns everything, fences nothing.
+/// Why the owner did not answer a call sent to this node: it does not own the id (any more).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NotOwnerHere;
+
+impl Placement {
+    /// A single node: owns everything, fences nothing, tells no one.
     pub fn single() -> Self {
-        Self::default()
+        Self {
+            inner: Arc::new(Inner {
+                table: RwLock::new(PartitionTable::single()),
+                cluster: None,
+            }),
+        }
     }
 
     /// A cluster member called `node_id`, owning nothing until its first heartbeat; it
     /// reaches the other nodes with `secret` and reads the leases from `db`.
     pub fn clustered(node_id: Uuid, secret: &str, db: DatabaseConnection) -> Self {
         Self {
-            cluster: Some(Arc::new(Clustered {
-                node_id,
-                table: RwLock::new(Table::default()),
-                peers: peers::Peers::new(secret, db),
-            })),
+            inner: Arc::new(Inner {
+                table: RwLock::new(PartitionTable::member(node_id)),
+                cluster: Some(Clustered {
+                    peers: peers::Peers::new(secret),
+                    news: Arc::new(news::Publisher::new(node_id, db.clone())),
+                    db,
+                }),
+            }),
         }
     }
 
-    /// Whether this node shares the database with others.
-    pub fn is_clustered(&self) -> bool {
-        self.cluster.is_some()
+    fn read<T>(&self, f: impl FnOnce(&PartitionTable) -> T) -> T {
+        match self.inner.table.read() {
+            Ok(table) => f(&table),
+            Err(poisoned) => f(&poisoned.into_inner()),
+        }
     }
 
-    /// This node's id in the cluster.
-    pub fn node_id(&self) -> Option<Uuid> {
-        self.cluster.as_ref().map(|c| c.node_id)
+    fn write(&self, f: impl FnOnce(&mut PartitionTable)) {
+        match self.inner.table.write() {
+            Ok(mut table) => f(&mut table),
+            Err(poisoned) => f(&mut poisoned.into_inner()),
+        }
     }
 
-    fn read<T>(&self, f: impl FnOnce(&Table) -> T) -> Option<T> {
-        let cluster = self.cluster.as_ref()?;
-        let table = match cluster.table.read() {
-            Ok(table) => table,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        Some(f(&table))
+    // --- Choosing where work runs -----------------------------------------------------------
+
+    /// Runs `call` where it belongs: `here` (this node's part) when this node owns the call's
+    /// id, or on its owner through the peer route. A `here` that finds the id moved between
+    /// the check and the work (a rebalance) is followed by the owner's answer.
+    pub async fn call<C: Call>(
+        &self,
+        call: &C,
+        here: impl Future<Output = C::Answer>,
+    ) -> C::Answer {
+        if self.owns(call.owner_key()) {
+            let answer = here.await;
+            if !C::is_not_owner(&answer) {
+                return answer;
+            }
+        }
+        self.at_owner(call).await
     }
 
-    /// How many partitions the cluster has (0 on a single node).
-    pub fn partition_count(&self) -> u32 {
-        self.read(|t| t.count).unwrap_or(0)
+    /// As [`Placement::call`], for a call whose pieces `sink` hears as they come, wherever it
+    /// runs (`here` is given the same sink).
+    pub async fn stream<C: StreamedCall>(
+        &self,
+        call: &C,
+        sink: &mpsc::Sender<C::Line>,
+        here: impl Future<Output = C::Answer>,
+    ) -> C::Answer {
+        if self.owns(call.owner_key()) {
+            let answer = here.await;
+            if !C::is_not_owner(&answer) {
+                return answer;
+            }
+        }
+        self.streamed_at_owner(call, sink).await
     }
 
-    /// The partition of `id` (`None` on a single node).
-    pub fn partition(&self, id: Uuid) -> Option<i32> {
-        self.read(|t| partition_of(id, t.count))
+    /// Runs `here` when this node owns `id`; otherwise tells the others `news` (its owner
+    /// acts on it). For what needs no answer: a flow or task that changed, an event to read.
+    pub fn notify(&self, id: Uuid, here: impl FnOnce(), news: impl FnOnce() -> News) {
+        if self.owns(id) {
+            here();
+        } else {
+            self.tell(news());
+        }
     }
+
+    /// Runs `here` when this node owns `id`; nothing otherwise (its owner does it).
+    pub fn only_here(&self, id: Uuid, here: impl FnOnce()) {
+        if self.owns(id) {
+            here();
+        }
+    }
+
+    /// On the owner, the answer to a call another node sent: `here` when this node owns the
+    /// call's id (still, after `here` ran), [`NotOwnerHere`] otherwise, so that the caller
+    /// reads the leases again and asks the new owner.
+    ///
+    /// # Errors
+    /// [`NotOwnerHere`] (see above).
+    pub async fn serve<C: Call>(
+        &self,
+        call: &C,
+        here: impl Future<Output = C::Answer>,
+    ) -> Result<C::Wire, NotOwnerHere> {
+        if !self.owns(call.owner_key()) {
+            return Err(NotOwnerHere);
+        }
+        let answer = here.await;
+        if C::is_not_owner(&answer) {
+            return Err(NotOwnerHere);
+        }
+        Ok(C::into_wire(answer))
+    }
+
+    /// On the owner, a streamed call another node sent: `here` runs in a task of its own (a
+    /// caller that goes away does not stop it) and is given the sink of its pieces; the answer
+    /// is one JSON line per piece, then the last line with the answer. [`NotOwnerHere`] when
+    /// this node does not own the call's id.
+    ///
+    /// # Errors
+    /// [`NotOwnerHere`] (see above).
+    pub fn serve_streamed<C, F>(
+        &self,
+        call: &C,
+        here: impl FnOnce(mpsc::Sender<C::Line>) -> F,
+    ) -> Result<LineStream, NotOwnerHere>
+    where
+        C: StreamedCall,
+        C::Answer: 'static,
+        C::Wire: 'static,
+        F: Future<Output = C::Answer> + Send + 'static,
+    {
+        if !self.owns(call.owner_key()) {
+            return Err(NotOwnerHere);
+        }
+        let (sink, pieces) = mpsc::channel::<C::Line>(256);
+        let task = tokio::spawn(here(sink));
+        let relay = futures_util::stream::unfold(Some((pieces, task)), |relay| async move {
+            let (mut pieces, task) = relay?;
+            if let Some(piece) = pieces.recv().await {
+                let line = line(&StreamLine::<C::Line, C::Wire>::Line(piece));
+                return Some((line, Some((pieces, task))));
+            }
+            let answer = match task.await {
+                Ok(answer) => C::into_wire(answer),
+                Err(error) => {
+                    C::into_wire(C::unreachable(PeerError::Unreachable(error.to_string())))
+                }
+            };
+            Some((line(&StreamLine::<C::Line, C::Wire>::End(answer)), None))
+        });
+        Ok(Box::pin(relay))
+    }
+
+    /// Whether `given` is the cluster's shared secret (never, on a single node).
+    pub fn is_peer_secret(&self, given: &[u8]) -> bool {
+        self.inner
+            .cluster
+            .as_ref()
+            .is_some_and(|c| c.peers.accepts(given))
+    }
+
+    // --- The table, for registries, sweeps and claims ---------------------------------------
 
     /// Whether this node owns `id` (always, on a single node).
     pub fn owns(&self, id: Uuid) -> bool {
-        self.read(|t| t.epoch_of(id).is_some()).unwrap_or(true)
+        self.read(|t| t.owns(id))
     }
 
-    /// A new UUID v7 for something this node should own (a new WhatsApp sender's identity,
-    /// met by the node that owns their channel): on a cluster, drawn again until its
-    /// partition is one this node holds, a few draws with a fair share; any, on a single node
-    /// or when this node holds nothing.
-    pub fn new_owned_id(&self) -> Uuid {
-        let mut id = Uuid::now_v7();
-        self.read(|t| {
-            for _ in 0..OWNED_ID_DRAWS {
-                if t.epoch_of(id).is_some() {
-                    break;
-                }
-                id = Uuid::now_v7();
-            }
-        });
-        id
-    }
-
-    /// The fence a claim of `id` carries: `None` on a single node; on a cluster, the lease
-    /// this node holds for its partition (one that can never match when it holds none).
+    /// The fence a claim of `id` carries (`None` on a single node).
     pub fn fence(&self, id: Uuid) -> Option<Fence> {
-        let cluster = self.cluster.as_ref()?;
-        self.read(|t| Fence {
-            partition: partition_of(id, t.count),
-            node_id: cluster.node_id,
-            epoch: t.epoch_of(id).unwrap_or(-1),
-        })
+        self.read(|t| t.fence(id))
     }
 
-    /// The URL of the node that owns `id`, as last read (`None` when unknown or here).
-    pub fn owner_url(&self, id: Uuid) -> Option<String> {
-        self.read(|t| {
-            let partition = usize::try_from(partition_of(id, t.count)).ok()?;
-            t.owners.get(partition).cloned().flatten()
-        })
-        .flatten()
+    /// A new UUID v7 in a partition this node holds (see [`PartitionTable::new_owned_id`]).
+    pub fn new_owned_id(&self) -> Uuid {
+        self.read(PartitionTable::new_owned_id)
     }
 
-    /// Keeps of `ids` those this node owns.
+    /// Keeps of `items` those this node owns.
     pub fn keep_owned<T>(&self, items: Vec<T>, id: impl Fn(&T) -> Uuid) -> Vec<T> {
-        if self.cluster.is_none() {
+        if !self.is_clustered() {
             return items;
         }
-        items
-            .into_iter()
-            .filter(|item| self.owns(id(item)))
-            .collect()
+        self.read(|t| items.into_iter().filter(|item| t.owns(id(item))).collect())
     }
 
     /// Of `partitions`, whether `id` falls in one (always true on a single node).
     pub fn in_partitions(&self, id: Uuid, partitions: &HashSet<i32>) -> bool {
-        self.read(|t| partitions.contains(&partition_of(id, t.count)))
-            .unwrap_or(true)
+        self.read(|t| t.in_partitions(id, partitions))
+    }
+
+    /// Whether this node shares the database with others.
+    pub fn is_clustered(&self) -> bool {
+        self.inner.cluster.is_some()
+    }
+
+    /// This node's id in the cluster (`None` on a single node).
+    pub fn node_id(&self) -> Option<Uuid> {
+        self.read(PartitionTable::node_id)
+    }
+
+    // --- Kept by the membership loop --------------------------------------------------------
+
+    /// How many partitions the cluster has (0 on a single node).
+    pub fn partition_count(&self) -> u32 {
+        self.read(PartitionTable::count)
     }
 
     /// The partitions held now, with their epochs.
     pub fn held(&self) -> Vec<(i32, i64)> {
-        self.read(|t| {
-            t.epochs
-                .iter()
-                .enumerate()
-                .filter_map(|(p, e)| Some((i32::try_from(p).ok()?, (*e)?)))
-                .collect()
-        })
-        .unwrap_or_default()
+        self.read(PartitionTable::held)
     }
 
     /// Sets the partition count (once read from the database).
     pub fn set_count(&self, count: u32) {
-        self.write(|t| {
-            t.count = count;
-            t.epochs = vec![None; count as usize];
-            t.owners = vec![None; count as usize];
-        });
+        self.write(|t| t.set_count(count));
     }
 
     /// Records the partitions held now, with their epochs.
     pub fn set_held(&self, held: &[(i32, i64)]) {
-        self.write(|t| {
-            t.epochs.iter_mut().for_each(|e| *e = None);
-            for &(partition, epoch) in held {
-                if let Some(slot) = usize::try_from(partition)
-                    .ok()
-                    .and_then(|p| t.epochs.get_mut(p))
-                {
-                    *slot = Some(epoch);
-                }
-            }
-        });
+        self.write(|t| t.set_held(held));
     }
 
-    /// Records where each partition's owner is reached.
-    pub fn set_owners(&self, owners: &[(i32, String)]) {
-        self.write(|t| {
-            t.owners.iter_mut().for_each(|o| *o = None);
-            for (partition, url) in owners {
-                if let Some(slot) = usize::try_from(*partition)
-                    .ok()
-                    .and_then(|p| t.owners.get_mut(p))
-                {
-                    *slot = Some(url.clone());
-                }
+    /// Reads where every partition's owner is reached again.
+    pub async fn refresh_owners(&self) {
+        let Some(cluster) = self.inner.cluster.as_ref() else {
+            return;
+        };
+        match cluster::owners(&cluster.db).await {
+            Ok(owners) => {
+                let owners: Vec<(i32, String)> = owners
+                    .into_iter()
+                    .map(|o| (o.partition, o.advertise_url))
+                    .collect();
+                self.write(|t| t.set_owners(&owners));
             }
-        });
-    }
-
-    fn write(&self, f: impl FnOnce(&mut Table)) {
-        if let Some(cluster) = &self.cluster {
-            let mut table = match cluster.table.write() {
-                Ok(table) => table,
-                Err(poisoned) => poisoned.into_inner(),
-            };
-            f(&mut table);
+            Err(error) => tracing::warn!(%error, "the partitions' owners could not be read"),
         }
+    }
+
+    // --- News -------------------------------------------------------------------------------
+
+    /// Tells every other node `news` (in the background; nothing waits for it). Nothing, on a
+    /// single node.
+    pub fn tell(&self, news: News) {
+        if let Some(cluster) = self.inner.cluster.as_ref() {
+            cluster.news.tell(news);
+        }
+    }
+
+    /// Tells every other node `news` now, waiting for it to be published (a node leaving).
+    ///
+    /// # Errors
+    /// The database's.
+    pub async fn tell_now(&self, news: News) -> Result<(), PersistenceError> {
+        match self.inner.cluster.as_ref() {
+            Some(cluster) => cluster.news.tell_now(news).await,
+            None => Ok(()),
+        }
+    }
+
+    /// The news another node told (`None` for this node's own, or news this release cannot
+    /// read).
+    pub fn heard(&self, payload: &str) -> Option<News> {
+        let told = Told::decode(payload)?;
+        (Some(told.from) != self.node_id()).then_some(told.news)
     }
 }
 
-impl Table {
-    fn epoch_of(&self, id: Uuid) -> Option<i64> {
-        let partition = usize::try_from(partition_of(id, self.count)).ok()?;
-        self.epochs.get(partition).copied().flatten()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn partitions_are_fnv1a_of_the_uuid_bytes_modulo_the_count() {
-        // FNV-1a 64 of sixteen zero bytes, worked by hand from its definition.
-        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-        for _ in 0..16 {
-            hash ^= 0;
-            hash = hash.wrapping_mul(0x0100_0000_01b3);
+impl Beyond for Placement {
+    /// Publishes `change` to the other nodes, whose listeners hear it as this node's did;
+    /// messages stored for an identity owned here matter only to its actor here.
+    fn publish(&self, change: &Change) {
+        if !self.is_clustered() {
+            return;
         }
-        let expected = i32::try_from(hash % 64).expect("below 64");
-        assert_eq!(partition_of(Uuid::nil(), 64), expected);
-        let id = Uuid::now_v7();
-        assert!((0..64).contains(&partition_of(id, 64)));
-        assert_eq!(partition_of(id, 1), 0);
-    }
-
-    #[test]
-    fn a_single_node_owns_everything_and_fences_nothing() {
-        let single = Ownership::single();
-        let id = Uuid::now_v7();
-        assert!(single.owns(id));
-        assert_eq!(single.fence(id), None);
-    }
-
-    #[test]
-    fn a_cluster_member_owns_only_the_partitions_it_holds() {
-        crate::llm::install_crypto_provider();
-        let node = Uuid::now_v7();
-        let db = parley_persistence::DatabaseConnection::default();
-        let ownership = Ownership::clustered(node, "secret", db);
-        ownership.set_count(4);
-        let id = Uuid::now_v7();
-        let partition = partition_of(id, 4);
-        assert!(!ownership.owns(id));
-        assert_eq!(ownership.fence(id).map(|f| f.epoch), Some(-1));
-        ownership.set_held(&[(partition, 7)]);
-        assert!(ownership.owns(id));
-        assert_eq!(
-            ownership.fence(id),
-            Some(Fence {
-                partition,
-                node_id: node,
-                epoch: 7
-            })
-        );
-    }
-
-    #[test]
-    fn an_id_drawn_to_be_owned_here_lands_in_a_partition_held_here() {
-        crate::llm::install_crypto_provider();
-        let db = parley_persistence::DatabaseConnection::default();
-        let ownership = Ownership::clustered(Uuid::now_v7(), "secret", db);
-        ownership.set_count(16);
-        ownership.set_held(&[(3, 1), (11, 1)]);
-        for _ in 0..200 {
-            let id = ownership.new_owned_id();
-            assert!(ownership.owns(id), "{id} in {}", partition_of(id, 16));
-            assert_eq!(id.get_version_num(), 7);
+        if let Change::Messages { identity_id, .. } = change
+            && self.owns(*identity_id)
+        {
+            return;
         }
-        // Holding nothing (draining), it still answers a new id.
-        ownership.set_held(&[]);
-        assert_eq!(ownership.new_owned_id().get_version_num(), 7);
-        assert_eq!(Ownership::single().new_owned_id().get_version_num(), 7);
+        self.tell(News::Change {
+            change: change.clone(),
+        });
     }
 }

@@ -7,11 +7,15 @@
 //! the idle timeout, and spawns it again with that cache on the next message.
 
 mod context;
+mod deps;
+mod handle;
 mod handoff;
 mod history;
-pub mod registry;
+mod local;
+pub(crate) mod registry;
 pub mod remote;
 mod request;
+mod resting;
 mod route;
 mod shared;
 mod tools;
@@ -20,84 +24,23 @@ mod turn;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parley_persistence::{DatabaseConnection, GroupCommit};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use uuid::Uuid;
 
 use self::context::Context;
+pub use self::deps::{ConversationDeps, ConversationSettings};
+pub use self::handle::Conversations;
 pub use self::handoff::ModeChange;
 use self::registry::RegistryMsg;
 pub use self::request::{
     ToolCallRecord, TurnError, TurnEvent, TurnOrigin, TurnOutcome, TurnRequest,
 };
+pub use self::resting::{Announced, AnnouncedSoFar};
 use self::route::Routed;
 use self::shared::Shared;
 pub use self::tools::BUILTIN_TOOLS;
 use crate::changes::Change;
-use crate::llm::LlmClient;
-use crate::mcp::McpHub;
 use crate::tree::ActorPath;
-
-/// How conversations behave; from configuration.
-#[derive(Clone, Debug)]
-pub struct ConversationSettings {
-    /// After this long without messages the next message starts a new conversation.
-    pub idle_after: chrono::Duration,
-    /// A conversation actor with no turn for this long rests: it stops and leaves what it
-    /// cached about its identity with the registry. At most `actor_idle`.
-    pub actor_rest: Duration,
-    /// Live conversation actors that may wait the whole `actor_rest`: an actor started while
-    /// this many or more are live rests after `busy_rest` instead. A busy server then holds
-    /// an actor (about 10 KiB of task and mailboxes) only for the people writing this second,
-    /// and a quiet one keeps a few thousand warm.
-    pub warm_actors: usize,
-    /// The rest of an actor started while `warm_actors` or more are live. At most `actor_rest`.
-    pub busy_rest: Duration,
-    /// An identity with no turn for this long is forgotten: its cache is dropped, and its next
-    /// turn reads it again.
-    pub actor_idle: Duration,
-    /// Most model calls with tool use in one turn before it must answer in words.
-    pub max_tool_rounds: u32,
-    /// Longest an API caller waits for a turn.
-    pub turn_timeout: Duration,
-    /// How often conversations handed to a person are looked at for their automatic return.
-    pub handoff_sweep: Duration,
-}
-
-impl ConversationSettings {
-    /// The rest of an actor starting while `live` others are: the whole rest while fewer than
-    /// `warm_actors` are live, the busy rest beyond. At most `warm_actors` actors are ever
-    /// waiting the whole rest, since each started below that count.
-    pub(crate) fn rest_when(&self, live: usize) -> Duration {
-        if live < self.warm_actors {
-            self.actor_rest
-        } else {
-            self.busy_rest.min(self.actor_rest)
-        }
-    }
-}
-
-/// What the conversation actors need.
-#[derive(Clone, Debug)]
-pub struct ConversationDeps {
-    /// Connection pool.
-    pub db: DatabaseConnection,
-    /// The database's writer: the turn's messages are committed with other writes.
-    pub writer: GroupCommit,
-    /// The language model.
-    pub llm: LlmClient,
-    /// The MCP servers' client.
-    pub mcp: Arc<McpHub>,
-    /// Behaviour settings.
-    pub settings: ConversationSettings,
-    /// How many changes the conversation registry has applied that a new identity's cache
-    /// could miss, kept across its restarts ([`registry::Announced`]).
-    pub announced: Arc<registry::Announced>,
-    /// Events of what turns and handoffs write (a message received, a handoff).
-    pub events: crate::events::Events,
-    /// Which identities (and everything else) this node owns: all, on a single node.
-    pub ownership: crate::cluster::Ownership,
-}
 
 /// Identifies a conversation actor: workspace and identity.
 pub type ConversationKey = (i64, Uuid);

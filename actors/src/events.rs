@@ -27,6 +27,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use self::delivery::DeliveryMsg;
+use crate::changes::{Change, Listener};
 use crate::tree::{Slot, SupervisorKind};
 
 /// Which endpoints take which events, and how to wake the delivery actor; cheap to clone.
@@ -70,6 +71,36 @@ impl Default for Events {
                 waking: AtomicBool::new(false),
             }),
         }
+    }
+}
+
+/// Reads a workspace's routes again when its endpoints changed, on this node or another
+/// ([`Change::EventRoutes`]): no fact written afterwards is written for an endpoint that no
+/// longer takes it.
+#[derive(Debug)]
+pub struct RoutesListener {
+    events: Events,
+    db: parley_persistence::DatabaseConnection,
+}
+
+impl RoutesListener {
+    /// A listener keeping `events` as `db` says.
+    pub fn new(events: Events, db: parley_persistence::DatabaseConnection) -> Self {
+        Self { events, db }
+    }
+}
+
+impl Listener for RoutesListener {
+    fn changed(&self, change: &Change) {
+        let Change::EventRoutes { workspace_id } = *change else {
+            return;
+        };
+        let (events, db) = (self.events.clone(), self.db.clone());
+        tokio::spawn(async move {
+            if let Err(error) = events.reload(&db, Some(workspace_id)).await {
+                tracing::warn!(%error, workspace_id, "event routes not read again");
+            }
+        });
     }
 }
 

@@ -10,6 +10,7 @@
 //! - `run`: the runner a flow's actor owns, and `send`: one recipient's send.
 
 mod actor;
+mod commands;
 mod config;
 mod handle;
 pub mod params;
@@ -27,6 +28,7 @@ use parley_persistence::{
 use serde_json::json;
 use uuid::Uuid;
 
+pub use self::commands::FlowMoveError;
 pub use self::config::FlowConfig;
 pub(crate) use self::handle::FlowRegistryMsg;
 pub use self::handle::Flows;
@@ -100,7 +102,7 @@ pub struct FlowDeps {
     /// by a stop, and its message says what became of it.
     pub started_at: chrono::DateTime<chrono::Utc>,
     /// Which flows this node owns; each recipient's claim carries its fence.
-    pub ownership: crate::cluster::Ownership,
+    pub placement: crate::cluster::Placement,
 }
 
 /// Moves the flow recipient whose message `report` names to the report's status, when that is

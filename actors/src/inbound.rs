@@ -19,7 +19,7 @@ use parley_persistence::identities::ContactLookups;
 use parley_persistence::{DatabaseConnection, GroupCommit};
 
 use crate::channel::SendError;
-use crate::conversation::registry::Conversations;
+use crate::conversation::Conversations;
 use crate::conversation::{TurnError, TurnOrigin, TurnOutcome, TurnRequest};
 use crate::outbound::Outbox;
 use crate::people;
@@ -40,6 +40,8 @@ pub struct InboundDeps {
     pub outbox: Outbox,
     /// Messages that opt the person out of campaign templates (compared ignoring case).
     pub stop_words: Arc<[String]>,
+    /// Which channels' events this node answers (all, on a single node).
+    pub placement: crate::cluster::Placement,
 }
 
 /// How processing an event ended.
@@ -72,10 +74,9 @@ pub(crate) async fn process(
     let conversations = &deps.conversations;
     // Read before the identity may be created: see `Conversations::turn_of_created`.
     let announced_before = conversations.announced();
-    // A new sender's identity is born in a partition of this node, which owns the channel:
-    // on a cluster its conversation actor then lives here too, and its turns are not
-    // forwarded.
-    let new_id = conversations.ownership().new_owned_id();
+    // A new sender's identity is born where the channel runs: on a cluster its conversation
+    // actor then lives here too, and its turns are not forwarded.
+    let new_id = conversations.new_identity_id();
     let (person, created) = match people::find_or_create(
         &deps.db,
         &deps.lookups,

@@ -47,7 +47,7 @@ pub mod whatsapp;
 
 pub use changes::Change;
 pub use channel::Channels;
-pub use conversation::registry::Conversations;
+pub use conversation::Conversations;
 pub use conversation::{
     ConversationDeps, ConversationSettings, ModeChange, ToolCallRecord, TurnError, TurnEvent,
     TurnOrigin, TurnOutcome, TurnRequest,

@@ -101,6 +101,12 @@ pub enum OutboundError {
     /// Free text outside the 24-hour window since the person's last message; nothing stored.
     #[error("outside the 24-hour window since the person's last message; send a template")]
     OutsideWindow,
+    /// The channel is not active (it awaits credentials); nothing stored.
+    #[error("the channel is not active")]
+    ChannelInactive,
+    /// The send did not finish within the caller's patience; it goes on and is recorded.
+    #[error("the send did not finish in time; it goes on and is recorded")]
+    TimedOut,
     /// The database failed.
     #[error("storage failed: {0}")]
     Storage(String),

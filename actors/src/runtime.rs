@@ -14,7 +14,10 @@
 //! ```
 
 mod cluster;
+pub mod peer;
+mod resume;
 mod root;
+mod wire;
 
 pub use self::cluster::{ClusterSettings, Membership};
 
@@ -22,33 +25,35 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parley_persistence::channels::VerifiedNumber;
-use parley_persistence::identities::ContactLookups;
-use parley_persistence::{
-    DatabaseConnection, GroupCommit, MessageStatus, PersistenceError, deliveries,
-};
+use parley_persistence::{DatabaseConnection, GroupCommit};
 use ractor::{ActorRef, call_t};
 use uuid::Uuid;
 
-use self::root::{Root, RootArgs, RootMsg, Slots};
+use self::root::{Root, RootMsg, Slots};
+use self::wire::{Handles, wire};
 use crate::changes::Announcer;
 use crate::channel::{ChannelDeps, Channels};
-use crate::conversation::ConversationDeps;
-use crate::conversation::registry::Conversations;
+use crate::cluster::Placement;
+use crate::conversation::{ConversationDeps, Conversations};
+use crate::events::Events;
 use crate::events::delivery::DeliveryDeps;
-use crate::events::{Events, MessageTold};
-use crate::flow::{FlowDeps, Flows};
-use crate::inbound::InboundDeps;
+use crate::flow::Flows;
 use crate::inbound::worker::{Inbound, InboundSettings};
 use crate::mcp::McpHub;
 use crate::outbound::{Outbox, Reports};
-use crate::scheduler::{Scheduler, TaskDeps};
+use crate::scheduler::Scheduler;
 use crate::store::Store;
 use crate::tree::{ActorPath, RuntimeError, SupervisorKind, SupervisorSnapshot};
 use crate::whatsapp::GraphError;
 
-/// Everything the actors need, built once from configuration.
+/// Everything the actors need, built once from configuration: each part holds the same
+/// placement, routes and announcer, handed to it when it was built.
 #[derive(Clone, Debug)]
 pub struct RuntimeDeps {
+    /// Where work runs: every handle, registry and sweep asks it.
+    pub placement: Placement,
+    /// Where writes announce what they changed (and, on a cluster, publish it to the others).
+    pub changes: Announcer,
     /// What conversation actors need.
     pub conversations: ConversationDeps,
     /// What channel actors need.
@@ -64,26 +69,12 @@ pub struct RuntimeDeps {
     pub events: DeliveryDeps,
 }
 
-/// The handles of the running tree, each reaching its supervisor's successor after a restart.
-#[derive(Clone, Debug)]
-struct Handles {
-    conversations: Conversations,
-    channels: Channels,
-    inbound: Inbound,
-    flows: Flows,
-    scheduler: Scheduler,
-    outbox: Outbox,
-    store: Store,
-    changes: Announcer,
-    reports: Reports,
-    events: Events,
-}
-
 /// Handle on the running actor tree.
 #[derive(Debug)]
 pub struct ActorRuntime {
     root: ActorRef<RootMsg>,
     handles: Handles,
+    placement: Placement,
     db: DatabaseConnection,
     writer: GroupCommit,
     mcp: Arc<McpHub>,
@@ -115,6 +106,7 @@ impl ActorRuntime {
         Ok(Self {
             root,
             handles,
+            placement: deps.placement.clone(),
             db: deps.conversations.db.clone(),
             writer: deps.conversations.writer.clone(),
             mcp: deps.conversations.mcp.clone(),
@@ -173,10 +165,9 @@ impl ActorRuntime {
         &self.handles.reports
     }
 
-    /// Which partitions this node owns (everything, on a single node), and how the owners of
-    /// the rest are reached.
-    pub fn ownership(&self) -> &crate::cluster::Ownership {
-        self.handles.conversations.ownership()
+    /// This node's id in a cluster (`None` on a single node).
+    pub fn node_id(&self) -> Option<Uuid> {
+        self.placement.node_id()
     }
 
     /// The MCP servers' client: listing tools for the API; turns use the same one.
@@ -215,78 +206,6 @@ impl ActorRuntime {
             display_phone_number: answer["display_phone_number"].as_str().map(str::to_owned),
             verified_name: answer["verified_name"].as_str().map(str::to_owned),
         })
-    }
-
-    /// After a restart: outbound messages caught mid-send are failed (`interrupted`, never
-    /// sent twice), and outbound messages stored but not yet sent are sent, as what they are
-    /// (a template stays a template). Unanswered webhook events are picked up by the inbound
-    /// worker, however many there are.
-    ///
-    /// # Errors
-    /// Fails on a database error.
-    pub async fn resume(&self) -> Result<(), PersistenceError> {
-        let ownership = self.ownership();
-        if !ownership.is_clustered() {
-            return self.resume_channels(None).await;
-        }
-        // A cluster node resumes the channels it owns; those it takes over later are
-        // resumed by the membership loop.
-        let ids = parley_persistence::channels::all_ids(&self.db).await?;
-        self.resume_channels(Some(ownership.keep_owned(ids, |id| *id)))
-            .await
-    }
-
-    /// Resumes the outbound side of `channels` (all, for `None`): messages caught mid-send
-    /// are failed `interrupted`, those pending are sent.
-    ///
-    /// # Errors
-    /// Fails on a database error.
-    pub async fn resume_channels(
-        &self,
-        channels: Option<Vec<Uuid>>,
-    ) -> Result<(), PersistenceError> {
-        let interrupted = self.fail_interrupted(channels.as_deref()).await?;
-        if interrupted > 0 {
-            tracing::warn!(
-                interrupted,
-                "outbound messages caught mid-send at the last stop were marked failed"
-            );
-        }
-        self.handles.outbox.resume_pending(channels);
-        Ok(())
-    }
-
-    /// Fails the messages a stop caught mid-send (on `channels`, or all), each with its
-    /// `message.failed` event, in one transaction; answers how many.
-    async fn fail_interrupted(&self, channels: Option<&[Uuid]>) -> Result<usize, PersistenceError> {
-        let events = &self.handles.events;
-        let now = parley_persistence::clock::now();
-        let txn = parley_persistence::begin_write(&self.db).await?;
-        let caught = deliveries::fail_interrupted(&txn, channels).await?;
-        let mut told = false;
-        for message in &caught {
-            let identity_id = crate::whatsapp::Outgoing::from_stored(message.outbound.as_ref())
-                .and_then(|outgoing| outgoing.identity_id);
-            let error = deliveries::interrupted_error();
-            let about = MessageTold {
-                workspace_id: message.workspace_id,
-                message_id: message.id,
-                channel_id: message.channel_id,
-                identity_id,
-                platform_message_id: message.platform_message_id.as_deref(),
-                error: Some(&error),
-            };
-            let event = events.message(MessageStatus::Failed, about);
-            if let Some(event) = event {
-                event.write(&txn, now).await?;
-                told = true;
-            }
-        }
-        txn.commit().await?;
-        if told {
-            events.wake();
-        }
-        Ok(caught.len())
     }
 
     /// The supervisors and how many actors each runs, for operators.
@@ -376,81 +295,6 @@ impl ActorRuntime {
     pub(crate) fn root(&self) -> &ActorRef<RootMsg> {
         &self.root
     }
-}
-
-/// Builds every handle on `slots` and what the root hands each supervisor when it starts it.
-fn wire(deps: &RuntimeDeps, slots: &Slots) -> (Handles, RootArgs) {
-    let db = deps.conversations.db.clone();
-    let settings = &deps.conversations.settings;
-    let changes = Announcer::new(deps.channels.ownership.clone());
-    let channels = Channels::new(slots.channels.clone(), deps.channels.ownership.clone());
-    let conversations = Conversations::new(
-        slots.conversations.clone(),
-        settings.turn_timeout,
-        deps.conversations.announced.clone(),
-        deps.conversations.ownership.clone(),
-    );
-    changes.listen(Arc::new(conversations.clone()));
-    changes.listen(Arc::new(channels.clone()));
-    let outbox = Outbox::new(
-        db.clone(),
-        deps.conversations.writer.clone(),
-        channels.clone(),
-        changes.clone(),
-        settings.idle_after,
-        deps.conversations.events.clone(),
-    );
-    let ownership = deps.channels.ownership.clone();
-    let flows = Flows::new(slots.flows.clone(), db.clone(), ownership.clone());
-    let store = Store::new(db.clone(), changes.clone(), deps.conversations.mcp.clone());
-    let handles = Handles {
-        conversations: conversations.clone(),
-        inbound: Inbound::new(slots.inbound.clone(), ownership.clone()),
-        scheduler: Scheduler::new(slots.scheduler.clone(), ownership.clone()),
-        reports: Reports::start(
-            db.clone(),
-            Arc::new(flows.clone()),
-            deps.conversations.events.clone(),
-        ),
-        channels,
-        outbox: outbox.clone(),
-        store: store.clone(),
-        changes,
-        flows: flows.clone(),
-        events: deps.events.events.clone(),
-    };
-    let args = RootArgs {
-        slots: slots.clone(),
-        conversations: Arc::new(deps.conversations.clone()),
-        channels: Arc::new(deps.channels.clone()),
-        inbound_settings: deps.inbound.clone(),
-        inbound: InboundDeps {
-            db: db.clone(),
-            writer: deps.conversations.writer.clone(),
-            lookups: ContactLookups::start(db.clone()),
-            conversations: conversations.clone(),
-            outbox: outbox.clone(),
-            stop_words: deps.inbound.stop_words.clone().into(),
-        },
-        flows: FlowDeps {
-            db: db.clone(),
-            outbox: outbox.clone(),
-            started_at: parley_persistence::clock::now(),
-            ownership,
-        },
-        flows_handle: flows.clone(),
-        tasks: TaskDeps {
-            db,
-            outbox,
-            conversations,
-            flows,
-            store,
-            runs_kept: deps.scheduler_runs_kept,
-        },
-        scheduler_sweep: deps.scheduler_sweep,
-        events: Arc::new(deps.events.clone()),
-    };
-    (handles, args)
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 //!   creation, the store's set-stage, a follow-up turn).
 //! - `registry`: the scheduler and the [`Scheduler`] handle; `task`: one task's actor.
 
+mod commands;
 mod handle;
 pub mod payload;
 mod recover;
@@ -16,6 +17,7 @@ pub(crate) mod registry;
 mod run;
 mod task;
 
+pub use self::commands::{TaskMove, TaskMoveError};
 pub use self::handle::Scheduler;
 pub(crate) use self::handle::SchedulerMsg;
 pub use self::payload::TaskPayload;

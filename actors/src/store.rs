@@ -4,11 +4,13 @@
 //!
 //! One module per aggregate: [`identities`] (their stages, memory, and the identity writes the
 //! front door runs in a transaction of its own), [`stages`], [`channels`], and [`assistants`]
-//! (workers, assistants, MCP servers). Plain CRUD that no one caches stays a
+//! (workers, assistants, MCP servers), and [`event_webhooks`] (the endpoints, which the event
+//! routes follow). Plain CRUD that no one caches stays a
 //! `parley_persistence` call.
 
 pub mod assistants;
 pub mod channels;
+pub mod event_webhooks;
 pub mod identities;
 pub mod stages;
 
@@ -17,6 +19,7 @@ use std::sync::Arc;
 use parley_persistence::{DatabaseConnection, PersistenceError};
 
 use crate::changes::{Announcer, Change};
+use crate::events::Events;
 use crate::mcp::McpHub;
 
 /// Why a write did not happen.
@@ -37,12 +40,24 @@ pub struct Store {
     changes: Announcer,
     /// Its cached tool lists are forgotten when a server changes.
     mcp: Arc<McpHub>,
+    /// The event routes, read again when an endpoint changes.
+    events: Events,
 }
 
 impl Store {
     /// A store writing to `db` and announcing to `changes`.
-    pub fn new(db: DatabaseConnection, changes: Announcer, mcp: Arc<McpHub>) -> Self {
-        Self { db, changes, mcp }
+    pub fn new(
+        db: DatabaseConnection,
+        changes: Announcer,
+        mcp: Arc<McpHub>,
+        events: Events,
+    ) -> Self {
+        Self {
+            db,
+            changes,
+            mcp,
+            events,
+        }
     }
 
     /// The database it writes to.

@@ -62,7 +62,7 @@ pub(crate) async fn deps() -> (ConversationDeps, tempfile::TempDir, FakeModel) {
         },
         announced: std::sync::Arc::default(),
         events: crate::events::Events::default(),
-        ownership: crate::cluster::Ownership::single(),
+        placement: crate::cluster::Placement::single(),
     };
     (deps, dir, model)
 }
@@ -91,7 +91,7 @@ pub(crate) fn channel_deps(deps: &ConversationDeps) -> crate::channel::ChannelDe
             public_url: None,
         },
         events: deps.events.clone(),
-        ownership: deps.ownership.clone(),
+        placement: deps.placement.clone(),
     }
 }
 
@@ -99,7 +99,10 @@ pub(crate) fn channel_deps(deps: &ConversationDeps) -> crate::channel::ChannelDe
 pub(crate) async fn runtime_deps() -> (RuntimeDeps, tempfile::TempDir, FakeModel) {
     let (conversations, dir, model) = deps().await;
     let channels = channel_deps(&conversations);
+    let changes = crate::changes::Announcer::default();
     let deps = RuntimeDeps {
+        placement: conversations.placement.clone(),
+        changes: changes.clone(),
         inbound: InboundSettings::default(),
         scheduler_sweep: std::time::Duration::from_secs(60),
         scheduler_runs_kept: 100,
@@ -111,7 +114,8 @@ pub(crate) async fn runtime_deps() -> (RuntimeDeps, tempfile::TempDir, FakeModel
             ),
             events: conversations.events.clone(),
             settings: crate::events::delivery::EventSettings::default(),
-            ownership: crate::cluster::Ownership::single(),
+            placement: conversations.placement.clone(),
+            changes,
         },
         conversations,
         channels,

@@ -23,7 +23,8 @@ pub use self::slot::Slot;
 pub use self::snapshot::SupervisorSnapshot;
 
 /// The kinds of live work, each under its own supervisor.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum SupervisorKind {
     /// One ChannelActor per active channel.
     Channels,
@@ -64,7 +65,8 @@ impl SupervisorKind {
 }
 
 /// Why the runtime could not start or answer.
-#[derive(Clone, Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "detail")]
 pub enum RuntimeError {
     /// An actor failed to start.
     #[error("actor failed to start: {0}")]

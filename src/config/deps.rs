@@ -3,8 +3,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use parley_actors::changes::Announcer;
 use parley_actors::channel::{ChannelDeps, ChannelSettings};
-use parley_actors::cluster::Ownership;
+use parley_actors::cluster::Placement;
 use parley_actors::domain::SecretBox;
 use parley_actors::events::Events;
 use parley_actors::events::delivery::{DeliveryDeps, EventSettings};
@@ -18,16 +19,19 @@ use parley_persistence::{DatabaseConnection, GroupCommit};
 use super::Settings;
 
 impl Settings {
-    /// What the actor runtime needs from configuration.
+    /// What the actor runtime needs from configuration: the database's writer, the event
+    /// routes and the announcer are built here once, and every part gets them (and
+    /// `placement`) as it is built.
     pub fn runtime_deps(
         &self,
         db: DatabaseConnection,
         secrets: Arc<SecretBox>,
-        ownership: Ownership,
+        placement: Placement,
     ) -> RuntimeDeps {
         let actors = &self.actors;
         let writer = GroupCommit::start(db.clone());
         let events = Events::default();
+        let changes = Announcer::new(Arc::new(placement.clone()));
         let delivery = DeliveryDeps {
             db: db.clone(),
             secrets: secrets.clone(),
@@ -37,17 +41,21 @@ impl Settings {
                 sweep: Duration::from_millis(actors.event_delivery_sweep_ms.max(10)),
                 ..EventSettings::default()
             },
-            ownership: ownership.clone(),
+            placement: placement.clone(),
+            changes: changes.clone(),
         };
-        let mut conversations = self.conversation_deps(db.clone(), writer.clone(), secrets.clone());
-        conversations.events = events.clone();
-        conversations.ownership = ownership.clone();
-        let mut channels = self.channel_deps(db, writer, secrets);
-        channels.events = events;
-        channels.ownership = ownership;
+        let shared = Shared {
+            db,
+            writer,
+            secrets,
+            events,
+            placement,
+        };
         RuntimeDeps {
-            conversations,
-            channels,
+            conversations: self.conversation_deps(&shared),
+            channels: self.channel_deps(&shared),
+            placement: shared.placement,
+            changes,
             events: delivery,
             inbound: InboundSettings {
                 concurrency: actors.inbound_concurrency.max(1),
@@ -68,12 +76,7 @@ impl Settings {
         }
     }
 
-    fn conversation_deps(
-        &self,
-        db: DatabaseConnection,
-        writer: GroupCommit,
-        secrets: Arc<SecretBox>,
-    ) -> ConversationDeps {
+    fn conversation_deps(&self, shared: &Shared) -> ConversationDeps {
         let llm = &self.llm;
         let client = LlmClient::new(LlmConfig {
             base_url: llm.base_url.clone(),
@@ -92,11 +95,11 @@ impl Settings {
                 max_response_bytes: self.mcp.max_response_bytes,
                 tool_cache_ttl: Duration::from_secs(self.mcp.tool_cache_secs),
             },
-            secrets,
+            shared.secrets.clone(),
         );
         ConversationDeps {
-            db,
-            writer,
+            db: shared.db.clone(),
+            writer: shared.writer.clone(),
             llm: client,
             mcp: Arc::new(mcp),
             settings: ConversationSettings {
@@ -110,26 +113,21 @@ impl Settings {
                 handoff_sweep: Duration::from_millis(self.actors.handoff_sweep_ms.max(10)),
             },
             announced: Arc::default(),
-            events: Events::default(),
-            ownership: Ownership::single(),
+            events: shared.events.clone(),
+            placement: shared.placement.clone(),
         }
     }
 
-    fn channel_deps(
-        &self,
-        db: DatabaseConnection,
-        writer: GroupCommit,
-        secrets: Arc<SecretBox>,
-    ) -> ChannelDeps {
+    fn channel_deps(&self, shared: &Shared) -> ChannelDeps {
         let whatsapp = &self.whatsapp;
         ChannelDeps {
-            db,
-            writer,
+            db: shared.db.clone(),
+            writer: shared.writer.clone(),
             graph: GraphClient::new(
                 &whatsapp.graph_url,
                 Duration::from_secs(whatsapp.timeout_secs),
             ),
-            secrets,
+            secrets: shared.secrets.clone(),
             settings: ChannelSettings {
                 per_second: whatsapp.rate_per_sec,
                 pair_burst: whatsapp.pair_burst,
@@ -138,8 +136,17 @@ impl Settings {
                 retry_backoff: Duration::from_millis(whatsapp.retry_backoff_ms),
                 public_url: self.server.public_url.clone(),
             },
-            events: Events::default(),
-            ownership: Ownership::single(),
+            events: shared.events.clone(),
+            placement: shared.placement.clone(),
         }
     }
+}
+
+/// What every part of the runtime shares, built once.
+struct Shared {
+    db: DatabaseConnection,
+    writer: GroupCommit,
+    secrets: Arc<SecretBox>,
+    events: Events,
+    placement: Placement,
 }

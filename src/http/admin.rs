@@ -64,19 +64,17 @@ pub(crate) struct NodeRecord {
 
 /// The cluster's nodes, for the operator on a cluster.
 async fn nodes(state: &AppState, operator: bool) -> Result<Option<Vec<NodeRecord>>> {
-    let ownership = state.actors.ownership();
-    if !operator || !ownership.is_clustered() {
+    let Some(here) = state.actors.node_id().filter(|_| operator) else {
         return Ok(None);
-    }
+    };
     let ttl = state.settings.cluster.lease_ttl().as_millis();
     let ttl = u64::try_from(ttl).unwrap_or(u64::MAX);
     let nodes = parley_persistence::cluster::nodes(&state.db, ttl).await?;
-    let here = ownership.node_id();
     Ok(Some(
         nodes
             .into_iter()
             .map(|node| NodeRecord {
-                this_node: Some(node.id) == here,
+                this_node: node.id == here,
                 id: node.id,
                 url: node.url,
                 alive: node.alive,

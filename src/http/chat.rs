@@ -8,7 +8,6 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -26,7 +25,7 @@ use crate::http::auth::Caller;
 use crate::http::envelope::Envelope;
 use crate::http::error::Refusal;
 use crate::http::error::{ApiError, Result};
-use crate::http::extract::{Forward, Json, Path, Query};
+use crate::http::extract::{Json, Path, Query};
 use crate::http::lookup::identity_id_of;
 use crate::http::validation::{Problems, object_or_empty, parse_uuid, text_field};
 use utoipa_axum::router::OpenApiRouter;
@@ -97,7 +96,6 @@ impl From<TurnOutcome> for ChatData {
 async fn chat(
     caller: Caller,
     State(state): State<AppState>,
-    forward: Forward,
     Path((identity_id, channel_id)): Path<(String, String)>,
     Json(body): Json<ChatBody>,
 ) -> Result<Response> {
@@ -110,11 +108,6 @@ async fn chat(
     problems.finish()?;
     let channel_id = parse_uuid(&channel_id, "channel_id")?;
     let identity = identity_id_of(&state, &caller, &identity_id).await?;
-    let again = || serde_json::to_vec(&json!({"message": text, "metadata": metadata}));
-    let again = again().map(Bytes::from).ok();
-    if let Some(answer) = forward.elsewhere(&state, identity, again).await? {
-        return Ok(answer);
-    }
     let request = TurnRequest {
         channel_id,
         text,
@@ -160,7 +153,6 @@ struct StreamQuery {
 async fn stream(
     caller: Caller,
     State(state): State<AppState>,
-    forward: Forward,
     Path(identity_id): Path<String>,
     Query(query): Query<StreamQuery>,
 ) -> Result<Response> {
@@ -182,9 +174,6 @@ async fn stream(
     let channel_id = query.channel_id.unwrap_or_default();
     let channel_id = parse_uuid(&channel_id, "channel_id")?;
     let identity = identity_id_of(&state, &caller, &identity_id).await?;
-    if let Some(answer) = forward.elsewhere(&state, identity, None).await? {
-        return Ok(answer);
-    }
     let conversations = state.actors.conversations().clone();
 
     // The turn runs in the identity's actor whatever happens to this connection; the stream

@@ -8,7 +8,7 @@
 //!   resume and reply controls; [`live`] tells their pages when to read again.
 //! - [`operations`]: flows, scheduled tasks and channels.
 //!
-//! Every action goes through the same code as its API endpoint ([`crate::http::commands`]),
+//! Every action goes through the same domain command as its API endpoint (in `parley_actors`),
 //! under the signed-in key's permissions: a read-only key sees and cannot act.
 
 mod conversation;

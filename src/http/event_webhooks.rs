@@ -178,8 +178,10 @@ async fn create_endpoint(
         description,
         sealed_secret: state.secrets.seal(&secret),
     };
-    let created = event_webhooks::create(&state.db, caller.workspace_id, new, clock::now()).await?;
-    reload(&state, caller.workspace_id).await?;
+    let store = state.actors.store();
+    let created = store
+        .create_endpoint(caller.workspace_id, new, clock::now())
+        .await?;
     Ok(Envelope::created(
         "Webhook endpoint created; keep its secret, it is shown only now",
         EndpointRecord::new(created, secret),
@@ -283,8 +285,8 @@ async fn update_endpoint(
         description,
         enabled: body.enabled,
     };
-    let updated = event_webhooks::update(&state.db, found, update, clock::now()).await?;
-    reload(&state, caller.workspace_id).await?;
+    let store = state.actors.store();
+    let updated = store.update_endpoint(found, update, clock::now()).await?;
     Ok(Envelope::ok(
         "Webhook endpoint updated successfully",
         EndpointRecord::masked(&state, updated),
@@ -309,10 +311,10 @@ async fn delete_endpoint(
 ) -> Result<Envelope<Value>> {
     caller.require(Permission::Admin)?;
     let id = parse_uuid(&webhook_id, "webhook_id")?;
-    if !event_webhooks::delete(&state.db, caller.workspace_id, id).await? {
+    let store = state.actors.store();
+    if !store.delete_endpoint(caller.workspace_id, id).await? {
         return Err(ApiError::NotFound("Webhook endpoint"));
     }
-    reload(&state, caller.workspace_id).await?;
     Ok(Envelope::ok(
         "Webhook endpoint deleted successfully",
         json!({ "id": id }),
@@ -359,21 +361,4 @@ async fn find_endpoint(
     event_webhooks::find(&state.db, caller.workspace_id, id)
         .await?
         .ok_or(ApiError::NotFound("Webhook endpoint"))
-}
-
-/// Reads the workspace's routes again, so that the next fact is written for the endpoints as
-/// they are now.
-async fn reload(state: &AppState, workspace_id: i64) -> Result<()> {
-    state
-        .actors
-        .events()
-        .reload(&state.db, Some(workspace_id))
-        .await?;
-    // The other nodes of a cluster read them again too.
-    let ownership = state.actors.ownership();
-    ownership.tell(
-        parley_actors::cluster::Topic::Events,
-        workspace_id.to_string(),
-    );
-    Ok(())
 }

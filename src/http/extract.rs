@@ -1,10 +1,5 @@
 //! Extractors whose rejections use our error body: JSON bodies (with the path of a bad field),
-//! raw bodies, path parameters and query strings (with the name of a bad parameter); and
-//! [`Forward`], which sends a request on to the cluster node that owns what it is about.
-
-mod forward;
-
-pub(crate) use self::forward::Forward;
+//! raw bodies, path parameters and query strings (with the name of a bad parameter).
 
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};

@@ -16,7 +16,6 @@ use uuid::Uuid;
 use crate::domain::Permission;
 use crate::http::AppState;
 use crate::http::auth::Caller;
-use crate::http::commands;
 use crate::http::envelope::Envelope;
 use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Json, Path, Query};
@@ -268,7 +267,7 @@ async fn update_flow(
     problems.finish()?;
     let mut found = find_flow(&state, &caller, &uid).await?;
     if let Some(to) = to {
-        found = commands::set_flow_status(&state, &found, to).await?;
+        found = state.actors.flows().set_status(&found, to).await?;
     }
     if let Some(description) = body.description {
         found = flows::describe(&state.db, found, description, clock::now()).await?;

@@ -16,12 +16,12 @@ use uuid::Uuid;
 use crate::domain::Permission;
 use crate::http::AppState;
 use crate::http::auth::Caller;
-use crate::http::commands::{self, TaskMove};
 use crate::http::envelope::Envelope;
 use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Path, Query};
 use crate::http::pagination::{ListQuery, PageResponse};
 use crate::http::validation::parse_uuid;
+use parley_actors::scheduler::TaskMove;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -245,7 +245,8 @@ async fn move_task(
 ) -> Result<scheduled_task::Model> {
     caller.require(Permission::Write)?;
     let found = find_task(state, caller, raw).await?;
-    commands::move_task(state, &found, how).await
+    let scheduler = state.actors.scheduler();
+    Ok(scheduler.move_task(&state.db, &found, how).await?)
 }
 
 /// List a task's runs.

@@ -224,6 +224,8 @@ async fn two_nodes_share_the_partitions_and_answer_every_message_once_wherever_i
                 .starts_with("text/event-stream")
         );
         let text = answer.text().await.expect("events");
+        // The owner's tokens reach the caller wherever it asked, then the stored reply.
+        assert!(text.contains("\"type\":\"token\""), "{text}");
         assert!(text.contains("\"type\":\"complete\""), "{text}");
     }
     let forwarded = futures_util::future::join_all(nodes.iter().map(|n| async move {
@@ -234,14 +236,16 @@ async fn two_nodes_share_the_partitions_and_answer_every_message_once_wherever_i
         metrics.text().await.ok()
     }))
     .await;
-    assert!(
-        forwarded.iter().flatten().any(|m| m
-            .lines()
-            .any(|l| l.starts_with("parley_cluster_forwards_total")
-                && l.contains("kind=\"http\"")
-                && l.contains("outcome=\"ok\""))),
-        "one node forwarded the chats it did not own"
-    );
+    for kind in ["turn", "streamed_turn"] {
+        assert!(
+            forwarded.iter().flatten().any(|m| m
+                .lines()
+                .any(|l| l.starts_with("parley_cluster_forwards_total")
+                    && l.contains(&format!("kind=\"{kind}\""))
+                    && l.contains("outcome=\"ok\""))),
+            "one node asked the owner for the {kind}s of the identity it did not own"
+        );
+    }
     assert_eq!(
         app.graph.sent().len(),
         20,

@@ -106,7 +106,7 @@ impl Actor for ChannelRegistry {
                 state.live.retire(&channel_id, None);
                 match channels::find_in_any_workspace(&state.deps.db, channel_id).await {
                     Ok(Some(channel))
-                        if channel.active && state.deps.ownership.owns(channel.id) =>
+                        if channel.active && state.deps.placement.owns(channel.id) =>
                     {
                         let _ = spawn(&myself, state, channel).await;
                     }
@@ -124,8 +124,8 @@ impl Actor for ChannelRegistry {
                 let _ = reply.send(state.live.count_in(workspace));
             }
             ChannelRegistryMsg::Rebalance => {
-                let ownership = state.deps.ownership.clone();
-                state.live.retire_unless(|id| ownership.owns(*id));
+                let placement = state.deps.placement.clone();
+                state.live.retire_unless(|id| placement.owns(*id));
                 if let Err(error) = start_owned(&myself, state).await {
                     tracing::warn!(%error, "owned channels not started; their next use starts them");
                 }
@@ -157,7 +157,7 @@ async fn start_owned(
     state: &mut ChannelRegistryState,
 ) -> Result<(), parley_persistence::PersistenceError> {
     for channel in channels::all_active(&state.deps.db).await? {
-        if state.deps.ownership.owns(channel.id) && state.live.get(&channel.id).is_none() {
+        if state.deps.placement.owns(channel.id) && state.live.get(&channel.id).is_none() {
             // A channel that cannot start now is started again on its first use.
             let _ = spawn(myself, state, channel).await;
         }
@@ -170,7 +170,7 @@ async fn get(
     state: &mut ChannelRegistryState,
     id: Uuid,
 ) -> Result<ActorRef<ChannelMsg>, LookupError> {
-    if !state.deps.ownership.owns(id) {
+    if !state.deps.placement.owns(id) {
         return Err(LookupError::NotOwner);
     }
     if let Some(actor) = state.live.get(&id) {

@@ -1,35 +1,79 @@
 //! A channel another node of the cluster owns (DESIGN §2 "Routing"): its sends and its Graph
-//! calls (templates, the webhook's registration) are asked of its owner over HTTP, so that
-//! one actor per number keeps Meta's limits cluster-wide. The owner answers through
-//! `Channels::send_here` and `Channels::graph_here`.
+//! calls (templates, the webhook's registration) are [`Call`]s run on its owner, so that one
+//! actor per number keeps Meta's limits cluster-wide.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
 
 use super::{Accepted, SendAnswer, SendError, SendRequest};
-use crate::cluster::Ownership;
+use crate::cluster::{Call, PeerError};
 use crate::whatsapp::{GraphError, MetaError};
 
 /// What a Graph call answers on a node that does not own the channel.
 pub(super) const NOT_HERE: &str = "this node does not own the channel";
 
-/// A Graph call asked of a channel's owner.
+/// A send through a channel, run on its owner.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SendCall {
+    /// The channel.
+    pub channel_id: Uuid,
+    /// What to send.
+    pub request: SendRequest,
+}
+
+impl Call for SendCall {
+    const KIND: &'static str = "send";
+    type Answer = Result<Accepted, SendError>;
+    type Wire = SendAnswer;
+
+    fn owner_key(&self) -> Uuid {
+        self.channel_id
+    }
+
+    fn into_wire(answer: Self::Answer) -> SendAnswer {
+        answer.into()
+    }
+
+    fn from_wire(wire: SendAnswer) -> Self::Answer {
+        wire.into()
+    }
+
+    fn is_not_owner(answer: &Self::Answer) -> bool {
+        matches!(answer, Err(SendError::NotOwner))
+    }
+
+    fn unreachable(error: PeerError) -> Self::Answer {
+        Err(SendError::Unavailable(error.to_string()))
+    }
+}
+
+/// A Graph call of a channel's (what the channel's actor asks Meta).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "op")]
 pub enum GraphOp {
-    /// [`Channels::list_templates`].
+    /// The channel's templates.
     ListTemplates,
-    /// [`Channels::create_template`].
+    /// Submits a template.
     CreateTemplate {
         /// What is submitted.
         body: Value,
     },
-    /// [`Channels::register_webhook`].
+    /// Registers Parley's webhook with Meta.
     RegisterWebhook,
 }
 
-/// The owner's answer to a [`GraphOp`].
+/// A Graph call through a channel, run on its owner.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct GraphCall {
+    /// The channel.
+    pub channel_id: Uuid,
+    /// The call.
+    pub op: GraphOp,
+}
+
+/// The owner's answer to a [`GraphCall`] (a [`MetaError`] keeps its HTTP status, which
+/// decides its kind, out of its own serialized form).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "answer")]
 pub enum GraphAnswer {
@@ -45,67 +89,83 @@ pub enum GraphAnswer {
         /// The HTTP status Meta answered with.
         http_status: Option<u16>,
     },
-    /// Meta could not be asked, or this node does not own the channel (`not_owner`).
+    /// Meta could not be asked.
     Failed {
         /// Why.
         message: String,
-        /// Whether the owner moved.
-        not_owner: bool,
     },
 }
 
-impl From<Result<Value, GraphError>> for GraphAnswer {
-    fn from(outcome: Result<Value, GraphError>) -> Self {
-        match outcome {
-            Ok(value) => Self::Ok { value },
-            Err(GraphError::Api(error)) => Self::Meta {
+impl Call for GraphCall {
+    const KIND: &'static str = "graph";
+    type Answer = Result<Value, GraphError>;
+    type Wire = GraphAnswer;
+
+    fn owner_key(&self) -> Uuid {
+        self.channel_id
+    }
+
+    fn into_wire(answer: Self::Answer) -> GraphAnswer {
+        match answer {
+            Ok(value) => GraphAnswer::Ok { value },
+            Err(GraphError::Api(error)) => GraphAnswer::Meta {
                 http_status: error.http_status,
                 error,
             },
-            Err(error) => Self::Failed {
-                not_owner: error.to_string().contains(NOT_HERE),
+            Err(error) => GraphAnswer::Failed {
                 message: error.to_string(),
             },
         }
     }
-}
 
-/// Asks the node that owns the channel for a Graph call.
-pub(super) async fn graph_at_owner(
-    ownership: &Ownership,
-    channel_id: Uuid,
-    op: &GraphOp,
-) -> Result<Value, GraphError> {
-    let path = format!("/_cluster/channels/{channel_id}/graph");
-    let body = serde_json::to_value(op).map_err(|e| GraphError::Malformed(e.to_string()))?;
-    let answer = ownership.post_to_owner(channel_id, &path, &body).await;
-    crate::measure::cluster_forward("graph", answer.is_ok());
-    let answer = answer.map_err(|e| GraphError::Connection(e.to_string()))?;
-    match serde_json::from_value(answer).map_err(|e| GraphError::Malformed(e.to_string()))? {
-        GraphAnswer::Ok { value } => Ok(value),
-        GraphAnswer::Meta {
-            mut error,
-            http_status,
-        } => {
-            error.http_status = http_status;
-            Err(GraphError::Api(error))
+    fn from_wire(wire: GraphAnswer) -> Self::Answer {
+        match wire {
+            GraphAnswer::Ok { value } => Ok(value),
+            GraphAnswer::Meta {
+                mut error,
+                http_status,
+            } => {
+                error.http_status = http_status;
+                Err(GraphError::Api(error))
+            }
+            GraphAnswer::Failed { message } => Err(GraphError::Connection(message)),
         }
-        GraphAnswer::Failed { message, .. } => Err(GraphError::Connection(message)),
+    }
+
+    fn is_not_owner(answer: &Self::Answer) -> bool {
+        matches!(answer, Err(GraphError::Connection(message)) if message == NOT_HERE)
+    }
+
+    fn unreachable(error: PeerError) -> Self::Answer {
+        Err(GraphError::Connection(error.to_string()))
     }
 }
 
-/// Asks the node that owns the channel to send (`POST /_cluster/channels/{id}/send`).
-pub(super) async fn send_at_owner(
-    ownership: &Ownership,
-    channel_id: Uuid,
-    request: &SendRequest,
-) -> Result<Accepted, SendError> {
-    let path = format!("/_cluster/channels/{channel_id}/send");
-    let body = serde_json::to_value(request).map_err(|e| SendError::Storage(e.to_string()))?;
-    let answer = ownership.post_to_owner(channel_id, &path, &body).await;
-    crate::measure::cluster_forward("send", answer.is_ok());
-    let answer: SendAnswer =
-        serde_json::from_value(answer.map_err(|e| SendError::Unavailable(e.to_string()))?)
-            .map_err(|e| SendError::Unavailable(e.to_string()))?;
-    answer.into()
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metas_refusal_crosses_with_its_http_status() {
+        let refusal = MetaError {
+            code: Some(131_047),
+            message: "outside the window".to_owned(),
+            title: None,
+            details: None,
+            http_status: Some(400),
+        };
+        let wire = GraphCall::into_wire(Err(GraphError::Api(refusal.clone())));
+        let json = serde_json::to_value(&wire).expect("json");
+        let back: GraphAnswer = serde_json::from_value(json).expect("answer");
+        assert_eq!(GraphCall::from_wire(back), Err(GraphError::Api(refusal)));
+    }
+
+    #[test]
+    fn a_node_that_lost_the_channel_says_so() {
+        assert!(GraphCall::is_not_owner(&Err(GraphError::Connection(
+            NOT_HERE.to_owned()
+        ))));
+        assert!(!GraphCall::is_not_owner(&Err(GraphError::Timeout(5))));
+        assert!(SendCall::is_not_owner(&Err(SendError::NotOwner)));
+    }
 }

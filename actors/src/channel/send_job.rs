@@ -31,7 +31,7 @@ pub(super) struct SendJob {
     /// Whether the channel retries (see [`super::SendRequest::channel_retries`]).
     pub(super) channel_retries: bool,
     /// Whose lease a claim must still hold (its fence is read at each claim).
-    pub(super) ownership: crate::cluster::Ownership,
+    pub(super) placement: crate::cluster::Placement,
 }
 
 /// What the events of a send say besides the message: where, to whom.
@@ -161,7 +161,7 @@ impl SendJob {
         };
         let claim = deliveries::Claim {
             message_id: id,
-            fence: self.ownership.fence(self.told.channel_id),
+            fence: self.placement.fence(self.told.channel_id),
         };
         let claimed = self.writer.write_merged(claim).await?;
         if claimed {

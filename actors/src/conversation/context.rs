@@ -105,7 +105,7 @@ impl Context {
                 self.missed(*since);
                 self.conversations_known = false;
             }
-            Change::Stages { .. } | Change::KeyRevoked { .. } => {}
+            Change::Stages { .. } | Change::KeyRevoked { .. } | Change::EventRoutes { .. } => {}
             Change::Channel { channel_id, .. } | Change::ChannelDeleted { channel_id, .. } => {
                 // A deleted channel's conversations were closed; a changed one's are read
                 // again.

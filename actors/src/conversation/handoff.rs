@@ -23,7 +23,8 @@ use super::{ConversationDeps, ConversationState, TurnError};
 use crate::domain::AssistantSettings;
 
 /// A change of who answers an identity's conversation on a channel.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case", tag = "change")]
 pub enum ModeChange {
     /// Hand it to a person, starting the conversation when none is open.
     HandOver {

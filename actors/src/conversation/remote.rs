@@ -1,21 +1,27 @@
-//! A turn for an identity another node owns (DESIGN §2 "Routing"): the inbound worker and the
-//! scheduler ask the owner over HTTP (`POST /_cluster/turns`), which runs it in the identity's
-//! actor there and answers the stored reply; the caller then delivers it like its own.
+//! A turn or a mode change for an identity another node owns (DESIGN §2 "Routing"): a [`Call`]
+//! its owner runs in the identity's actor there. A WhatsApp or follow-up turn answers the
+//! stored reply with its parcel (what goes on the wire), which the asking node then sends
+//! without reading it back; an API caller's turn answers what the API answers, and a streamed
+//! one tells its tokens as they come.
 
+use parley_persistence::entities::conversation;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::sync::mpsc;
 use uuid::Uuid;
 
-use super::registry::Conversations;
-use super::{TurnError, TurnOrigin, TurnOutcome, TurnRequest};
+use super::handoff::ModeChange;
+use super::{ConversationKey, TurnError, TurnEvent, TurnOrigin, TurnOutcome, TurnRequest};
+use crate::cluster::{Call, PeerError, StreamedCall};
 use crate::domain::Phone;
-use crate::outbound::Parcel;
 use crate::tree::RuntimeError;
 
-/// Where a turn asked of another node comes from (an API caller's turn is forwarded as its
-/// whole HTTP request instead).
+/// Where a turn asked of another node comes from ([`TurnOrigin`] as it crosses).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind")]
-pub enum RemoteOrigin {
+pub enum WireOrigin {
+    /// [`TurnOrigin::Api`]; a streamed one is a [`StreamedTurnCall`].
+    Api,
     /// [`TurnOrigin::WhatsApp`].
     WhatsApp {
         /// WhatsApp's id of the inbound message.
@@ -36,7 +42,7 @@ pub enum RemoteOrigin {
 
 /// A turn one node asks of the identity's owner.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct RemoteTurn {
+pub struct TurnCall {
     /// The identity's workspace.
     pub workspace_id: i64,
     /// The identity.
@@ -46,70 +52,52 @@ pub struct RemoteTurn {
     /// Its text.
     pub text: String,
     /// Who waits for the reply.
-    pub origin: RemoteOrigin,
+    pub origin: WireOrigin,
+    /// What an API caller attached to the message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Value>,
 }
 
-/// The owner's answer.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "answer")]
-pub enum RemoteAnswer {
-    /// The reply, stored (pending for its channel, unless sent already).
-    Replied {
-        /// Its conversation.
-        conversation_id: Uuid,
-        /// The stored reply.
-        message_id: Uuid,
-        /// Its text.
-        reply: String,
-        /// Whether it is the fallback message.
-        fallback: bool,
-        /// What the asking node hands its channel: the reply as the owner stored it, so that
-        /// the asker need not read it back (`None` when an earlier attempt stored it, or from
-        /// a node that does not send one: the asker then sends what the table holds).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        parcel: Option<Parcel>,
-    },
-    /// No reply: why, by kind (`identity_not_found`, `channel_not_found`, `no_assistant`,
-    /// `human_mode`, `no_conversation`, `not_owner`, `refused`, `transient`).
-    Failed {
-        /// The kind.
-        kind: String,
-        /// Its sentence.
-        message: String,
-    },
-}
-
-impl RemoteTurn {
-    /// The request as the owner's actor takes it; `None` for an API caller's turn.
-    pub fn of(workspace_id: i64, identity_id: Uuid, request: &TurnRequest) -> Option<Self> {
+impl TurnCall {
+    /// The call of `request` for the identity `key`.
+    pub fn of(key: ConversationKey, request: &TurnRequest) -> Self {
         let origin = match &request.origin {
-            TurnOrigin::Api { .. } => return None,
+            TurnOrigin::Api { .. } => WireOrigin::Api,
             TurnOrigin::WhatsApp {
                 wamid,
                 from,
                 retried,
-            } => RemoteOrigin::WhatsApp {
+            } => WireOrigin::WhatsApp {
                 wamid: wamid.clone(),
                 from: from.clone(),
                 retried: *retried,
             },
-            TurnOrigin::FollowUp { instructions, to } => RemoteOrigin::FollowUp {
+            TurnOrigin::FollowUp { instructions, to } => WireOrigin::FollowUp {
                 instructions: instructions.clone(),
                 to: to.clone(),
             },
         };
-        Some(Self {
-            workspace_id,
-            identity_id,
+        Self {
+            workspace_id: key.0,
+            identity_id: key.1,
             channel_id: request.channel_id,
             text: request.text.clone(),
             origin,
-        })
+            metadata: request.metadata.clone(),
+        }
     }
 
-    fn into_request(self) -> TurnRequest {
+    /// The identity the turn is for.
+    pub fn key(&self) -> ConversationKey {
+        (self.workspace_id, self.identity_id)
+    }
+
+    /// The request as the owner's actor takes it; `events`: where a streamed turn's owner
+    /// tells its tokens.
+    pub fn into_request(self, events: Option<mpsc::Sender<TurnEvent>>) -> TurnRequest {
         let origin = match self.origin {
-            RemoteOrigin::WhatsApp {
+            WireOrigin::Api => TurnOrigin::Api { events },
+            WireOrigin::WhatsApp {
                 wamid,
                 from,
                 retried,
@@ -118,131 +106,127 @@ impl RemoteTurn {
                 from,
                 retried,
             },
-            RemoteOrigin::FollowUp { instructions, to } => {
-                TurnOrigin::FollowUp { instructions, to }
-            }
+            WireOrigin::FollowUp { instructions, to } => TurnOrigin::FollowUp { instructions, to },
         };
         TurnRequest {
             channel_id: self.channel_id,
             text: self.text,
             origin,
-            metadata: None,
+            metadata: self.metadata,
         }
     }
 }
 
-impl From<Result<TurnOutcome, TurnError>> for RemoteAnswer {
-    fn from(outcome: Result<TurnOutcome, TurnError>) -> Self {
-        let error = match outcome {
-            Ok(outcome) => {
-                return Self::Replied {
-                    conversation_id: outcome.conversation_id,
-                    message_id: outcome.message_id,
-                    reply: outcome.reply,
-                    fallback: outcome.fallback,
-                    parcel: outcome.parcel,
-                };
-            }
-            Err(error) => error,
-        };
-        let kind = match &error {
-            TurnError::IdentityNotFound => "identity_not_found",
-            TurnError::ChannelNotFound => "channel_not_found",
-            TurnError::NoAssistant => "no_assistant",
-            TurnError::HumanMode => "human_mode",
-            TurnError::NoConversation => "no_conversation",
-            TurnError::NotOwner => "not_owner",
-            e if e.is_transient() => "transient",
-            _ => "refused",
-        };
-        Self::Failed {
-            kind: kind.to_owned(),
-            message: error.to_string(),
-        }
+fn unavailable<T>(error: &PeerError) -> Result<T, TurnError> {
+    Err(TurnError::Unavailable(RuntimeError::Unavailable(
+        error.to_string(),
+    )))
+}
+
+impl Call for TurnCall {
+    const KIND: &'static str = "turn";
+    type Answer = Result<TurnOutcome, TurnError>;
+    type Wire = Result<TurnOutcome, TurnError>;
+
+    fn owner_key(&self) -> Uuid {
+        self.identity_id
+    }
+
+    fn into_wire(answer: Self::Answer) -> Self::Wire {
+        answer
+    }
+
+    fn from_wire(wire: Self::Wire) -> Self::Answer {
+        wire
+    }
+
+    fn is_not_owner(answer: &Self::Answer) -> bool {
+        matches!(answer, Err(TurnError::NotOwner))
+    }
+
+    fn unreachable(error: PeerError) -> Self::Answer {
+        unavailable(&error)
     }
 }
 
-impl From<RemoteAnswer> for Result<TurnOutcome, TurnError> {
-    fn from(answer: RemoteAnswer) -> Self {
-        match answer {
-            RemoteAnswer::Replied {
-                conversation_id,
-                message_id,
-                reply,
-                fallback,
-                parcel,
-            } => Ok(TurnOutcome {
-                conversation_id,
-                message_id,
-                reply,
-                tool_calls: Vec::new(),
-                usage: crate::llm::Usage::default(),
-                fallback,
-                // Sent here, where its channel is reached.
-                parcel,
-            }),
-            RemoteAnswer::Failed { kind, message } => Err(match kind.as_str() {
-                "identity_not_found" => TurnError::IdentityNotFound,
-                "channel_not_found" => TurnError::ChannelNotFound,
-                "no_assistant" => TurnError::NoAssistant,
-                "human_mode" => TurnError::HumanMode,
-                "no_conversation" => TurnError::NoConversation,
-                "not_owner" => TurnError::NotOwner,
-                "refused" => TurnError::Refused(message),
-                _ => TurnError::Unavailable(RuntimeError::Unavailable(message)),
-            }),
-        }
+/// An API caller's streamed turn: the owner tells each [`TurnEvent`] as it comes.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct StreamedTurnCall(pub TurnCall);
+
+impl Call for StreamedTurnCall {
+    const KIND: &'static str = "streamed_turn";
+    type Answer = Result<TurnOutcome, TurnError>;
+    type Wire = Result<TurnOutcome, TurnError>;
+
+    fn owner_key(&self) -> Uuid {
+        self.0.identity_id
+    }
+
+    fn into_wire(answer: Self::Answer) -> Self::Wire {
+        answer
+    }
+
+    fn from_wire(wire: Self::Wire) -> Self::Answer {
+        wire
+    }
+
+    fn is_not_owner(answer: &Self::Answer) -> bool {
+        TurnCall::is_not_owner(answer)
+    }
+
+    fn unreachable(error: PeerError) -> Self::Answer {
+        unavailable(&error)
     }
 }
 
-impl Conversations {
-    /// Runs `turn` here, for another node that does not own its identity;
-    /// [`TurnError::NotOwner`] when this node does not own it either.
-    ///
-    /// # Errors
-    /// As [`Conversations::turn`].
-    pub async fn turn_for_peer(&self, turn: RemoteTurn) -> Result<TurnOutcome, TurnError> {
-        if !self.ownership().owns(turn.identity_id) {
-            return Err(TurnError::NotOwner);
-        }
-        let (workspace_id, identity_id) = (turn.workspace_id, turn.identity_id);
-        self.turn(workspace_id, identity_id, turn.into_request())
-            .await
+impl StreamedCall for StreamedTurnCall {
+    type Line = TurnEvent;
+}
+
+/// A change of who answers an identity's conversation, asked of the identity's owner.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ModeCall {
+    /// The identity's workspace.
+    pub workspace_id: i64,
+    /// The identity.
+    pub identity_id: Uuid,
+    /// The change.
+    pub change: ModeChange,
+}
+
+impl Call for ModeCall {
+    const KIND: &'static str = "mode";
+    type Answer = Result<conversation::Model, TurnError>;
+    type Wire = Result<conversation::Model, TurnError>;
+
+    fn owner_key(&self) -> Uuid {
+        self.identity_id
     }
 
-    /// Asks the node that owns the identity for the turn.
-    pub(super) async fn turn_at_owner(&self, turn: RemoteTurn) -> Result<TurnOutcome, TurnError> {
-        let identity_id = turn.identity_id;
-        let body = serde_json::to_value(&turn).map_err(|e| TurnError::Storage(e.to_string()))?;
-        let answer = self
-            .ownership()
-            .post_to_owner(identity_id, "/_cluster/turns", &body)
-            .await;
-        crate::measure::cluster_forward("turn", answer.is_ok());
-        let answer =
-            answer.map_err(|e| TurnError::Unavailable(RuntimeError::Unavailable(e.to_string())))?;
-        let answer: RemoteAnswer = serde_json::from_value(answer)
-            .map_err(|e| TurnError::Unavailable(RuntimeError::Unavailable(e.to_string())))?;
-        answer.into()
+    fn into_wire(answer: Self::Answer) -> Self::Wire {
+        answer
+    }
+
+    fn from_wire(wire: Self::Wire) -> Self::Answer {
+        wire
+    }
+
+    fn is_not_owner(answer: &Self::Answer) -> bool {
+        matches!(answer, Err(TurnError::NotOwner))
+    }
+
+    fn unreachable(error: PeerError) -> Self::Answer {
+        unavailable(&error)
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
-
     use super::*;
+    use crate::llm::{LlmError, Usage};
+    use crate::outbound::Parcel;
     use crate::whatsapp::{OutboundContent, Outgoing};
-
-    fn replied(parcel: Option<Parcel>) -> RemoteAnswer {
-        RemoteAnswer::Replied {
-            conversation_id: Uuid::from_u128(1),
-            message_id: Uuid::from_u128(2),
-            reply: "On its way.".to_owned(),
-            fallback: false,
-            parcel,
-        }
-    }
 
     #[test]
     fn the_owner_hands_its_replys_parcel_back_so_the_asker_need_not_read_it() {
@@ -258,23 +242,56 @@ mod tests {
                 },
             },
         };
-        let wire = serde_json::to_value(replied(Some(parcel.clone()))).expect("json");
-        let back: RemoteAnswer = serde_json::from_value(wire).expect("an answer");
-        let outcome = Result::<TurnOutcome, TurnError>::from(back).expect("replied");
-        assert_eq!(outcome.parcel, Some(parcel));
+        let outcome = TurnOutcome {
+            conversation_id: Uuid::from_u128(1),
+            message_id: Uuid::from_u128(2),
+            reply: "On its way.".to_owned(),
+            tool_calls: Vec::new(),
+            usage: Usage::default(),
+            fallback: false,
+            parcel: Some(parcel.clone()),
+        };
+        let wire = serde_json::to_value(TurnCall::into_wire(Ok(outcome))).expect("json");
+        let back: Result<TurnOutcome, TurnError> = serde_json::from_value(wire).expect("answer");
+        assert_eq!(
+            TurnCall::from_wire(back).expect("replied").parcel,
+            Some(parcel)
+        );
     }
 
     #[test]
-    fn an_answer_without_a_parcel_is_sent_from_the_table() {
-        let wire = serde_json::to_value(replied(None)).expect("json");
-        assert!(wire.get("parcel").is_none(), "{wire}");
-        // As a node of the release before sends it.
-        let older = json!({"answer": "replied", "conversation_id": Uuid::from_u128(1),
-                           "message_id": Uuid::from_u128(2), "reply": "On its way.",
-                           "fallback": false});
-        let back: RemoteAnswer = serde_json::from_value(older).expect("an answer");
-        let outcome = Result::<TurnOutcome, TurnError>::from(back).expect("replied");
-        assert_eq!(outcome.parcel, None);
-        assert_eq!(outcome.message_id, Uuid::from_u128(2));
+    fn a_turns_failure_crosses_as_what_it_is() {
+        for error in [
+            TurnError::HumanMode,
+            TurnError::NotOwner,
+            TurnError::Llm(LlmError::Timeout(30_000)),
+            TurnError::Unavailable(RuntimeError::Unavailable("gone".to_owned())),
+        ] {
+            let wire = serde_json::to_value(TurnCall::into_wire(Err(error.clone()))).expect("json");
+            let back: Result<TurnOutcome, TurnError> =
+                serde_json::from_value(wire).expect("answer");
+            assert_eq!(
+                back.err().map(|e| e.to_string()),
+                Some(error.to_string()),
+                "{error:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_api_callers_turn_keeps_its_metadata_on_the_way() {
+        let request = TurnRequest {
+            channel_id: Uuid::from_u128(9),
+            text: "hello".to_owned(),
+            origin: TurnOrigin::Api { events: None },
+            metadata: Some(serde_json::json!({"source": "crm"})),
+        };
+        let call = TurnCall::of((7, Uuid::from_u128(1)), &request);
+        let wire = serde_json::to_string(&call).expect("json");
+        let back: TurnCall = serde_json::from_str(&wire).expect("call");
+        assert_eq!(back.key(), (7, Uuid::from_u128(1)));
+        let request = back.into_request(None);
+        assert_eq!(request.metadata, Some(serde_json::json!({"source": "crm"})));
+        assert!(matches!(request.origin, TurnOrigin::Api { events: None }));
     }
 }

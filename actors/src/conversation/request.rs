@@ -1,7 +1,7 @@
 //! What a turn is asked and what it answers: the request with its origin (an API caller,
 //! perhaps streaming, or a WhatsApp sender), the outcome, and why a turn can fail.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::mpsc;
 use uuid::Uuid;
@@ -56,8 +56,10 @@ pub enum TurnOrigin {
     },
 }
 
-/// What a streaming caller hears while its turn runs.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// What a streaming caller hears while its turn runs (and, on a cluster, what the identity's
+/// owner tells the node the caller asked).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum TurnEvent {
     /// The turn was accepted: the identity, channel and assistant exist; the model is next.
     Accepted,
@@ -113,7 +115,7 @@ impl TurnRequest {
 }
 
 /// A tool the assistant used during a turn.
-#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ToolCallRecord {
     /// Tool name.
     pub name: String,
@@ -123,8 +125,8 @@ pub struct ToolCallRecord {
     pub result: Value,
 }
 
-/// The answer of a turn.
-#[derive(Clone, Debug)]
+/// The answer of a turn (it crosses between the nodes of a cluster as it is).
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TurnOutcome {
     /// The conversation the turn belongs to.
     pub conversation_id: Uuid,
@@ -157,8 +159,9 @@ impl TurnOutcome {
     }
 }
 
-/// Why a turn produced no reply.
-#[derive(Clone, Debug, thiserror::Error)]
+/// Why a turn produced no reply (it crosses between the nodes of a cluster as it is).
+#[derive(Clone, Debug, thiserror::Error, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "error", content = "detail")]
 pub enum TurnError {
     /// The identity does not exist (any more).
     #[error("identity not found")]
@@ -196,9 +199,6 @@ pub enum TurnError {
     /// This node does not own the identity (a cluster's partition moved); its owner answers.
     #[error("this node does not own the identity")]
     NotOwner,
-    /// The identity's owner refused the turn for good, with its sentence.
-    #[error("{0}")]
-    Refused(String),
 }
 
 impl From<parley_persistence::PersistenceError> for TurnError {
@@ -219,7 +219,6 @@ impl TurnError {
             | Self::NoAssistant
             | Self::HumanMode
             | Self::NoConversation
-            | Self::Refused(_)
             | Self::Template(_) => false,
         }
     }

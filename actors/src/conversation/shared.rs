@@ -110,7 +110,10 @@ impl Shared {
             Change::Assistants { workspace_id } => {
                 self.routes.forget(|(ws, _), _| ws == workspace_id);
             }
-            Change::Identity { .. } | Change::Messages { .. } | Change::KeyRevoked { .. } => {}
+            Change::Identity { .. }
+            | Change::Messages { .. }
+            | Change::KeyRevoked { .. }
+            | Change::EventRoutes { .. } => {}
         }
     }
 }

@@ -77,7 +77,9 @@ pub struct DeliveryDeps {
     /// Pace and retries.
     pub settings: EventSettings,
     /// Which endpoints' lanes run here (all, on a single node).
-    pub ownership: crate::cluster::Ownership,
+    pub placement: crate::cluster::Placement,
+    /// Where a disabled endpoint is announced, so that every node's routes leave it out.
+    pub changes: crate::changes::Announcer,
 }
 
 /// Most deliveries of one endpoint read ahead of its requests.
@@ -212,7 +214,7 @@ impl Actor for DeliveryWorker {
 /// nothing due.
 async fn look(state: &mut DeliveryState, myself: &ActorRef<DeliveryMsg>) {
     let due = match event_deliveries::endpoints_due(&state.deps.db, clock::now()).await {
-        Ok(due) => state.deps.ownership.keep_owned(due, |endpoint| endpoint.id),
+        Ok(due) => state.deps.placement.keep_owned(due, |endpoint| endpoint.id),
         Err(error) => {
             tracing::warn!(%error, "could not read the due event deliveries");
             return;
@@ -302,10 +304,12 @@ fn let_go(
         tracing::warn!(%endpoint_id, "event webhook endpoint disabled");
         state.lanes.remove(&endpoint_id);
         touched.retain(|id| *id != endpoint_id);
-        tracing::debug!(
-            workspace_id,
-            "routes read again without the disabled endpoint"
-        );
+        // This node's routes left it out before the commit; the other nodes' read theirs
+        // again now.
+        state
+            .deps
+            .changes
+            .announce(&crate::changes::Change::EventRoutes { workspace_id });
     }
     touched
 }

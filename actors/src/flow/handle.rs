@@ -5,7 +5,8 @@ use parley_persistence::DatabaseConnection;
 use ractor::{RpcReplyPort, call_t};
 use uuid::Uuid;
 
-use crate::cluster::{Ownership, Topic};
+use crate::cluster::{News, Placement};
+use crate::events::Events;
 use crate::tree::{RuntimeError, Slot};
 
 /// Messages of the registry.
@@ -29,19 +30,23 @@ pub struct Flows {
     /// Flows are created, and delivery reports applied, through it.
     db: DatabaseConnection,
     /// Which flows run here; the owner of the others is told through the database.
-    ownership: Ownership,
+    placement: Placement,
+    /// A flow's end (a person's cancel) is written with its event.
+    events: Events,
 }
 
 impl Flows {
     pub(crate) fn new(
         registry: Slot<FlowRegistryMsg>,
         db: DatabaseConnection,
-        ownership: Ownership,
+        placement: Placement,
+        events: Events,
     ) -> Self {
         Self {
             registry,
             db,
-            ownership,
+            placement,
+            events,
         }
     }
 
@@ -49,9 +54,13 @@ impl Flows {
         &self.db
     }
 
+    pub(crate) fn events(&self) -> &Events {
+        &self.events
+    }
+
     /// Which flows run here; a recipient's claim carries its fence.
-    pub(crate) fn ownership(&self) -> &Ownership {
-        &self.ownership
+    pub(crate) fn placement(&self) -> &Placement {
+        &self.placement
     }
 
     fn tell(&self, message: FlowRegistryMsg) {
@@ -67,21 +76,21 @@ impl Flows {
     /// The flow's status changed in the database: its actor starts, hears it, or stops (on
     /// the node that owns it).
     pub fn changed(&self, flow_id: Uuid) {
-        if self.ownership.owns(flow_id) {
-            self.tell(FlowRegistryMsg::Changed(flow_id));
-        } else {
-            self.ownership.tell_owner(Topic::Flow, flow_id);
-        }
+        self.placement.notify(
+            flow_id,
+            || self.tell(FlowRegistryMsg::Changed(flow_id)),
+            || News::Flow { flow_id },
+        );
     }
 
-    /// A delivery report moved one of the flow's recipients.
+    /// A delivery report moved one of the flow's recipients (its owner's actor looks at its
+    /// recipients again when told the flow changed).
     pub(crate) fn reported(&self, flow_id: Uuid) {
-        if self.ownership.owns(flow_id) {
-            self.tell(FlowRegistryMsg::Reported(flow_id));
-        } else {
-            // Its owner's actor looks at its recipients again when told the flow changed.
-            self.ownership.tell_owner(Topic::Flow, flow_id);
-        }
+        self.placement.notify(
+            flow_id,
+            || self.tell(FlowRegistryMsg::Reported(flow_id)),
+            || News::Flow { flow_id },
+        );
     }
 
     /// Tells the registry that the partitions this node owns changed.

@@ -77,7 +77,7 @@ impl Actor for FlowRegistry {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         match message {
-            FlowRegistryMsg::Changed(flow_id) if !state.deps.ownership.owns(flow_id) => {}
+            FlowRegistryMsg::Changed(flow_id) if !state.deps.placement.owns(flow_id) => {}
             FlowRegistryMsg::Changed(flow_id) => {
                 let found = flows::find_in_any_workspace(&state.deps.db, flow_id).await?;
                 match (found, state.live.get(&flow_id)) {
@@ -102,10 +102,10 @@ impl Actor for FlowRegistry {
                 let _ = reply.send(state.live.count_in(workspace));
             }
             FlowRegistryMsg::Rebalance => {
-                let ownership = state.deps.ownership.clone();
+                let placement = state.deps.placement.clone();
                 // A flow's runner stops with its actor; what it left `sending` is settled by
                 // the next owner's actor, and its claims here no longer commit.
-                state.live.retire_unless(|id| ownership.owns(*id));
+                state.live.retire_unless(|id| placement.owns(*id));
                 start_owned(&myself, state).await?;
             }
         }
@@ -159,7 +159,7 @@ async fn start_owned(
     state: &mut FlowRegistryState,
 ) -> Result<(), parley_persistence::PersistenceError> {
     for flow in flows::live(&state.deps.db).await? {
-        if state.deps.ownership.owns(flow.id) && state.live.get(&flow.id).is_none() {
+        if state.deps.placement.owns(flow.id) && state.live.get(&flow.id).is_none() {
             spawn(myself, state, flow.id, flow.workspace_id).await;
         }
     }

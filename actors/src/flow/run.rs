@@ -96,7 +96,7 @@ impl Runner {
                     return drain(in_flight).await;
                 }
                 let now = clock::now();
-                let fence = self.sender.flows.ownership().fence(self.flow_id);
+                let fence = self.sender.flows.placement().fence(self.flow_id);
                 if !flows::claim(&self.sender.db, recipient.id, now, fence.as_ref()).await? {
                     continue;
                 }

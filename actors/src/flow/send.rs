@@ -215,7 +215,12 @@ async fn judge(
         error @ (OutboundError::Templates(_)
         | OutboundError::Storage(_)
         | OutboundError::NoPhone
-        | OutboundError::Unavailable(_)) => (verdict.retry_or_fail(None, error.to_string()), None),
+        | OutboundError::Unavailable(_)
+        | OutboundError::TimedOut) => (verdict.retry_or_fail(None, error.to_string()), None),
+        error @ OutboundError::ChannelInactive => (
+            verdict.failed(None, error.to_string()),
+            Some(Fatal(error.to_string())),
+        ),
     })
 }
 
@@ -277,7 +282,7 @@ mod tests {
         let db = deps.conversations.db.clone();
         let channels = crate::channel::Channels::new(
             Slot::new(SupervisorKind::Channels),
-            crate::cluster::Ownership::single(),
+            crate::cluster::Placement::single(),
         );
         let outbox = Outbox::new(
             db.clone(),
@@ -290,7 +295,8 @@ mod tests {
         let flows = Flows::new(
             Slot::new(SupervisorKind::Flows),
             db.clone(),
-            crate::cluster::Ownership::single(),
+            crate::cluster::Placement::single(),
+            deps.conversations.events.clone(),
         );
         Sender { db, outbox, flows }
     }

@@ -18,7 +18,7 @@ mod sweep;
 use self::sweep::{sweep, sweep_told};
 pub use super::settings::InboundSettings;
 use super::{InboundDeps, Processed, process};
-use crate::cluster::{Ownership, Topic};
+use crate::cluster::{News, Placement};
 use crate::tree::{ActorPath, RuntimeError, Slot, SupervisorKind};
 use crate::whatsapp::payload::{InboundMessage, Unreadable};
 
@@ -291,31 +291,32 @@ async fn settle(
 #[derive(Clone, Debug)]
 pub struct Inbound {
     worker: Slot<InboundWorkerMsg>,
-    ownership: Ownership,
+    placement: Placement,
 }
 
 impl Inbound {
-    pub(crate) fn new(worker: Slot<InboundWorkerMsg>, ownership: Ownership) -> Self {
-        Self { worker, ownership }
+    pub(crate) fn new(worker: Slot<InboundWorkerMsg>, placement: Placement) -> Self {
+        Self { worker, placement }
     }
 
     /// Hands a freshly stored webhook event to the worker, or, on a cluster, tells the node
     /// that owns its channel. Nothing is lost when the worker is busy or restarting (or the
     /// owner is not told): the event is in the database and the worker reads it from there.
     pub fn dispatch(&self, event: webhook_event::Model) {
-        if !self.ownership.owns(event.channel_id) {
-            let news = format!("{}:{}", event.channel_id, event.id);
-            self.ownership.tell_owner(Topic::Inbound, news);
-            return;
-        }
-        match self.worker.get() {
+        let (channel_id, event_id) = (event.channel_id, event.id);
+        let here = || match self.worker.get() {
             Ok(worker) => {
                 let _ = worker.send_message(InboundWorkerMsg::Stored(Box::new(event)));
             }
             Err(error) => {
-                tracing::warn!(%error, event_id = %event.id, "event left for the inbound worker's next sweep");
+                tracing::warn!(%error, %event_id, "event left for the inbound worker's next sweep");
             }
-        }
+        };
+        let news = || News::InboundStored {
+            channel_id,
+            event_id,
+        };
+        self.placement.notify(channel_id, here, news);
     }
 
     /// Reads the due events of the channels this node owns now; `told`: the event another

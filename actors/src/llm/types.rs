@@ -164,7 +164,8 @@ pub struct Completion {
 }
 
 /// Why a call to the model failed, after retries.
-#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "detail")]
 pub enum LlmError {
     /// No answer within the per-call timeout.
     #[error("the language model did not answer within {0} ms")]

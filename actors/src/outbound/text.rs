@@ -5,6 +5,9 @@
 //! before anything is stored, and puts off the conversation's automatic return to the
 //! assistant.
 
+use std::time::Duration;
+
+use parley_persistence::entities::channel;
 use parley_persistence::{Role, clock, handoff};
 use uuid::Uuid;
 
@@ -54,6 +57,28 @@ impl Outbox {
         let shown = (content, text);
         self.send_as(role, thread, &phone, shown, message_id, Retries::Channel)
             .await
+    }
+
+    /// An operator's reply, from the API or the console: `text` to the thread's person through
+    /// `channel` (the thread's, found in its workspace), which must be active; the caller waits
+    /// at most `patience`, and the send still finishes and is recorded past it.
+    ///
+    /// # Errors
+    /// [`OutboundError::ChannelInactive`], [`OutboundError::TimedOut`], or as
+    /// [`Outbox::send_operator_text`].
+    pub async fn reply_as_operator(
+        &self,
+        channel: &channel::Model,
+        thread: Thread,
+        text: String,
+        patience: Duration,
+    ) -> Result<Sent, OutboundError> {
+        if !channel.active {
+            return Err(OutboundError::ChannelInactive);
+        }
+        tokio::time::timeout(patience, self.send_operator_text(thread, text))
+            .await
+            .map_err(|_| OutboundError::TimedOut)?
     }
 
     /// Sends an operator's `text` to the thread's identity, inside WhatsApp's 24-hour window

@@ -15,8 +15,7 @@ use tokio::sync::Notify;
 use uuid::Uuid;
 
 use super::ActorRuntime;
-use crate::changes::Change;
-use crate::cluster::{NOTIFY_CHANNEL, Ownership, Topic};
+use crate::cluster::{NOTIFY_CHANNEL, News, Placement};
 
 /// How a node takes part in the cluster.
 #[derive(Clone, Debug)]
@@ -36,7 +35,7 @@ pub struct ClusterSettings {
 #[derive(Debug)]
 pub struct Membership {
     db: DatabaseConnection,
-    ownership: Ownership,
+    placement: Placement,
     settings: ClusterSettings,
     state: Mutex<Beat>,
     /// Wakes the heartbeat loop at once (another node joined or left).
@@ -72,7 +71,7 @@ impl Membership {
     /// The database's.
     pub async fn join(
         db: DatabaseConnection,
-        ownership: Ownership,
+        placement: Placement,
         settings: ClusterSettings,
     ) -> Result<Arc<Self>, PersistenceError> {
         let wanted = i32::try_from(settings.partitions.max(1)).unwrap_or(64);
@@ -84,18 +83,18 @@ impl Membership {
                 "the cluster's partition count was fixed at its first start; the stored one stands"
             );
         }
-        ownership.set_count(u32::try_from(count).unwrap_or(64));
+        placement.set_count(u32::try_from(count).unwrap_or(64));
         let membership = Arc::new(Self {
             db,
-            ownership,
+            placement,
             settings,
             state: Mutex::new(Beat::default()),
             nudge: Notify::new(),
             tasks: Mutex::new(Vec::new()),
         });
         let moved = membership.beat().await?;
-        ownership_log(&membership.ownership, &moved);
-        membership.ownership.tell(Topic::Rebalance, String::new());
+        ownership_log(&membership.placement, &moved);
+        membership.placement.tell(News::Rebalance);
         Ok(membership)
     }
 
@@ -113,7 +112,7 @@ impl Membership {
     /// One heartbeat: renew, release what was handed back, take up to the fair share (or
     /// give extras up), and record what is held.
     async fn beat(&self) -> Result<Moved, PersistenceError> {
-        let Some(node_id) = self.ownership.node_id() else {
+        let Some(node_id) = self.placement.node_id() else {
             return Ok(Moved::default());
         };
         let ttl = self.ttl_ms();
@@ -129,7 +128,7 @@ impl Membership {
             .into_iter()
             .map(|h| (h.partition, h.epoch))
             .collect();
-        let count = i64::from(self.ownership.partition_count());
+        let count = i64::from(self.placement.partition_count());
         let alive = cluster::alive_nodes(&self.db, ttl).await?.max(1);
         let share = (count + alive - 1) / alive;
         let have = i64::try_from(held.len()).unwrap_or(i64::MAX);
@@ -166,8 +165,8 @@ impl Membership {
         }
         let pairs: Vec<(i32, i64)> = held.into_iter().collect();
         crate::measure::cluster_partitions(pairs.len());
-        self.ownership.set_held(&pairs);
-        self.ownership.refresh_owners().await;
+        self.placement.set_held(&pairs);
+        self.placement.refresh_owners().await;
         Ok(moved)
     }
 
@@ -191,8 +190,8 @@ impl Membership {
             }
             match self.beat().await {
                 Ok(moved) => {
-                    ownership_log(&self.ownership, &moved);
-                    apply(&runtime, &self.ownership, &moved).await;
+                    ownership_log(&self.placement, &moved);
+                    apply(&runtime, &self.placement, &moved).await;
                 }
                 Err(error) => tracing::warn!(%error, "the cluster heartbeat failed"),
             }
@@ -220,49 +219,27 @@ impl Membership {
         }
     }
 
-    /// Acts on another node's news (`topic:node-id:payload`).
+    /// Acts on another node's news; what this node does not own is left to its owner.
     async fn heard(&self, runtime: &ActorRuntime, payload: &str) {
-        let mut parts = payload.splitn(3, ':');
-        let (Some(topic), Some(from), Some(body)) = (parts.next(), parts.next(), parts.next())
-        else {
+        let Some(news) = self.placement.heard(payload) else {
             return;
         };
-        let from_here = self.ownership.node_id().map(|id| id.to_string()).as_deref() == Some(from);
-        let id = Uuid::parse_str(body).ok();
-        match Topic::parse(topic) {
-            // `channel:event`: the event stored for the channel.
-            Some(Topic::Inbound) => {
-                let (channel, event) = body.split_once(':').unwrap_or((body, ""));
-                if Uuid::parse_str(channel).is_ok_and(|id| self.ownership.owns(id)) {
-                    runtime.inbound().sweep_now(Uuid::parse_str(event).ok());
-                }
+        let owned = |id: &Uuid| self.placement.owns(*id);
+        match news {
+            News::InboundStored {
+                channel_id,
+                event_id,
+            } if owned(&channel_id) => runtime.inbound().sweep_now(Some(event_id)),
+            // Created, moved, or a report moved one of its recipients: its actor starts or
+            // looks again.
+            News::Flow { flow_id } if owned(&flow_id) => {
+                runtime.flows().changed(flow_id);
+                runtime.flows().reported(flow_id);
             }
-            Some(Topic::Flow) => {
-                // Created, moved, or a report moved one of its recipients: its actor starts
-                // or looks again.
-                if let Some(id) = id.filter(|id| self.ownership.owns(*id)) {
-                    runtime.flows().changed(id);
-                    runtime.flows().reported(id);
-                }
-            }
-            Some(Topic::Task) => {
-                if let Some(id) = id.filter(|id| self.ownership.owns(*id)) {
-                    runtime.scheduler().changed(id);
-                }
-            }
-            Some(Topic::Events) if !from_here => {
-                if let Ok(workspace_id) = body.parse::<i64>()
-                    && let Err(error) = runtime.events().reload(&self.db, Some(workspace_id)).await
-                {
-                    tracing::warn!(%error, "event routes not read again");
-                }
-            }
-            Some(Topic::Rebalance) if !from_here => self.nudge.notify_one(),
-            Some(Topic::Change) if !from_here => match serde_json::from_str::<Change>(body) {
-                Ok(change) => runtime.changes().tell_here(&change),
-                Err(error) => tracing::warn!(%error, "an unreadable change was published"),
-            },
-            _ => {}
+            News::Task { task_id } if owned(&task_id) => runtime.scheduler().changed(task_id),
+            News::Rebalance => self.nudge.notify_one(),
+            News::Change { change } => runtime.changes().tell_here(&change),
+            News::InboundStored { .. } | News::Flow { .. } | News::Task { .. } => {}
         }
     }
 
@@ -277,19 +254,13 @@ impl Membership {
         for task in tasks {
             task.abort();
         }
-        if let Some(node_id) = self.ownership.node_id() {
-            self.ownership.set_held(&[]);
+        if let Some(node_id) = self.placement.node_id() {
+            self.placement.set_held(&[]);
             if let Err(error) = cluster::leave(&self.db, node_id).await {
                 tracing::warn!(%error, "the partitions were not released; they expire instead");
                 return;
             }
-            if let Err(error) = cluster::notify(
-                &self.db,
-                NOTIFY_CHANNEL,
-                &[format!("{}:{node_id}:", Topic::Rebalance.name())],
-            )
-            .await
-            {
+            if let Err(error) = self.placement.tell_now(News::Rebalance).await {
                 tracing::warn!(%error, "the other nodes were not told this one left");
             }
             tracing::info!(%node_id, "left the cluster; its partitions are free");
@@ -305,19 +276,19 @@ impl Membership {
     pub async fn drain(&self) -> Result<(), PersistenceError> {
         self.lock().leaving = true;
         self.nudge.notify_one();
-        match self.ownership.node_id() {
+        match self.placement.node_id() {
             Some(node_id) => cluster::drain(&self.db, node_id).await,
             None => Ok(()),
         }
     }
 }
 
-fn ownership_log(ownership: &Ownership, moved: &Moved) {
+fn ownership_log(placement: &Placement, moved: &Moved) {
     if !moved.gained.is_empty() || moved.lost > 0 {
         tracing::info!(
             gained = moved.gained.len(),
             lost = moved.lost,
-            held = ownership.held().len(),
+            held = placement.held().len(),
             "cluster partitions moved"
         );
     }
@@ -327,7 +298,7 @@ fn ownership_log(ownership: &Ownership, moved: &Moved) {
 /// gained is resumed as after a stop (messages caught mid-send failed `interrupted`, pending
 /// ones sent, events swept, flows and tasks started). Every registry also looks again at each
 /// beat, so that news missed while the listener reconnected is found within a beat.
-async fn apply(runtime: &ActorRuntime, ownership: &Ownership, moved: &Moved) {
+async fn apply(runtime: &ActorRuntime, placement: &Placement, moved: &Moved) {
     runtime.channels().rebalance();
     runtime.flows().rebalance();
     if moved.gained.is_empty() && moved.lost == 0 {
@@ -341,7 +312,7 @@ async fn apply(runtime: &ActorRuntime, ownership: &Ownership, moved: &Moved) {
             Ok(ids) => {
                 let taken: Vec<Uuid> = ids
                     .into_iter()
-                    .filter(|id| ownership.in_partitions(*id, &gained))
+                    .filter(|id| placement.in_partitions(*id, &gained))
                     .collect();
                 if let Err(error) = runtime.resume_channels(Some(taken)).await {
                     tracing::warn!(%error, "the taken-over channels' messages were not resumed");

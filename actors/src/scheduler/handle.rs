@@ -7,7 +7,7 @@ use std::sync::Arc;
 use ractor::{RpcReplyPort, call_t};
 use uuid::Uuid;
 
-use crate::cluster::{Ownership, Topic};
+use crate::cluster::{News, Placement};
 use crate::tree::{RuntimeError, Slot};
 
 /// Messages of the scheduler.
@@ -28,14 +28,14 @@ pub(crate) enum SchedulerMsg {
 #[derive(Clone, Debug)]
 pub struct Scheduler {
     registry: Slot<SchedulerMsg>,
-    ownership: Ownership,
+    placement: Placement,
 }
 
 impl Scheduler {
-    pub(crate) fn new(registry: Slot<SchedulerMsg>, ownership: Ownership) -> Self {
+    pub(crate) fn new(registry: Slot<SchedulerMsg>, placement: Placement) -> Self {
         Self {
             registry,
-            ownership,
+            placement,
         }
     }
 
@@ -48,17 +48,15 @@ impl Scheduler {
 
     /// A task was created, paused, resumed or deleted (its owner is told, on a cluster).
     pub fn changed(&self, task_id: Uuid) {
-        if !self.ownership.owns(task_id) {
-            self.ownership.tell_owner(Topic::Task, task_id);
-            return;
-        }
-        match self.registry.get() {
+        let here = || match self.registry.get() {
             Ok(registry) => {
                 let _ = registry.send_message(SchedulerMsg::Changed(task_id));
             }
             // A scheduler starting again sweeps the table at once.
             Err(error) => tracing::warn!(%task_id, %error, "the scheduler was not told"),
-        }
+        };
+        self.placement
+            .notify(task_id, here, || News::Task { task_id });
     }
 
     /// How many task actors are live for `workspace` (all, for `None`).

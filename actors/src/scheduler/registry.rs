@@ -54,8 +54,8 @@ impl Actor for SchedulerRegistry {
         args: SchedulerArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
         let now = clock::now();
-        let ownership = args.deps.conversations.ownership().clone();
-        recover_where(&args.deps, now, |task_id| ownership.owns(task_id)).await?;
+        let placement = args.deps.placement.clone();
+        recover_where(&args.deps, now, |task_id| placement.owns(task_id)).await?;
         Ok(SchedulerState {
             deps: args.deps,
             sweep: args.sweep,
@@ -97,13 +97,13 @@ impl Actor for SchedulerRegistry {
                 myself.send_after(state.sweep, || SchedulerMsg::Sweep);
             }
             SchedulerMsg::Rebalance(gained) => {
-                let ownership = state.deps.conversations.ownership().clone();
-                state.live.retire_unless(|id| ownership.owns(*id));
+                let placement = state.deps.placement.clone();
+                state.live.retire_unless(|id| placement.owns(*id));
                 let now = clock::now();
-                recover_where(&state.deps, now, |id| ownership.in_partitions(id, &gained)).await?;
+                recover_where(&state.deps, now, |id| placement.in_partitions(id, &gained)).await?;
                 sweep(&myself, state).await?;
             }
-            SchedulerMsg::Changed(id) if !state.deps.conversations.ownership().owns(id) => {
+            SchedulerMsg::Changed(id) if !state.deps.placement.owns(id) => {
                 if let Some(actor) = state.live.get(&id) {
                     actor.stop(Some("another node owns the task".to_owned()));
                 }
@@ -158,8 +158,8 @@ async fn sweep(
 ) -> Result<(), ActorProcessingErr> {
     let until = clock::now() + chrono::Duration::from_std(state.sweep)?;
     let due = scheduled_tasks::due_before(&state.deps.db, until, SWEEP_LIMIT).await?;
-    let ownership = state.deps.conversations.ownership().clone();
-    for task in ownership.keep_owned(due, |task| task.id) {
+    let placement = state.deps.placement.clone();
+    for task in placement.keep_owned(due, |task| task.id) {
         ensure(myself, state, &task).await;
     }
     Ok(())
@@ -171,7 +171,7 @@ async fn recover_where(
     now: DateTime<Utc>,
     mine: impl Fn(Uuid) -> bool,
 ) -> Result<(), parley_persistence::PersistenceError> {
-    let rerun_unsent = !deps.conversations.ownership().is_clustered();
+    let rerun_unsent = !deps.placement.is_clustered();
     let recovered = recover(&deps.db, deps.outbox.events(), now, mine, rerun_unsent).await?;
     if recovered.interrupted > 0 {
         tracing::warn!(

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::TaskPayload;
-use crate::conversation::registry::Conversations;
+use crate::conversation::Conversations;
 use crate::flow::{FlowConfig, FlowRequest, Flows};
 use crate::outbound::{Outbox, Sent, TemplateSend};
 use crate::people;
@@ -31,6 +31,8 @@ pub struct TaskDeps {
     pub store: Store,
     /// Runs kept per task; older ones are deleted as new ones are recorded.
     pub runs_kept: u64,
+    /// Which tasks this node owns; a run's claim carries its fence.
+    pub placement: crate::cluster::Placement,
 }
 
 /// Runs `task` as its run `run_id`; answers what it did, or why it failed. A message the run

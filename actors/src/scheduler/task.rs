@@ -101,7 +101,7 @@ async fn run_once(deps: TaskDeps, task_id: Uuid, due_at: DateTime<Utc>, late: bo
         let now = clock::now();
         // The claim and the run row commit together: a stop leaves both or neither.
         let txn = parley_persistence::begin_write(db).await?;
-        let fence = deps.conversations.ownership().fence(task_id);
+        let fence = deps.placement.fence(task_id);
         let claimed = scheduled_tasks::start_run(&txn, task_id, due_at, late, now, fence.as_ref());
         let Some(run) = claimed.await? else {
             return Ok(());

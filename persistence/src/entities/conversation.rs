@@ -5,7 +5,7 @@ use sea_orm::entity::prelude::*;
 use crate::values::{ConversationMode, ConversationStatus};
 
 /// One row of `conversations`.
-#[derive(Clone, Debug, PartialEq, DeriveEntityModel)]
+#[derive(Clone, Debug, PartialEq, DeriveEntityModel, serde::Serialize, serde::Deserialize)]
 #[sea_orm(table_name = "conversations")]
 pub struct Model {
     /// UUID v7.

@@ -1,6 +1,8 @@
 //! One conversation: its messages by role (tool calls folded), the statuses of what was sent,
 //! and the controls a person uses to step in: hand over, give back, reply.
 
+use std::time::Duration;
+
 use askama::Template;
 use axum::Router;
 use axum::body::Bytes;
@@ -8,7 +10,6 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use parley_actors::ModeChange;
 use parley_actors::thread::Thread;
 use parley_persistence::entities::{conversation, message};
 use parley_persistence::{ConversationStatus, Direction, Role, clock};
@@ -18,7 +19,6 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::http::AppState;
-use crate::http::commands;
 use crate::http::error::ApiError;
 use crate::http::lookup::channel_of;
 use crate::http::validation::{Problems, optional_text, text_field};
@@ -281,12 +281,17 @@ async fn hand_over(
     let mut problems = Problems::default();
     let reason = Some(fields.reason.trim().to_owned()).filter(|r| !r.is_empty());
     let reason = optional_text(&mut problems, "reason", reason, REASON_LIMIT);
-    let change = ModeChange::HandOver {
-        channel_id: found.channel_id,
-        reason,
-    };
+    let conversations = state.actors.conversations();
     let changed = match problems.finish() {
-        Ok(()) => change_mode(&state, &found, change).await,
+        Ok(()) => conversations
+            .hand_over(
+                found.workspace_id,
+                found.identity_id,
+                found.channel_id,
+                reason,
+            )
+            .await
+            .map_err(ApiError::from),
         Err(error) => Err(error),
     };
     settle(&state, &console, found, changed.map(|c| (c.id, "handed"))).await
@@ -300,10 +305,11 @@ async fn give_back(
 ) -> Result<Response, Failure> {
     let _: Plain = acting(&console, &body)?;
     let found = find(&state, &console, &id).await?;
-    let change = ModeChange::GiveBack {
-        channel_id: found.channel_id,
-    };
-    let changed = change_mode(&state, &found, change).await;
+    let conversations = state.actors.conversations();
+    let changed = conversations
+        .give_back(found.workspace_id, found.identity_id, found.channel_id)
+        .await
+        .map_err(ApiError::from);
     settle(&state, &console, found, changed.map(|c| (c.id, "resumed"))).await
 }
 
@@ -340,18 +346,10 @@ async fn send(
         identity_id: found.identity_id,
         channel_id: found.channel_id,
     };
-    commands::send_operator_reply(state, &channel, thread, text).await
-}
-
-async fn change_mode(
-    state: &AppState,
-    found: &conversation::Model,
-    change: ModeChange,
-) -> Result<conversation::Model, ApiError> {
-    Ok(state
-        .actors
-        .conversations()
-        .change_mode(found.workspace_id, found.identity_id, change)
+    let patience = Duration::from_secs(state.settings.server.send_timeout_secs);
+    let outbox = state.actors.outbox();
+    Ok(outbox
+        .reply_as_operator(&channel, thread, text, patience)
         .await?)
 }
 

@@ -4,9 +4,10 @@
 //! mode changes inside the identity's conversation actor (so that a message racing a handoff
 //! is answered before it or not at all); the reply goes the one way every message goes.
 
+use std::time::Duration;
+
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use parley_actors::ModeChange;
 use parley_actors::outbound::Sent;
 use parley_actors::thread::Thread;
 use parley_persistence::clock;
@@ -16,10 +17,9 @@ use serde_json::Value;
 use crate::domain::Permission;
 use crate::http::AppState;
 use crate::http::auth::Caller;
-use crate::http::commands;
 use crate::http::envelope::Envelope;
 use crate::http::error::{Refusal, Result};
-use crate::http::extract::{Forward, Json, Path};
+use crate::http::extract::{Json, Path};
 use crate::http::lookup::{find_channel, identity_id_of};
 use crate::http::validation::{Problems, optional_text, parse_uuid, text_field};
 
@@ -63,7 +63,6 @@ struct HandoffBody {
 async fn hand_over(
     caller: Caller,
     State(state): State<AppState>,
-    forward: Forward,
     Path((identity_id, channel_id)): Path<(String, String)>,
     body: Option<Json<HandoffBody>>,
 ) -> Result<Response> {
@@ -74,15 +73,9 @@ async fn hand_over(
     problems.finish()?;
     let channel_id = parse_uuid(&channel_id, "channel_id")?;
     let identity_id = identity_id_of(&state, &caller, &identity_id).await?;
-    let again = serde_json::to_vec(&serde_json::json!({"reason": reason})).ok();
-    if let Some(answer) = forward
-        .elsewhere(&state, identity_id, again.map(Into::into))
-        .await?
-    {
-        return Ok(answer);
-    }
-    let change = ModeChange::HandOver { channel_id, reason };
-    let conversation = change_mode(&state, &caller, identity_id, change).await?;
+    let conversations = state.actors.conversations();
+    let handed = conversations.hand_over(caller.workspace_id, identity_id, channel_id, reason);
+    let conversation = record(&state, handed.await?);
     Ok(Envelope::ok("Conversation handed to a person", conversation).into_response())
 }
 
@@ -102,38 +95,24 @@ async fn hand_over(
 async fn resume(
     caller: Caller,
     State(state): State<AppState>,
-    forward: Forward,
     Path((identity_id, channel_id)): Path<(String, String)>,
 ) -> Result<Response> {
     caller.require(Permission::Write)?;
     let channel_id = parse_uuid(&channel_id, "channel_id")?;
     let identity_id = identity_id_of(&state, &caller, &identity_id).await?;
-    if let Some(answer) = forward.elsewhere(&state, identity_id, None).await? {
-        return Ok(answer);
-    }
-    let change = ModeChange::GiveBack { channel_id };
-    let conversation = change_mode(&state, &caller, identity_id, change).await?;
+    let conversations = state.actors.conversations();
+    let given = conversations.give_back(caller.workspace_id, identity_id, channel_id);
+    let conversation = record(&state, given.await?);
     Ok(Envelope::ok("Conversation given back to the assistant", conversation).into_response())
 }
 
-/// Runs `change` in the identity's conversation actor; answers the conversation's record.
-async fn change_mode(
+/// The record of a conversation as it is now.
+fn record(
     state: &AppState,
-    caller: &Caller,
-    identity_id: uuid::Uuid,
-    change: ModeChange,
-) -> Result<ConversationRecord> {
-    let conversation = state
-        .actors
-        .conversations()
-        .change_mode(caller.workspace_id, identity_id, change)
-        .await?;
+    conversation: parley_persistence::entities::conversation::Model,
+) -> ConversationRecord {
     let idle_after = state.settings.actors.conversation_idle();
-    Ok(ConversationRecord::new(
-        conversation,
-        idle_after,
-        clock::now(),
-    ))
+    ConversationRecord::new(conversation, idle_after, clock::now())
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -176,6 +155,10 @@ async fn reply(
         identity_id,
         channel_id: channel.id,
     };
-    let sent = commands::send_operator_reply(&state, &channel, thread, text).await?;
+    let patience = Duration::from_secs(state.settings.server.send_timeout_secs);
+    let outbox = state.actors.outbox();
+    let sent = outbox
+        .reply_as_operator(&channel, thread, text, patience)
+        .await?;
     Ok(Envelope::ok("Operator message sent", sent))
 }

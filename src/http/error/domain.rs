@@ -2,9 +2,10 @@
 //! impl, so a handler only writes `?`.
 
 use parley_actors::channel::SendError;
-use parley_actors::flow::CreateFlowError;
+use parley_actors::flow::{CreateFlowError, FlowMoveError};
 use parley_actors::llm::LlmError;
 use parley_actors::outbound::OutboundError;
+use parley_actors::scheduler::{TaskMove, TaskMoveError};
 use parley_actors::store::StoreError;
 use parley_actors::whatsapp::{GraphError, MetaError};
 use parley_actors::{RuntimeError, TurnError};
@@ -69,6 +70,10 @@ impl From<OutboundError> for ApiError {
             OutboundError::NotSent { error, .. } => error.into(),
             OutboundError::Unavailable(error) => error.into(),
             OutboundError::OutsideWindow => Self::outside_service_window(),
+            OutboundError::ChannelInactive => {
+                Self::Conflict("The channel is not active".to_owned())
+            }
+            OutboundError::TimedOut => Self::send_timed_out(),
             OutboundError::NoPhone => {
                 Self::Conflict("The identity has no phone number to send to on WhatsApp".to_owned())
             }
@@ -97,6 +102,37 @@ impl From<CreateFlowError> for ApiError {
                 message: "The channel is not active; give it credentials first".to_owned(),
             },
             CreateFlowError::Storage(_) => Self::Internal(anyhow::anyhow!(error)),
+        }
+    }
+}
+
+impl From<FlowMoveError> for ApiError {
+    /// A flow that did not move: 409 `invalid_transition` naming both states.
+    fn from(error: FlowMoveError) -> Self {
+        match error {
+            FlowMoveError::InvalidTransition { .. } => Self::ConflictCode {
+                code: "invalid_transition",
+                message: error.to_string(),
+            },
+            FlowMoveError::Gone => Self::NotFound("Flow"),
+            FlowMoveError::Storage(error) => error.into(),
+        }
+    }
+}
+
+impl From<TaskMoveError> for ApiError {
+    /// A task that did not move: 409 naming the status it is in.
+    fn from(error: TaskMoveError) -> Self {
+        match error {
+            TaskMoveError::Refused { how, .. } => Self::ConflictCode {
+                code: match how {
+                    TaskMove::Pause => "task_not_scheduled",
+                    TaskMove::Resume => "task_not_paused",
+                },
+                message: error.to_string(),
+            },
+            TaskMoveError::Gone => Self::NotFound("Scheduled task"),
+            TaskMoveError::Storage(error) => error.into(),
         }
     }
 }
@@ -139,7 +175,6 @@ impl From<TurnError> for ApiError {
             ),
             TurnError::Unavailable(error) => error.into(),
             TurnError::NotOwner => Self::not_owner("identity"),
-            TurnError::Refused(message) => Self::Conflict(message),
             TurnError::Template(_) | TurnError::Storage(_) => {
                 Self::Internal(anyhow::anyhow!(error))
             }

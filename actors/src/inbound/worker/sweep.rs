@@ -51,8 +51,8 @@ pub(super) async fn sweep_told(state: &mut InboundWorkerState) {
     }
     match webhook_events::due_among(&state.deps.db, clock::now(), told).await {
         Ok(events) => {
-            let ownership = state.deps.conversations.ownership().clone();
-            for event in events.into_iter().filter(|e| ownership.owns(e.channel_id)) {
+            let owned = state.deps.placement.keep_owned(events, |e| e.channel_id);
+            for event in owned {
                 hold(state, event, true);
             }
         }
@@ -65,12 +65,11 @@ pub(super) async fn sweep_told(state: &mut InboundWorkerState) {
 async fn owned_channels(
     deps: &InboundDeps,
 ) -> Result<Option<Vec<Uuid>>, parley_persistence::PersistenceError> {
-    let ownership = deps.conversations.ownership();
-    if !ownership.is_clustered() {
+    if !deps.placement.is_clustered() {
         return Ok(None);
     }
     let ids = parley_persistence::channels::all_ids(&deps.db).await?;
-    Ok(Some(ownership.keep_owned(ids, |id| *id)))
+    Ok(Some(deps.placement.keep_owned(ids, |id| *id)))
 }
 
 #[cfg(test)]

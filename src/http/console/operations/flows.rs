@@ -11,7 +11,6 @@ use parley_persistence::{FlowStatus, entities::flow};
 use uuid::Uuid;
 
 use crate::http::AppState;
-use crate::http::commands;
 use crate::http::error::ApiError;
 
 use super::super::session::Console;
@@ -138,7 +137,13 @@ async fn move_flow(
         _ => return Err(Failure::new(&console, ApiError::NotFound("Route"))),
     };
     let found = find(&state, &console, &id).await?;
-    match commands::set_flow_status(&state, &found, to).await {
+    match state
+        .actors
+        .flows()
+        .set_status(&found, to)
+        .await
+        .map_err(ApiError::from)
+    {
         Ok(moved) => Ok(see_other(&format!(
             "/console/flows?done={}",
             moved.status.as_str()

@@ -12,7 +12,9 @@ use parley_persistence::{Page, TaskStatus, scheduled_tasks};
 use uuid::Uuid;
 
 use crate::http::AppState;
-use crate::http::commands::{self, TaskMove};
+use parley_actors::scheduler::TaskMove;
+
+use crate::http::error::ApiError;
 
 use super::super::session::Console;
 use super::super::view::{Done, Shell, when, when_or_dash};
@@ -179,7 +181,9 @@ async fn act(
 ) -> Result<Response, Failure> {
     let _: Plain = acting(&console, &body)?;
     let found = find(&state, &console, &id).await?;
-    match commands::move_task(&state, &found, how).await {
+    let scheduler = state.actors.scheduler();
+    let moved = scheduler.move_task(&state.db, &found, how).await;
+    match moved.map_err(ApiError::from) {
         Ok(moved) => Ok(see_other(&format!(
             "/console/tasks/{}?done={done}",
             moved.id

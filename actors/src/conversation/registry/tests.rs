@@ -1,0 +1,365 @@
+//! The registry with its actors: one per identity, crashes contained, rests and their
+//! caches, created identities taken as given.
+
+use std::time::Duration;
+
+use parley_persistence::ConnectionTrait;
+use uuid::Uuid;
+
+use super::*;
+use crate::ActorRuntime;
+use crate::changes::Listener;
+use crate::conversation::TurnOrigin;
+use crate::conversation::{Conversations, TurnRequest};
+use crate::test_support::{runtime_deps, world};
+
+fn says(channel_id: Uuid, text: &str) -> TurnRequest {
+    TurnRequest {
+        channel_id,
+        text: text.to_owned(),
+        origin: TurnOrigin::Api { events: None },
+        metadata: None,
+    }
+}
+
+#[tokio::test]
+async fn a_crashed_conversation_actor_is_replaced_and_other_identities_are_untouched() {
+    let t = started(|_| {}).await;
+    let (conversations, ws, channel, a, b) = (&t.conversations, t.ws, t.channel, t.a, t.b);
+    conversations
+        .turn(ws, a, says(channel, "hi"))
+        .await
+        .expect("a answers");
+    conversations
+        .turn(ws, b, says(channel, "hi"))
+        .await
+        .expect("b answers");
+    let a_before = conversations
+        .local()
+        .actor_of((ws, a))
+        .await
+        .expect("a live");
+    let b_before = conversations
+        .local()
+        .actor_of((ws, b))
+        .await
+        .expect("b live");
+
+    a_before.send_message(ConversationMsg::Crash).expect("send");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while conversations.local().actor_of((ws, a)).await.is_some() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the failed actor was not forgotten"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+
+    let again = conversations
+        .turn(ws, a, says(channel, "still there?"))
+        .await
+        .expect("a answers again");
+    assert_eq!(again.reply, "You said: still there?");
+    let a_after = conversations
+        .local()
+        .actor_of((ws, a))
+        .await
+        .expect("a live again");
+    assert_ne!(a_after.get_id(), a_before.get_id());
+    let b_after = conversations
+        .local()
+        .actor_of((ws, b))
+        .await
+        .expect("b still live");
+    assert_eq!(
+        b_after.get_id(),
+        b_before.get_id(),
+        "b's actor never noticed"
+    );
+    t.runtime.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test]
+async fn concurrent_first_messages_of_one_identity_spawn_one_actor() {
+    let t = started(|_| {}).await;
+    let (conversations, ws, channel, a) = (&t.conversations, t.ws, t.channel, t.a);
+
+    let turns = (0..8).map(|n| {
+        let conversations = conversations.clone();
+        async move {
+            conversations
+                .turn(ws, a, says(channel, &format!("m{n}")))
+                .await
+        }
+    });
+    for outcome in futures_util::future::join_all(turns).await {
+        outcome.expect("answered");
+    }
+
+    assert_eq!(conversations.live().await.expect("count"), 1);
+    t.runtime.shutdown(Duration::from_secs(5)).await;
+}
+
+/// A runtime on a fresh database holding [`world`], its conversation settings adjusted.
+struct Started {
+    runtime: ActorRuntime,
+    conversations: Conversations,
+    model: parley_testkit::FakeModel,
+    db: parley_persistence::DatabaseConnection,
+    ws: i64,
+    channel: Uuid,
+    a: Uuid,
+    b: Uuid,
+    _dir: tempfile::TempDir,
+}
+
+async fn started(configure: impl FnOnce(&mut ConversationDeps)) -> Started {
+    let (mut deps, dir, model) = runtime_deps().await;
+    configure(&mut deps.conversations);
+    let db = deps.conversations.db.clone();
+    let (ws, channel, a, b) = world(&db).await;
+    let runtime = ActorRuntime::start(deps).await.expect("runtime");
+    let conversations = runtime.conversations().clone();
+    Started {
+        runtime,
+        conversations,
+        model,
+        db,
+        ws,
+        channel,
+        a,
+        b,
+        _dir: dir,
+    }
+}
+
+/// The texts of the messages the model was sent in its most recent request.
+fn last_request_texts(model: &parley_testkit::FakeModel) -> Vec<String> {
+    model.last_request().expect("a request")["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter_map(|m| m["content"].as_str().map(str::to_owned))
+        .collect()
+}
+
+async fn wait_until(what: &str, mut done: impl AsyncFnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while !done().await {
+        assert!(tokio::time::Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_resting_identity_has_no_actor_and_its_next_turn_starts_from_its_cache() {
+    let t = started(|deps| deps.settings.actor_rest = Duration::from_millis(50)).await;
+    let (conversations, ws, channel, a) = (&t.conversations, t.ws, t.channel, t.a);
+    conversations
+        .turn(ws, a, says(channel, "first"))
+        .await
+        .expect("answered");
+
+    wait_until("the actor never rested", async || {
+        conversations.live().await.expect("count") == 0
+    })
+    .await;
+    assert_eq!(conversations.resting_in(None).await.expect("count"), 1);
+    assert_eq!(
+        conversations.resting_in(Some(ws + 1)).await.expect("count"),
+        0
+    );
+
+    // Unannounced, so only a turn that reads the table would miss them: the history comes
+    // from the cache the resting actor left.
+    t.db.execute_unprepared("DELETE FROM messages")
+        .await
+        .expect("delete");
+    conversations
+        .turn(ws, a, says(channel, "second"))
+        .await
+        .expect("answered");
+    let texts = last_request_texts(&t.model);
+    assert!(texts.contains(&"first".to_owned()), "{texts:?}");
+    assert!(texts.contains(&"You said: first".to_owned()), "{texts:?}");
+    assert_eq!(conversations.resting_in(None).await.expect("count"), 0);
+    t.runtime.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test]
+async fn an_actor_started_while_the_warm_ones_are_live_rests_after_the_busy_rest() {
+    let t = started(|deps| {
+        deps.settings.actor_rest = Duration::from_secs(60);
+        deps.settings.warm_actors = 1;
+        deps.settings.busy_rest = Duration::from_millis(50);
+    })
+    .await;
+    let (conversations, ws, channel) = (&t.conversations, t.ws, t.channel);
+    conversations
+        .turn(ws, t.a, says(channel, "first"))
+        .await
+        .expect("answered");
+    conversations
+        .turn(ws, t.b, says(channel, "second"))
+        .await
+        .expect("answered");
+
+    wait_until(
+        "the actor started past the warm ones never rested",
+        async || conversations.local().actor_of((ws, t.b)).await.is_none(),
+    )
+    .await;
+    assert_eq!(
+        conversations.held_in(None).await.expect("count"),
+        (1, 1),
+        "live and resting"
+    );
+    assert!(
+        conversations.local().actor_of((ws, t.a)).await.is_some(),
+        "the warm actor rested before its rest time"
+    );
+    t.runtime.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test]
+async fn a_turn_for_an_actor_finishing_its_mailbox_before_it_rests_waits_for_its_successor() {
+    let t = started(|_| {}).await;
+    let (conversations, ws, channel, a) = (&t.conversations, t.ws, t.channel, t.a);
+    conversations
+        .turn(ws, a, says(channel, "warm up"))
+        .await
+        .expect("answered");
+    let first = conversations.local().actor_of((ws, a)).await.expect("live");
+
+    t.model
+        .set_latency(Duration::from_millis(300), Duration::ZERO);
+    let slow = tokio::spawn({
+        let conversations = conversations.clone();
+        async move { conversations.turn(ws, a, says(channel, "slow")).await }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    conversations
+        .local()
+        .registry()
+        .get()
+        .expect("registry")
+        .send_message(RegistryMsg::Rest((ws, a), first.get_id()))
+        .expect("rest");
+    t.model.set_latency(Duration::ZERO, Duration::ZERO);
+    let next = conversations
+        .turn(ws, a, says(channel, "next"))
+        .await
+        .expect("answered");
+
+    assert_eq!(next.reply, "You said: next");
+    let slow = slow.await.expect("task").expect("answered");
+    assert_eq!(slow.reply, "You said: slow");
+    // The successor started once the first had stored its turn, and from its cache.
+    let texts = last_request_texts(&t.model);
+    assert!(texts.contains(&"You said: slow".to_owned()), "{texts:?}");
+    let successor = conversations.local().actor_of((ws, a)).await.expect("live");
+    assert_ne!(successor.get_id(), first.get_id());
+    assert_eq!(conversations.live().await.expect("count"), 1);
+    t.runtime.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test]
+async fn a_created_identity_is_taken_as_given_unless_a_change_came_in_between() {
+    let t = started(|_| {}).await;
+    let (conversations, ws, channel, a, b) = (&t.conversations, t.ws, t.channel, t.a, t.b);
+    t.db.execute_unprepared("UPDATE assistants SET instructions = 'You help {{identity.name}}.'")
+        .await
+        .expect("instructions");
+    let given = async |id| {
+        let mut found = parley_persistence::identities::find(&t.db, ws, id)
+            .await
+            .expect("read")
+            .expect("identity");
+        found.name = Some("Given".to_owned());
+        found
+    };
+
+    // Taken as given: the table still says "A".
+    let before = conversations.announced();
+    conversations
+        .turn_of_created(ws, given(a).await, before, says(channel, "hi"))
+        .await
+        .expect("answered");
+    assert_eq!(last_request_texts(&t.model)[0], "You help Given.");
+
+    // An identity change applied in between (of any identity): the identity is read.
+    let before = conversations.announced();
+    conversations.changed(&Change::Identity {
+        workspace_id: ws,
+        identity_id: a,
+    });
+    wait_until("the change was not applied", async || {
+        conversations.announced() != before
+    })
+    .await;
+    conversations
+        .turn_of_created(ws, given(b).await, before, says(channel, "hi"))
+        .await
+        .expect("answered");
+    assert_eq!(last_request_texts(&t.model)[0], "You help B.");
+    t.runtime.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test]
+async fn a_created_identitys_first_turn_joins_a_conversation_started_meanwhile() {
+    let t = started(|_| {}).await;
+    let (conversations, ws, channel, a, b) = (&t.conversations, t.ws, t.channel, t.a, t.b);
+    // Unannounced: only a turn that looks in the table finds these conversations.
+    let (open_a, open_b) = (
+        open_conversation(&t.db, ws, a, channel).await,
+        open_conversation(&t.db, ws, b, channel).await,
+    );
+    let identity = async |id| {
+        parley_persistence::identities::find(&t.db, ws, id)
+            .await
+            .expect("read")
+            .expect("identity")
+    };
+
+    let before = conversations.announced();
+    let first = conversations
+        .turn_of_created(ws, identity(a).await, before, says(channel, "hi"))
+        .await
+        .expect("answered");
+    // Nothing was announced in between, so the turn starts a conversation without looking
+    // for one; the database has one open already and the start takes it.
+    assert_eq!(first.conversation_id, open_a);
+
+    // Messages stored for someone outside their actor in between: they may have started
+    // the created identity's conversation, so its first turn looks, and finds it.
+    let before = conversations.announced();
+    conversations.changed(&Change::Messages {
+        workspace_id: ws,
+        identity_id: a,
+        since: parley_persistence::clock::now(),
+    });
+    wait_until("the change was not applied", async || {
+        conversations.announced() != before
+    })
+    .await;
+    let first = conversations
+        .turn_of_created(ws, identity(b).await, before, says(channel, "hi"))
+        .await
+        .expect("answered");
+    assert_eq!(first.conversation_id, open_b);
+    t.runtime.shutdown(Duration::from_secs(5)).await;
+}
+
+async fn open_conversation(
+    db: &parley_persistence::DatabaseConnection,
+    ws: i64,
+    identity_id: Uuid,
+    channel_id: Uuid,
+) -> Uuid {
+    let now = parley_persistence::clock::now();
+    parley_persistence::conversations::start(db, ws, identity_id, channel_id, None, now)
+        .await
+        .expect("conversation")
+        .conversation()
+        .id
+}
