@@ -122,13 +122,10 @@ impl Placement {
         call: &C,
         here: impl Future<Output = C::Answer>,
     ) -> C::Answer {
-        if self.owns(call.owner_key()) {
-            let answer = here.await;
-            if !C::is_not_owner(&answer) {
-                return answer;
-            }
+        match self.here_first(call, here).await {
+            Some(answer) => answer,
+            None => self.at_owner(call).await,
         }
-        self.at_owner(call).await
     }
 
     /// As [`Placement::call`], for a call whose pieces `sink` hears as they come, wherever it
@@ -139,13 +136,24 @@ impl Placement {
         sink: &mpsc::Sender<C::Line>,
         here: impl Future<Output = C::Answer>,
     ) -> C::Answer {
-        if self.owns(call.owner_key()) {
-            let answer = here.await;
-            if !C::is_not_owner(&answer) {
-                return answer;
-            }
+        match self.here_first(call, here).await {
+            Some(answer) => answer,
+            None => self.streamed_at_owner(call, sink).await,
         }
-        self.streamed_at_owner(call, sink).await
+    }
+
+    /// `here`'s answer when this node owns the call's id and still did when it ran; `None`
+    /// when the owner elsewhere must answer.
+    async fn here_first<C: Call>(
+        &self,
+        call: &C,
+        here: impl Future<Output = C::Answer>,
+    ) -> Option<C::Answer> {
+        if !self.owns(call.owner_key()) {
+            return None;
+        }
+        let answer = here.await;
+        (!C::is_not_owner(&answer)).then_some(answer)
     }
 
     /// Runs `here` when this node owns `id`; otherwise tells the others `news` (its owner

@@ -50,8 +50,8 @@ pub const CLUSTER_PARTITIONS: &str = "parley_cluster_partitions_owned";
 /// Partitions this node took over, by how (`free`: nobody held it, `expired`: its holder's
 /// lease ran out, so the work it left is resumed as after a crash).
 pub const CLUSTER_TAKEOVERS: &str = "parley_cluster_takeovers_total";
-/// Requests and turns sent to the owning node, by kind (`http`, `turn`, `send`) and outcome
-/// (`ok`, `retried`, `error`).
+/// Calls sent to the owning node, by kind (`turn`, `streamed_turn`, `mode`, `send`, `graph`)
+/// and outcome (`ok`, `retried`, `error`).
 pub const CLUSTER_FORWARDS: &str = "parley_cluster_forwards_total";
 
 /// Gives every metric above its help text and unit; call once after installing a recorder.
@@ -185,7 +185,7 @@ pub(crate) fn cluster_takeovers(how: &'static str, count: usize) {
     counter!(CLUSTER_TAKEOVERS, "how" => how).increment(count as u64);
 }
 
-/// A request or call sent to the owning node (`kind`: `http`, `turn`, `send`).
+/// A call sent to the owning node (`kind`: the call's `KIND`).
 pub fn cluster_forward(kind: &'static str, ok: bool) {
     counter!(CLUSTER_FORWARDS, "kind" => kind, "outcome" => outcome(ok)).increment(1);
 }

@@ -734,3 +734,156 @@ fn a_cluster_on_sqlite_is_refused_with_a_sentence() {
         "{stderr}"
     );
 }
+
+/// The id in a record's `id`.
+fn id_of(record: &Value) -> uuid::Uuid {
+    record["id"]
+        .as_str()
+        .and_then(|id| id.parse().ok())
+        .expect("an id")
+}
+
+#[tokio::test]
+async fn the_console_of_a_node_that_does_not_own_the_person_hands_over_replies_and_gives_back() {
+    if !on_postgres() {
+        return;
+    }
+    let app = quiet_app().await;
+    let channel = app.live_channel(NUMBER).await;
+    let sheena = app
+        .put_identity("crm-9", json!({"name": "Sheena", "phone": "+16505551234"}))
+        .await;
+    let (nodes, answer) = two_settled_nodes(&app).await;
+    let owner = owner_of(&nodes, &answer, id_of(&sheena));
+    let other = nodes
+        .iter()
+        .find(|n| n.url != owner.url)
+        .expect("the other");
+    // She writes (her window opens) and the assistant answers.
+    let payload = text_message(NUMBER, "16505551234", "Sheena", "wamid.DESK1", "Hello?");
+    let url = format!("{}/webhooks/waba/{channel}", other.url);
+    assert_eq!(
+        app.graph.post_webhook(&url, APP_SECRET, &payload).await,
+        200
+    );
+    app.wait_for_sends(1).await;
+    let listed = expect_status(app.get("/conversations").await, 200).await;
+    let id = listed["data"][0]["id"].as_str().expect("a conversation");
+    let page = format!("/console/conversations/{id}");
+    let mode = async || {
+        let read = expect_status(app.get(&format!("/conversations/{id}")).await, 200).await;
+        read["data"]["mode"].clone()
+    };
+
+    // The console of the node that does not own her acts as the API does on any node.
+    let mut tab = crate::console::Tab::at(&other.url);
+    tab.sign_in(&app.owner.api_key).await;
+    let handed = tab
+        .act(&page, &format!("{page}/handoff"), &[("reason", "VIP")])
+        .await;
+    assert_eq!(handed.status, 303, "{}", handed.body);
+    assert_eq!(mode().await, "human");
+    let replied = tab
+        .act(&page, &format!("{page}/reply"), &[("text", "I am Rui.")])
+        .await;
+    assert_eq!(replied.status, 303, "{}", replied.body);
+    let sent = app.wait_for_sends(2).await;
+    assert_eq!(sent[1].body["text"]["body"], "I am Rui.");
+    let resumed = tab.act(&page, &format!("{page}/resume"), &[]).await;
+    assert_eq!(resumed.status, 303, "{}", resumed.body);
+    assert_eq!(mode().await, "assistant");
+}
+
+#[tokio::test]
+async fn an_endpoint_one_node_disabled_gets_nothing_written_for_it_on_the_other() {
+    if !on_postgres() {
+        return;
+    }
+    use crate::event_webhooks::{Answer, Receiver};
+    let app = quiet_app().await;
+    let receiver = Receiver::start().await;
+    receiver.otherwise(Some(Answer::Status(410)));
+    let (_, channel) = app.chat_channel("Echo.", json!({})).await;
+    let (nodes, answer) = two_settled_nodes(&app).await;
+    let created = request(
+        &nodes[0],
+        Method::POST,
+        "/workspace/webhooks",
+        &app.owner.api_key,
+    )
+    .json(&json!({"url": receiver.url, "events": ["message.received"]}))
+    .send()
+    .await
+    .expect("create");
+    let endpoint = expect_status(created, 201).await["data"].clone();
+    // Its lane runs on its owner, which disables it; the facts are written on the other.
+    let lane = owner_of(&nodes, &answer, id_of(&endpoint));
+    let writer = nodes.iter().find(|n| n.url != lane.url).expect("the other");
+    let mut person = 0;
+    while owner_of(
+        &nodes,
+        &answer,
+        id_of(&app.put_identity(&format!("crm-{person}"), json!({})).await),
+    )
+    .url != writer.url
+    {
+        person += 1;
+    }
+    let deliveries = format!(
+        "/workspace/webhooks/{}/deliveries",
+        endpoint["id"].as_str().expect("id")
+    );
+    let chat = async |text: &str| {
+        let said = request(
+            writer,
+            Method::POST,
+            &format!("/conversation/crm-{person}/chat/{channel}"),
+            &app.owner.api_key,
+        )
+        .json(&json!({"message": text}))
+        .send()
+        .await
+        .expect("chat");
+        expect_status(said, 200).await;
+        let listed = expect_status(app.get(&deliveries).await, 200).await;
+        listed["pagination"]["total"].as_u64().unwrap_or_default()
+    };
+
+    // The first fact written for it is answered 410 Gone: the lane's node disables it.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while chat("hello").await == 0 {
+        assert!(Instant::now() < deadline, "nothing was written for it");
+    }
+    receiver.wait_for(1).await;
+    let path = format!(
+        "/workspace/webhooks/{}",
+        endpoint["id"].as_str().expect("id")
+    );
+    loop {
+        let read = expect_status(app.get(&path).await, 200).await;
+        if read["data"]["enabled"] == false {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never disabled: {read}");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+
+    // The writer's routes follow: soon a fact written there adds nothing for it.
+    let mut written = chat("again").await;
+    loop {
+        let now = chat("and again").await;
+        if now == written {
+            break;
+        }
+        written = now;
+        assert!(
+            Instant::now() < deadline,
+            "the other node still writes for the disabled endpoint"
+        );
+    }
+    assert_eq!(
+        receiver.received().len(),
+        1,
+        "a disabled endpoint hears nothing"
+    );
+}

@@ -19,8 +19,9 @@ const SHEENA: &str = "16505551234";
 const SHEENA_ID: &str = "+16505551234";
 
 /// A browser's part, by hand: one session cookie, no redirects followed.
-pub struct Tab<'a> {
-    app: &'a TestApp,
+pub struct Tab {
+    /// The server it speaks to: the app's, or a cluster node's.
+    base: String,
     client: reqwest::Client,
     cookie: Option<String>,
 }
@@ -44,14 +45,19 @@ impl Page {
     }
 }
 
-impl<'a> Tab<'a> {
-    pub fn new(app: &'a TestApp) -> Self {
+impl Tab {
+    pub fn new(app: &TestApp) -> Self {
+        Self::at(&app.address)
+    }
+
+    /// A tab on the server at `base` (a node of a cluster, say).
+    pub fn at(base: &str) -> Self {
         let client = reqwest::Client::builder()
             .redirect(redirect::Policy::none())
             .build()
             .expect("client");
         Self {
-            app,
+            base: base.to_owned(),
             client,
             cookie: None,
         }
@@ -84,14 +90,14 @@ impl<'a> Tab<'a> {
     }
 
     pub async fn get(&mut self, path: &str) -> Page {
-        let request = self.client.get(format!("{}{path}", self.app.address));
+        let request = self.client.get(format!("{}{path}", self.base));
         self.read(request).await
     }
 
     pub async fn post(&mut self, path: &str, fields: &[(&str, &str)]) -> Page {
         let request = self
             .client
-            .post(format!("{}{path}", self.app.address))
+            .post(format!("{}{path}", self.base))
             .header("content-type", "application/x-www-form-urlencoded")
             .body(form_body(fields));
         self.read(request).await

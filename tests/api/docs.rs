@@ -90,11 +90,11 @@ fn the_http_layer_routes_only_through_documented_handlers() {
         for entry in std::fs::read_dir(&dir).expect("read src/http") {
             let path = entry.expect("entry").path();
             // The operator console's pages are HTML for browsers, not operations of the API's
-            // document (tests/api/console.rs covers them); the cluster's routes answer only
-            // the other nodes (tests/cluster.rs covers them).
+            // document (tests/api/console.rs covers them); the peer route answers only the
+            // other nodes of a cluster (tests/api/cluster.rs covers it).
             if path.ends_with("console")
                 || path.ends_with("console.rs")
-                || path.ends_with("cluster.rs")
+                || path.ends_with("peer.rs")
             {
                 continue;
             }

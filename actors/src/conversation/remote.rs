@@ -117,68 +117,51 @@ impl TurnCall {
     }
 }
 
-fn unavailable<T>(error: &PeerError) -> Result<T, TurnError> {
-    Err(TurnError::Unavailable(RuntimeError::Unavailable(
-        error.to_string(),
-    )))
+/// A call to the identity's owner answered by its actor: the answer crosses as it is, and a
+/// node that cannot reach the owner answers that the actor is unavailable.
+macro_rules! identity_call {
+    ($call:ty, $kind:literal, $answer:ty, |$me:ident| $identity:expr) => {
+        impl Call for $call {
+            const KIND: &'static str = $kind;
+            type Answer = Result<$answer, TurnError>;
+            type Wire = Result<$answer, TurnError>;
+
+            fn owner_key(&self) -> Uuid {
+                let $me = self;
+                $identity
+            }
+
+            fn into_wire(answer: Self::Answer) -> Self::Wire {
+                answer
+            }
+
+            fn from_wire(wire: Self::Wire) -> Self::Answer {
+                wire
+            }
+
+            fn is_not_owner(answer: &Self::Answer) -> bool {
+                matches!(answer, Err(TurnError::NotOwner))
+            }
+
+            fn unreachable(error: PeerError) -> Self::Answer {
+                Err(TurnError::Unavailable(RuntimeError::Unavailable(
+                    error.to_string(),
+                )))
+            }
+        }
+    };
 }
 
-impl Call for TurnCall {
-    const KIND: &'static str = "turn";
-    type Answer = Result<TurnOutcome, TurnError>;
-    type Wire = Result<TurnOutcome, TurnError>;
-
-    fn owner_key(&self) -> Uuid {
-        self.identity_id
-    }
-
-    fn into_wire(answer: Self::Answer) -> Self::Wire {
-        answer
-    }
-
-    fn from_wire(wire: Self::Wire) -> Self::Answer {
-        wire
-    }
-
-    fn is_not_owner(answer: &Self::Answer) -> bool {
-        matches!(answer, Err(TurnError::NotOwner))
-    }
-
-    fn unreachable(error: PeerError) -> Self::Answer {
-        unavailable(&error)
-    }
-}
+identity_call!(TurnCall, "turn", TurnOutcome, |call| call.identity_id);
 
 /// An API caller's streamed turn: the owner tells each [`TurnEvent`] as it comes.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct StreamedTurnCall(pub TurnCall);
 
-impl Call for StreamedTurnCall {
-    const KIND: &'static str = "streamed_turn";
-    type Answer = Result<TurnOutcome, TurnError>;
-    type Wire = Result<TurnOutcome, TurnError>;
-
-    fn owner_key(&self) -> Uuid {
-        self.0.identity_id
-    }
-
-    fn into_wire(answer: Self::Answer) -> Self::Wire {
-        answer
-    }
-
-    fn from_wire(wire: Self::Wire) -> Self::Answer {
-        wire
-    }
-
-    fn is_not_owner(answer: &Self::Answer) -> bool {
-        TurnCall::is_not_owner(answer)
-    }
-
-    fn unreachable(error: PeerError) -> Self::Answer {
-        unavailable(&error)
-    }
-}
+identity_call!(StreamedTurnCall, "streamed_turn", TurnOutcome, |call| call
+    .0
+    .identity_id);
 
 impl StreamedCall for StreamedTurnCall {
     type Line = TurnEvent;
@@ -195,31 +178,8 @@ pub struct ModeCall {
     pub change: ModeChange,
 }
 
-impl Call for ModeCall {
-    const KIND: &'static str = "mode";
-    type Answer = Result<conversation::Model, TurnError>;
-    type Wire = Result<conversation::Model, TurnError>;
-
-    fn owner_key(&self) -> Uuid {
-        self.identity_id
-    }
-
-    fn into_wire(answer: Self::Answer) -> Self::Wire {
-        answer
-    }
-
-    fn from_wire(wire: Self::Wire) -> Self::Answer {
-        wire
-    }
-
-    fn is_not_owner(answer: &Self::Answer) -> bool {
-        matches!(answer, Err(TurnError::NotOwner))
-    }
-
-    fn unreachable(error: PeerError) -> Self::Answer {
-        unavailable(&error)
-    }
-}
+identity_call!(ModeCall, "mode", conversation::Model, |call| call
+    .identity_id);
 
 #[cfg(test)]
 mod tests {
