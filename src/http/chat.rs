@@ -135,8 +135,9 @@ struct StreamQuery {
 
 /// Talk to an assistant and stream its answer.
 ///
-/// Server-Sent Events whose data is JSON with a `type`: `token` per piece of the answer, then
-/// `complete` with the whole reply (or `error`).
+/// Server-Sent Events of the kinds `token` (one per piece of the answer), then `complete` with
+/// the whole reply, or `error`: each names its kind (`event: token`) and its data is JSON with
+/// the same `type`.
 #[utoipa::path(
     get,
     path = "/conversation/{identity_id}/streaming",
@@ -213,21 +214,23 @@ async fn stream(
             None => heard.recv().await,
         };
         if let Some(TurnEvent::Token(token)) = next {
-            let token = event(&json!({"type": "token", "content": token}));
+            let token = event("token", &json!({"type": "token", "content": token}));
             return Some((Ok::<_, Infallible>(token), Some((None, heard, turn))));
         }
-        Some((Ok(event(&ending(turn.await))), None))
+        let (kind, data) = ending(turn.await);
+        Some((Ok(event(kind, &data)), None))
     });
     let events =
         Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive"));
     Ok(events.into_response())
 }
 
-/// The last event of a stream: the stored reply, or why there is none.
+/// The last event of a stream, with its kind: the stored reply (`complete`), or why there is
+/// none (`error`).
 fn ending(
     turn: std::result::Result<std::result::Result<TurnOutcome, TurnError>, JoinError>,
-) -> Value {
-    match turn {
+) -> (&'static str, Value) {
+    let data = match turn {
         Ok(Ok(outcome)) => json!({
             "type": "complete",
             "content": outcome.reply,
@@ -243,9 +246,17 @@ fn ending(
             tracing::error!(%error, "the turn task failed");
             json!({"type": "error", "content": "The turn failed", "code": "internal_error"})
         }
-    }
+    };
+    let kind = if data["type"] == "complete" {
+        "complete"
+    } else {
+        "error"
+    };
+    (kind, data)
 }
 
-fn event(data: &Value) -> Event {
-    Event::default().data(data.to_string())
+/// An event of `kind` (the specification's `token`, `complete`, `error`), its data carrying
+/// the same `type` for clients that read only the data.
+fn event(kind: &'static str, data: &Value) -> Event {
+    Event::default().event(kind).data(data.to_string())
 }

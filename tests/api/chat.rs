@@ -576,12 +576,19 @@ async fn an_idle_identity_rests_then_is_forgotten_and_comes_back() {
     assert_eq!(app.live_actors("root/conversations").await, 1);
 }
 
-/// Reads a Server-Sent Events response to its end, answering the JSON of each `data:` line.
+/// Reads a Server-Sent Events response to its end, answering the JSON of each `data:` line;
+/// asserts that each event names its kind (`event: token`, as a browser's
+/// `EventSource.addEventListener('token', …)` hears it) as its data's `type` does.
 async fn sse_events(response: reqwest::Response) -> Vec<Value> {
     let text = response.text().await.expect("stream");
     text.split("\n\n")
-        .filter_map(|block| block.lines().find_map(|l| l.strip_prefix("data:")))
-        .map(|data| serde_json::from_str(data.trim()).expect("JSON event"))
+        .filter_map(|block| {
+            let data = block.lines().find_map(|l| l.strip_prefix("data:"))?;
+            let data: Value = serde_json::from_str(data.trim()).expect("JSON event");
+            let kind = block.lines().find_map(|l| l.strip_prefix("event:"));
+            assert_eq!(kind.map(str::trim), data["type"].as_str(), "{block}");
+            Some(data)
+        })
         .collect()
 }
 

@@ -1,5 +1,5 @@
 use reqwest::Method;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::helpers::{expect_error, expect_status, spawn_app};
 
@@ -553,4 +553,99 @@ async fn concurrent_identity_writes_all_succeed() {
     assert!(statuses.iter().all(|s| *s == 201), "{statuses:?}");
     let listed = expect_status(app.get("/identity").await, 200).await;
     assert_eq!(listed["pagination"]["total"], 30);
+}
+
+#[tokio::test]
+async fn merging_two_people_who_talked_on_one_channel_and_got_one_flow_keeps_both() {
+    let app = spawn_app().await;
+    let (_, channel) = app.chat_channel("Echo.", json!({})).await;
+    let template = json!({"name": "order_update", "type": "UTILITY", "language": "en_US",
+        "components": [{"type": "BODY", "text": "Hi {{1}}, your order {{2}} has shipped.",
+                        "example": {"body_text": [["Ana", "#1"]]}}]});
+    app.created(&format!("/channels/{channel}/waba/templates"), template)
+        .await;
+    let target = app
+        .put_identity("crm-1", json!({"name": "Ana", "phone": "+351912345678"}))
+        .await;
+    app.put_identity("crm-2", json!({"name": "Ana", "phone": "+351912345679"}))
+        .await;
+    // Both got one flow.
+    let campaign = crate::flows::campaign(&app, &channel, "Orders", json!({})).await;
+    let flow = app
+        .created(
+            "/flows",
+            json!({"campaignUid": campaign, "channelUid": channel,
+                   "contactUids": ["crm-1", "crm-2"],
+                   "configuration": {"pauseBetweenContactsMs": 0}}),
+        )
+        .await;
+    let uid = flow["uid"].as_str().expect("uid");
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let read = expect_status(app.get(&format!("/flows/{uid}")).await, 200).await;
+        if read["data"]["status"] == "completed" {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{read}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // Both talked on the channel; the second number's conversation was handed to a person,
+    // then the first wrote last.
+    expect_status(app.chat("crm-2", &channel, "second number").await, 200).await;
+    let handed = app
+        .send_json(
+            Method::POST,
+            &format!("/conversation/crm-2/handoff/{channel}"),
+            &json!({"reason": "VIP"}),
+        )
+        .await;
+    expect_status(handed, 200).await;
+    expect_status(app.chat("crm-1", &channel, "first number").await, 200).await;
+    // A task is addressed to the second number.
+    let task = app
+        .created(
+            "/scheduled-tasks",
+            json!({"name": "Follow up", "task_type": "send_message",
+                   "scheduled_at": "2099-01-01T00:00:00Z",
+                   "payload": {"identity_id": "crm-2", "channel_id": channel, "message": "Hi"}}),
+        )
+        .await;
+
+    let merged = app
+        .send_json(
+            Method::POST,
+            "/identity/crm-1/merge",
+            &json!({"source_id": "crm-2"}),
+        )
+        .await;
+
+    let merged = expect_status(merged, 200).await["data"].clone();
+    assert_eq!(merged["id"], target["id"]);
+    let id = target["id"].as_str().expect("id");
+    let conversations =
+        expect_status(app.get(&format!("/conversations?identity_id={id}")).await, 200).await;
+    let conversations = conversations["data"].as_array().expect("conversations");
+    assert_eq!(conversations.len(), 2, "{conversations:#?}");
+    let open: Vec<&Value> = conversations
+        .iter()
+        .filter(|c| c["status"] == "open")
+        .collect();
+    assert_eq!(open.len(), 1, "one open conversation per channel");
+    assert_eq!(open[0]["mode"], "human", "the handoff is kept");
+    assert_eq!(open[0]["handoff_reason"], "VIP");
+    for conversation in conversations {
+        let cid = conversation["id"].as_str().expect("id");
+        let messages =
+            expect_status(app.get(&format!("/conversations/{cid}/messages")).await, 200).await;
+        assert!(messages["pagination"]["total"].as_u64() >= Some(2), "{messages}");
+    }
+    let recipients = expect_status(app.get(&format!("/flows/{uid}/recipients")).await, 200).await;
+    assert_eq!(recipients["data"].as_array().map(Vec::len), Some(1));
+    let task = expect_status(
+        app.get(&format!("/scheduled-tasks/{}", task["id"].as_str().expect("id")))
+            .await,
+        200,
+    )
+    .await;
+    assert_eq!(task["data"]["payload"]["identity_id"], id);
 }
