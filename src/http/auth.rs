@@ -8,6 +8,7 @@ use std::time::Duration;
 use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
+use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use parley_actors::tree::spawn_behind;
 use parley_persistence::{DatabaseConnection, api_keys, clock};
@@ -213,7 +214,10 @@ impl AuthFailures {
         }
         match limiter.check_key(&peer) {
             Ok(()) => ApiError::Unauthenticated,
-            Err(_) => ApiError::too_many_failures(),
+            Err(not_until) => {
+                let wait = not_until.wait_time_from(DefaultClock::default().now());
+                ApiError::too_many_failures(wait.as_secs_f64().ceil() as u64)
+            }
         }
     }
 }

@@ -100,9 +100,14 @@ pub(crate) enum ApiError {
         /// Human sentence.
         message: String,
     },
-    /// 429: the client is going too fast.
-    #[error("{0}")]
-    RateLimited(String),
+    /// 429: the client is going too fast; `Retry-After` says when to come back.
+    #[error("{message}")]
+    RateLimited {
+        /// Human sentence.
+        message: String,
+        /// Seconds until a try may succeed (at least 1).
+        retry_after_secs: u64,
+    },
     /// 413: the body is over the configured limit.
     #[error("Request body is larger than the limit of {0} bytes")]
     PayloadTooLarge(usize),
@@ -166,9 +171,26 @@ impl ApiError {
         Self::Forbidden(format!("This API key lacks the '{permission}' permission"))
     }
 
-    /// 429: too many failed authentications from one address.
-    pub(crate) fn too_many_failures() -> Self {
-        Self::RateLimited("Too many failed authentications from this address; slow down".to_owned())
+    /// For a 429, the seconds after which a try may succeed.
+    pub(crate) fn retry_after_secs(&self) -> Option<u64> {
+        match self {
+            Self::RateLimited {
+                retry_after_secs, ..
+            } => Some(*retry_after_secs),
+            _ => None,
+        }
+    }
+
+    /// 429: too many failed authentications from one address; a try may succeed after
+    /// `retry_after_secs`.
+    pub(crate) fn too_many_failures(retry_after_secs: u64) -> Self {
+        Self::RateLimited {
+            message: format!(
+                "Too many failed authentications from this address; try again in \
+                 {retry_after_secs} s"
+            ),
+            retry_after_secs: retry_after_secs.max(1),
+        }
     }
 
     /// 409: a unique value is already taken.
@@ -261,7 +283,7 @@ impl ApiError {
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::Conflict(_) | Self::ConflictCode { .. } => StatusCode::CONFLICT,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            Self::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
+            Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::UpstreamFailed(_) | Self::MetaRefused(_) | Self::BadGateway { .. } => {
                 StatusCode::BAD_GATEWAY
             }
@@ -292,7 +314,7 @@ impl ApiError {
             Self::MethodNotAllowed => "method_not_allowed",
             Self::Conflict(_) => "conflict",
             Self::PayloadTooLarge(_) => "payload_too_large",
-            Self::RateLimited(_) => "rate_limited",
+            Self::RateLimited { .. } => "rate_limited",
             Self::UpstreamFailed(_) | Self::MetaRefused(_) => "upstream_failed",
             Self::UpstreamTimeout(_) => "upstream_timeout",
             Self::Internal(_) => "internal_error",
@@ -369,6 +391,15 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut response = (self.status(), Json(self.body())).into_response();
+        if let Self::RateLimited {
+            retry_after_secs, ..
+        } = &self
+        {
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from(*retry_after_secs),
+            );
+        }
         if let Self::Unavailable { code, .. } = &self
             && *code == parley_actors::cluster::NOT_OWNER
         {

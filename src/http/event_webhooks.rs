@@ -20,7 +20,7 @@ use crate::domain::Permission;
 use crate::http::AppState;
 use crate::http::auth::Caller;
 use crate::http::envelope::Envelope;
-use crate::http::error::{ApiError, PathSegment, Result};
+use crate::http::error::{ApiError, PathSegment, Refusal, Result};
 use crate::http::extract::{Json, Path, Query};
 use crate::http::pagination::{ListQuery, PageResponse};
 use crate::http::validation::{Problems, optional_text, parse_uuid, present, tenant_url};
@@ -325,12 +325,13 @@ async fn delete_endpoint(
 ///
 /// Answers the new secret once; the old one keeps signing beside it for 24 hours
 /// (`webhook-signature` then carries both), so receivers can switch without losing a delivery.
+/// Rotating again within those 24 hours would drop the old one early: 409 `rotation_too_soon`.
 #[utoipa::path(
     post,
     path = "/workspace/webhooks/{webhook_id}/rotate-secret",
     tag = "event-webhooks",
     params(("webhook_id" = String, Path, format = Uuid, description = "Endpoint id")),
-    responses((status = 200, body = Envelope<EndpointRecord>)),
+    responses((status = 200, body = Envelope<EndpointRecord>), (status = 409, body = Refusal)),
 )]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn rotate_secret(
@@ -340,9 +341,21 @@ async fn rotate_secret(
 ) -> Result<Envelope<EndpointRecord>> {
     caller.require(Permission::Admin)?;
     let found = find_endpoint(&state, &caller, &webhook_id).await?;
+    let now = clock::now();
+    // The secret before the current one still signs (receivers may not have the current one
+    // yet): rotating again now would drop it.
+    if let Some(until) = found.previous_secret_until.filter(|until| *until > now) {
+        return Err(ApiError::ConflictCode {
+            code: "rotation_too_soon",
+            message: format!(
+                "The secret was rotated less than 24 hours ago and the one before it signs \
+                 until {}; rotate again after that",
+                until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            ),
+        });
+    }
     let secret = sign::new_secret();
     let sealed = state.secrets.seal(&secret);
-    let now = clock::now();
     let rotated =
         event_webhooks::rotate(&state.db, found, sealed, now + ROTATION_OVERLAP, now).await?;
     Ok(Envelope::ok(

@@ -733,6 +733,14 @@ fn a_cluster_on_sqlite_is_refused_with_a_sentence() {
         stderr.contains("PARLEY_CLUSTER=true needs PostgreSQL"),
         "{stderr}"
     );
+    // Refused before the database was touched: no database file, no migration run.
+    let made: Vec<_> = std::fs::read_dir(dir.path())
+        .expect("data directory")
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.contains("sqlite") || name.ends_with(".db"))
+        .collect();
+    assert!(made.is_empty(), "the database was opened: {made:?}");
 }
 
 /// The id in a record's `id`.

@@ -189,6 +189,26 @@ async fn a_key_signs_in_once_and_signing_out_ends_the_session() {
         403,
         "another site cannot sign a browser in"
     );
+    // A browser that sends no Sec-Fetch-Site still says where the form was: another site's
+    // Origin is refused, the console's own is taken.
+    let plain = reqwest::Client::builder()
+        .redirect(redirect::Policy::none())
+        .build()
+        .expect("client");
+    let sign_in_from = async |origin: &str| {
+        plain
+            .post(format!("{}/console/sign-in", app.address))
+            .header("origin", origin)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(form_body(&[("key", app.owner.api_key.as_str())]))
+            .send()
+            .await
+            .expect("sign-in")
+            .status()
+    };
+    assert_eq!(sign_in_from("https://evil.example").await, 403);
+    assert_eq!(sign_in_from("null").await, 403);
+    assert_eq!(sign_in_from(&app.address).await, 303);
     let no_read = app.key_with(&["write"]).await;
     let blind = tab.post("/console/sign-in", &[("key", &no_read)]).await;
     assert_eq!(blind.status, StatusCode::FORBIDDEN);

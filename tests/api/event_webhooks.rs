@@ -252,6 +252,18 @@ async fn endpoints_are_managed_by_admins_and_the_secret_is_shown_once() {
     let new_secret = rotated["data"]["secret"].as_str().expect("secret");
     assert!(new_secret.starts_with("whsec_") && new_secret != secret);
     assert!(rotated["data"]["previous_secret_until"].is_string());
+    // A second rotation within the day would drop the secret receivers may still hold: it is
+    // refused with a sentence, and the secrets stand as they were.
+    let again = app
+        .send_json(Method::POST, &format!("{path}/rotate-secret"), &json!({}))
+        .await;
+    let refused = expect_error(again, 409, "rotation_too_soon").await;
+    assert!(
+        refused["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("24 hours")),
+        "{refused}"
+    );
 
     // Refusals, each naming its field.
     for (body, field) in [

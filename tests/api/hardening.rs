@@ -235,6 +235,13 @@ async fn failed_authentication_is_rate_limited_per_address_and_valid_keys_are_no
     }
 
     let limited = app.get_with("/workers", "prl_guess").await;
+    // Three a minute: the next is allowed within about 20 s, and the answer says so.
+    let wait: u64 = limited.headers()["retry-after"]
+        .to_str()
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .expect("a Retry-After in seconds");
+    assert!((1..=20).contains(&wait), "Retry-After: {wait}");
     crate::helpers::expect_error(limited, 429, "rate_limited").await;
     let missing = app
         .request(reqwest::Method::GET, "/workers", None)

@@ -622,8 +622,11 @@ async fn merging_two_people_who_talked_on_one_channel_and_got_one_flow_keeps_bot
     let merged = expect_status(merged, 200).await["data"].clone();
     assert_eq!(merged["id"], target["id"]);
     let id = target["id"].as_str().expect("id");
-    let conversations =
-        expect_status(app.get(&format!("/conversations?identity_id={id}")).await, 200).await;
+    let conversations = expect_status(
+        app.get(&format!("/conversations?identity_id={id}")).await,
+        200,
+    )
+    .await;
     let conversations = conversations["data"].as_array().expect("conversations");
     assert_eq!(conversations.len(), 2, "{conversations:#?}");
     let open: Vec<&Value> = conversations
@@ -635,17 +638,53 @@ async fn merging_two_people_who_talked_on_one_channel_and_got_one_flow_keeps_bot
     assert_eq!(open[0]["handoff_reason"], "VIP");
     for conversation in conversations {
         let cid = conversation["id"].as_str().expect("id");
-        let messages =
-            expect_status(app.get(&format!("/conversations/{cid}/messages")).await, 200).await;
-        assert!(messages["pagination"]["total"].as_u64() >= Some(2), "{messages}");
+        let messages = expect_status(
+            app.get(&format!("/conversations/{cid}/messages")).await,
+            200,
+        )
+        .await;
+        assert!(
+            messages["pagination"]["total"].as_u64() >= Some(2),
+            "{messages}"
+        );
     }
     let recipients = expect_status(app.get(&format!("/flows/{uid}/recipients")).await, 200).await;
     assert_eq!(recipients["data"].as_array().map(Vec::len), Some(1));
     let task = expect_status(
-        app.get(&format!("/scheduled-tasks/{}", task["id"].as_str().expect("id")))
-            .await,
+        app.get(&format!(
+            "/scheduled-tasks/{}",
+            task["id"].as_str().expect("id")
+        ))
+        .await,
         200,
     )
     .await;
     assert_eq!(task["data"]["payload"]["identity_id"], id);
+}
+
+#[tokio::test]
+async fn a_phone_written_with_the_international_00_prefix_finds_the_same_person() {
+    let app = spawn_app().await;
+    let ana = app
+        .put_identity(
+            "crm-1",
+            json!({"name": "Ana", "phone": "00351 912 345 678"}),
+        )
+        .await;
+    assert_eq!(ana["phone"], "+351912345678");
+
+    for path in ["00351912345678", "+351912345678", "351912345678"] {
+        let found = expect_status(app.get(&format!("/identity/{path}")).await, 200).await;
+        assert_eq!(found["data"]["id"], ana["id"], "{path}");
+    }
+    let memory = app
+        .send_json(
+            Method::PUT,
+            "/memory/from/00351912345678",
+            &json!({"key": "profile.name", "value": "Ana"}),
+        )
+        .await;
+    assert!(memory.status().is_success());
+    let read = expect_status(app.get("/memory/from/crm-1").await, 200).await;
+    assert_eq!(read["data"][0]["value"], "Ana");
 }

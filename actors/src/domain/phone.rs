@@ -38,8 +38,9 @@ impl Phone {
 impl TryFrom<&str> for Phone {
     type Error = InvalidPhone;
 
-    /// Accepts `+<country><number>` or the same digits without `+` (WhatsApp's form), with
-    /// spaces, dashes, dots or parentheses in between.
+    /// Accepts `+<country><number>`, the same digits without `+` (WhatsApp's form), or with
+    /// the international `00` prefix instead of `+` (`00351…`), with spaces, dashes, dots or
+    /// parentheses in between.
     fn try_from(raw: &str) -> Result<Self, Self::Error> {
         let trimmed = raw.trim();
         if trimmed.is_empty()
@@ -52,7 +53,11 @@ impl TryFrom<&str> for Phone {
         let international = if trimmed.starts_with('+') {
             trimmed.to_owned()
         } else {
-            format!("+{trimmed}")
+            let digits: String = trimmed.chars().filter(char::is_ascii_digit).collect();
+            match digits.strip_prefix("00") {
+                Some(after) => format!("+{after}"),
+                None => format!("+{digits}"),
+            }
         };
         let parsed = phonenumber::parse(None, &international).map_err(|_| InvalidPhone)?;
         if !phonenumber::is_valid(&parsed) {
@@ -98,6 +103,21 @@ mod tests {
             Phone::try_from("14155552671").map(|p| p.as_str().to_owned()),
             Ok("+14155552671".to_owned())
         );
+    }
+
+    #[test]
+    fn the_international_00_prefix_reads_as_a_plus() {
+        for written in [
+            "00351912345678",
+            "00 351 912 345 678",
+            "(00351) 912-345-678",
+        ] {
+            assert_eq!(
+                Phone::try_from(written).map(|p| p.as_str().to_owned()),
+                Ok("+351912345678".to_owned()),
+                "{written}"
+            );
+        }
     }
 
     #[test]

@@ -49,6 +49,34 @@ async fn sign_in_page(Query(query): Query<SignInQuery>) -> Response {
     )
 }
 
+/// Whether the request's `Origin` (when a browser sent one) is this server's own: the host
+/// the request was addressed to, or the configured public URL. A sign-in posted from another
+/// site's page is refused even by a browser that sends no `Sec-Fetch-Site`.
+fn origin_is_ours(headers: &HeaderMap, public_url: Option<&str>) -> bool {
+    let Some(origin) = headers.get(axum::http::header::ORIGIN) else {
+        return true;
+    };
+    let Some(origin) = origin.to_str().ok().and_then(authority) else {
+        return false;
+    };
+    let host = headers
+        .get(axum::http::header::HOST)
+        .and_then(|h| h.to_str().ok());
+    host.is_some_and(|host| host.eq_ignore_ascii_case(origin))
+        || public_url
+            .and_then(authority)
+            .is_some_and(|ours| ours.eq_ignore_ascii_case(origin))
+}
+
+/// The `host[:port]` of an `http(s)://host[:port][/…]` URL.
+fn authority(url: &str) -> Option<&str> {
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))?;
+    let end = rest.find('/').unwrap_or(rest.len());
+    Some(&rest[..end]).filter(|a| !a.is_empty())
+}
+
 #[derive(Debug, Deserialize)]
 struct SignInForm {
     #[serde(default)]
@@ -64,9 +92,11 @@ async fn sign_in(
     extensions: Extensions,
     body: Bytes,
 ) -> Result<Response, Failure> {
+    let public_url = state.settings.server.public_url.as_deref();
     if headers
         .get("sec-fetch-site")
         .is_some_and(|site| site.as_bytes() == b"cross-site")
+        || !origin_is_ours(&headers, public_url)
     {
         return Ok(refused(
             StatusCode::FORBIDDEN,
@@ -87,7 +117,8 @@ async fn sign_in(
         let peer = extensions
             .get::<ConnectInfo<SocketAddr>>()
             .map(|ConnectInfo(peer)| peer.ip());
-        let status = state.auth_failures.refuse_from(peer).status();
+        let refusal = state.auth_failures.refuse_from(peer);
+        let status = refusal.status();
         let (sentence, outcome) = if status == StatusCode::TOO_MANY_REQUESTS {
             (
                 "Too many keys were refused from your address; wait a minute and try again.",
@@ -100,7 +131,12 @@ async fn sign_in(
             )
         };
         crate::metrics::console_sign_in(outcome);
-        return Ok(refused(status, sentence));
+        let mut page = refused(status, sentence);
+        if let Some(wait) = refusal.retry_after_secs() {
+            page.headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, wait.into());
+        }
+        return Ok(page);
     };
     if !caller.permissions.contains(Permission::Read) {
         return Ok(refused(

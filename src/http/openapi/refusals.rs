@@ -146,7 +146,7 @@ fn common_example(name: &str) -> ApiError {
         "Unauthenticated" => ApiError::Unauthenticated,
         "Forbidden" => ApiError::lacking(Permission::Write),
         "PayloadTooLarge" => ApiError::PayloadTooLarge(1024 * 1024),
-        "RateLimited" => ApiError::too_many_failures(),
+        "RateLimited" => ApiError::too_many_failures(60),
         "Unavailable" => ApiError::not_ready("The channels' supervisor is restarting"),
         "Conflict" => ApiError::taken(),
         _ => ApiError::Internal(anyhow::anyhow!("an example")),
