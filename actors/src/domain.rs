@@ -21,7 +21,7 @@ pub use api_key::{ApiKeySecret, hash_api_key};
 pub use assistant_settings::{AssistantSettings, InvalidSetting};
 pub use email::{Email, InvalidEmail};
 pub use instructions::{Instructions, InvalidInstructions};
-pub use language::{InvalidLanguageTag, LanguageTag};
+pub use language::{InvalidLanguageTag, LanguageTag, is_template_language};
 pub use memory_key::{InvalidMemoryKey, MemoryKey};
 pub use name::{BoundedName, LongName, Name, NameError};
 pub use permission::{Permission, Permissions, UnknownPermission};

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use axum::extract::State;
-use parley_actors::outbound::{Sent, TemplateSend};
+use parley_actors::outbound::{OutboundError, Sent, TemplateSend};
 use parley_actors::whatsapp::{TemplateParameters, TemplateRef};
 use parley_persistence::MessageStatus;
 use serde::{Deserialize, Serialize};
@@ -112,7 +112,7 @@ async fn send_template(
         name: body.identity.name,
         template: TemplateRef {
             name_or_id: body.template_id,
-            language: body.template_language,
+            language: body.template_language.clone(),
             carousel: body.template_type == "carousel",
         },
         parameters,
@@ -124,7 +124,16 @@ async fn send_template(
     let sent = tokio::time::timeout(limit, state.actors.outbox().send_template(send))
         .await
         .map_err(|_| ApiError::send_timed_out())?
-        .map_err(ApiError::from)?;
+        .map_err(|error| match error {
+            OutboundError::TemplateNotFound => ApiError::invalid_field(
+                ["templateId"],
+                format!(
+                    "names no template of this channel in {}",
+                    body.template_language
+                ),
+            ),
+            error => error.into(),
+        })?;
     let record = SentRecord::from(sent);
     Ok(Envelope::ok("Template message sent", record))
 }

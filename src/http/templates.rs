@@ -58,16 +58,31 @@ async fn list_templates(
         .map_err(ApiError::from)?;
     Ok(Envelope::ok(
         "Templates retrieved successfully",
-        templates.into_iter().map(MetaTemplate).collect(),
+        templates.into_iter().map(MetaTemplate::of).collect(),
     ))
 }
 
-/// A template as Meta (or the sandbox) lists it: `name`, `language`, `status`, `category`,
-/// `components`; the shape is Meta's.
+/// A template as Meta (or the sandbox) has it: `id`, `name`, `language`, `status`,
+/// `components`, and its category as `type` (the specification's name: `MARKETING`,
+/// `AUTHENTICATION`, `UTILITY`) and as `category` (Meta's).
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(transparent)]
-#[schema(value_type = Object)]
+#[schema(value_type = Object, example = json!({"id": "1234567890", "name": "order_update",
+    "type": "UTILITY", "category": "UTILITY", "language": "en_US", "status": "APPROVED",
+    "components": [{"type": "BODY", "text": "Hi {{1}}, your order {{2}} has shipped."}]}))]
 struct MetaTemplate(Value);
+
+impl MetaTemplate {
+    /// The record of Meta's template: its category also under `type`.
+    fn of(mut template: Value) -> Self {
+        if let Some(fields) = template.as_object_mut()
+            && let Some(category) = fields.get("category").cloned()
+        {
+            fields.insert("type".to_owned(), category);
+        }
+        Self(template)
+    }
+}
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -96,7 +111,7 @@ struct CreateTemplateBody {
     tag = "templates",
     params(("channel_id" = String, Path, format = Uuid, description = "Channel id")),
     request_body = CreateTemplateBody,
-    responses((status = 201, body = Envelope<Value>), (status = 502, body = Refusal)),
+    responses((status = 201, body = Envelope<MetaTemplate>), (status = 502, body = Refusal)),
 )]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn create_template(
@@ -104,7 +119,7 @@ async fn create_template(
     State(state): State<AppState>,
     Path(channel_id): Path<String>,
     Json(body): Json<CreateTemplateBody>,
-) -> Result<Envelope<Value>> {
+) -> Result<Envelope<MetaTemplate>> {
     caller.require(Permission::Write)?;
     let channel = find_channel(&state, &caller, &channel_id).await?;
     let components = checked_components(&body)?;
@@ -113,15 +128,20 @@ async fn create_template(
     let created = state
         .actors
         .channels()
-        .create_template(channel.id, request)
+        .create_template(channel.id, request.clone())
         .await
         .map_err(ApiError::from)?;
+    // The whole record: what was submitted, with what Meta answered (its id, the status).
+    let mut record = request;
+    if let (Some(record), Some(answer)) = (record.as_object_mut(), created.as_object()) {
+        record.extend(answer.clone());
+    }
     let message = if channel.integration == Integration::Sandbox {
         "Template created (sandbox templates are approved at once)"
     } else {
         "Template submitted for approval"
     };
-    Ok(Envelope::created(message, created))
+    Ok(Envelope::created(message, MetaTemplate::of(record)))
 }
 
 /// Checks a template body and answers its components, with `content` turned into the BODY

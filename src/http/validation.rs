@@ -155,15 +155,7 @@ pub(crate) fn optional_text(
     Some(text)
 }
 
-/// Whether `code` is a template language code such as `en_US`.
-pub(crate) fn is_template_language(code: &str) -> bool {
-    let (language, region) = code
-        .split_once('_')
-        .map_or((code, None), |(l, r)| (l, Some(r)));
-    (2..=3).contains(&language.len())
-        && language.bytes().all(|b| b.is_ascii_lowercase())
-        && region.is_none_or(|r| r.len() == 2 && r.bytes().all(|b| b.is_ascii_uppercase()))
-}
+pub(crate) use parley_actors::domain::is_template_language;
 
 /// A field's value as a request gives it, checked once: the value, or every problem found
 /// with it.

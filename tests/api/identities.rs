@@ -342,22 +342,31 @@ async fn setting_a_stage_by_id_or_name_records_the_history() {
 }
 
 #[tokio::test]
-async fn an_unknown_stage_or_identity_is_a_404_when_setting_a_stage() {
+async fn an_unknown_identity_is_a_404_and_a_body_naming_no_stage_a_400_when_setting_a_stage() {
     let app = spawn_app().await;
     app.put_identity("crm-1", json!({"name": "Ana"})).await;
     app.stage("Lead").await;
 
-    expect_error(
+    // The body names something missing: a 400 naming the field, as a campaign's template or a
+    // task's stage is.
+    let nope = expect_error(
         app.send_json(
             Method::POST,
             "/identity/crm-1/stage",
             &json!({"stage_id": "Nope"}),
         )
         .await,
-        404,
-        "not_found",
+        400,
+        "validation_failed",
     )
     .await;
+    assert_eq!(nope["details"][0]["path"], json!(["stage_id"]));
+    assert!(
+        nope["details"][0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("names no stage")),
+        "{nope}"
+    );
     expect_error(
         app.send_json(
             Method::POST,

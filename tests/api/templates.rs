@@ -20,6 +20,9 @@ async fn templates_are_listed_from_meta() {
 
     assert_eq!(listed["data"][0]["name"], "order_update");
     assert_eq!(listed["data"][0]["status"], "APPROVED");
+    // The specification's field name for the category.
+    assert_eq!(listed["data"][0]["type"], listed["data"][0]["category"]);
+    assert!(listed["data"][0]["type"].is_string(), "{listed}");
 }
 
 #[tokio::test]
@@ -32,7 +35,17 @@ async fn a_template_is_validated_then_submitted_to_meta() {
         .send_json(Method::POST, &path, &json!({"name": "welcome_back", "type": "MARKETING", "language": "pt_BR", "content": "Olá {{1}}!", "isCarousel": false}))
         .await;
     let created = expect_status(created, 201).await;
-    assert_eq!(created["data"]["status"], "PENDING");
+    // The whole record: what was submitted, with Meta's id and status.
+    let record = &created["data"];
+    assert_eq!(record["status"], "PENDING");
+    assert_eq!(record["name"], "welcome_back");
+    assert_eq!(record["type"], "MARKETING");
+    assert_eq!(record["language"], "pt_BR");
+    assert!(record["id"].is_string(), "{record}");
+    assert_eq!(
+        record["components"],
+        json!([{"type": "BODY", "text": "Olá {{1}}!"}])
+    );
     let listed = expect_status(app.get(&path).await, 200).await;
     assert_eq!(
         listed["data"][0]["components"],
@@ -158,7 +171,14 @@ async fn bad_sends_are_refused_before_meta_and_meta_refusals_are_502() {
     let unknown = app
         .send_json(Method::POST, &path, &json!({"identity": {"phone": "5511987654321"}, "templateId": "nope", "templateType": "text", "templateLanguage": "en_US"}))
         .await;
-    expect_error(unknown, 404, "not_found").await;
+    let unknown = expect_error(unknown, 400, "validation_failed").await;
+    assert_eq!(unknown["details"][0]["path"], json!(["templateId"]));
+    assert!(
+        unknown["details"][0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("names no template")),
+        "{unknown}"
+    );
     assert!(app.graph.sent().is_empty());
 
     app.graph.fail_next_sends([131026]);
@@ -322,5 +342,40 @@ async fn parameter_values_beyond_metas_limits_are_refused_before_meta() {
         paths.contains(&&json!(["templateComponents", "header", 0, "text"])),
         "{refused}"
     );
+    assert!(app.graph.sent().is_empty());
+}
+
+#[tokio::test]
+async fn a_template_language_must_be_a_language_code_wherever_it_is_given() {
+    let app = spawn_app().await;
+    let channel = app.live_channel(NUMBER).await;
+    app.graph.add_template("waba-1", order_update());
+    app.put_identity("crm-1", json!({"phone": "+351912345678"}))
+        .await;
+
+    let campaign = app
+        .send_json(
+            Method::POST,
+            "/campaigns",
+            &json!({"channelUid": channel, "name": "Orders", "status": "ACTIVE",
+                    "templateName": "order_update", "templateLanguage": "english",
+                    "templateParamsStrategy": "USE_DEFAULT"}),
+        )
+        .await;
+    let campaign = expect_error(campaign, 400, "validation_failed").await;
+    assert_eq!(campaign["details"][0]["path"], json!(["templateLanguage"]));
+
+    let task = app
+        .send_json(
+            Method::POST,
+            "/scheduled-tasks",
+            &json!({"name": "Remind", "task_type": "send_template",
+                    "scheduled_at": "2099-01-01T00:00:00Z",
+                    "payload": {"identity_id": "crm-1", "channel_id": channel,
+                                "template_name": "order_update", "language": "english"}}),
+        )
+        .await;
+    let task = expect_error(task, 400, "validation_failed").await;
+    assert_eq!(task["details"][0]["path"], json!(["payload", "language"]));
     assert!(app.graph.sent().is_empty());
 }

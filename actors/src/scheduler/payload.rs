@@ -145,7 +145,7 @@ impl Fields<'_> {
                 identity: self.text("identity_id", 512),
                 channel_id: self.uuid("channel_id"),
                 template_name: self.text("template_name", 512),
-                language: self.text("language", 16),
+                language: self.template_language("language"),
                 parameters: self.parameters(),
             },
             TaskType::StartFlow => TaskPayload::StartFlow {
@@ -202,6 +202,14 @@ impl Fields<'_> {
             Some(_) => self.problem(field, "must be a string"),
         }
         String::new()
+    }
+
+    fn template_language(&mut self, field: &str) -> String {
+        let language = self.text(field, 16);
+        if !language.is_empty() && !crate::domain::is_template_language(&language) {
+            self.problem(field, "must be a language code such as en_US or pt_BR");
+        }
+        language
     }
 
     fn uuid(&mut self, field: &str) -> Uuid {

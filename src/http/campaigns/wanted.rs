@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 
 use crate::domain::within_free_form_limit;
 use crate::http::error::{ApiError, FieldError};
-use crate::http::validation::{Checked, checked, problem, too_large};
+use crate::http::validation::{Checked, checked, is_template_language, problem, too_large};
 
 crate::http::openapi::string_schema!(
     /// A fallback chain over `name`, `phone`, `email`, `external_id`, `stage`, `default`,
@@ -76,15 +76,17 @@ impl TryFrom<(&CampaignBody, Option<&campaign::Model>)> for Wanted {
         let template_name = template_name(body, current);
         let params_strategy = strategy(body, current);
         let parameters = parameters(body, current);
+        let language = language(body, current);
         checked!(
             name,
             description,
             status,
             template_name,
             params_strategy,
-            parameters
+            parameters,
+            language
         );
-        let (template_language, language_given) = language(body, current);
+        let (template_language, language_given) = language;
         let (template_parameters, expressions) = parameters;
         Ok(Self {
             fields: CampaignFields {
@@ -205,7 +207,7 @@ fn parameters(
 
 /// The template's language and whether it was given (or kept): a PATCH that names another
 /// template without a language leaves it for the template to say.
-fn language(body: &CampaignBody, current: Option<&campaign::Model>) -> (String, bool) {
+fn language(body: &CampaignBody, current: Option<&campaign::Model>) -> Checked<(String, bool)> {
     let language = body
         .template_language
         .as_deref()
@@ -213,7 +215,13 @@ fn language(body: &CampaignBody, current: Option<&campaign::Model>) -> (String, 
         .map(str::to_owned)
         .filter(|l| !l.is_empty());
     let template_changed = body.template_name.is_some() || body.template_language.is_some();
-    match (language, current) {
+    Ok(match (language, current) {
+        (Some(language), _) if !is_template_language(&language) => {
+            return Err(vec![FieldError::new(
+                ["templateLanguage"],
+                "must be a language code such as en_US or pt_BR",
+            )]);
+        }
         (Some(language), _) => (language, true),
         (None, Some(c))
             if !template_changed || body.template_name.as_deref() == Some(&c.template_name) =>
@@ -221,5 +229,5 @@ fn language(body: &CampaignBody, current: Option<&campaign::Model>) -> (String, 
             (c.template_language.clone(), true)
         }
         _ => (String::new(), false),
-    }
+    })
 }

@@ -3,6 +3,7 @@
 
 use axum::extract::State;
 use chrono::{DateTime, Utc};
+use parley_actors::store::StoreError;
 use parley_persistence::entities::identity_stage;
 use parley_persistence::{clock, identities};
 use serde::{Deserialize, Serialize};
@@ -71,7 +72,14 @@ async fn set_identity_stage(
         .actors
         .store()
         .set_stage(ws, found.id, &stage, metadata)
-        .await?;
+        .await
+        .map_err(|error| match error {
+            StoreError::NotFound("Stage") => ApiError::invalid_field(
+                ["stage_id"],
+                "names no stage of this workspace (by id or name)",
+            ),
+            error => error.into(),
+        })?;
     let answer = record(&state.db, set.identity).await?;
     Ok(Envelope::ok("Identity stage updated successfully", answer))
 }
