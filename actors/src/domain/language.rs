@@ -41,6 +41,17 @@ impl TryFrom<&str> for LanguageTag {
     }
 }
 
+/// Whether `code` is a template language code as Meta writes them: a lower-case language of 2
+/// or 3 letters with an optional upper-case region after an underscore (`en`, `en_US`, `fil`).
+pub fn is_template_language(code: &str) -> bool {
+    let (language, region) = code
+        .split_once('_')
+        .map_or((code, None), |(l, r)| (l, Some(r)));
+    (2..=3).contains(&language.len())
+        && language.bytes().all(|b| b.is_ascii_lowercase())
+        && region.is_none_or(|r| r.len() == 2 && r.bytes().all(|b| b.is_ascii_uppercase()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -68,15 +79,4 @@ mod tests {
             assert_eq!(LanguageTag::try_from(bad), Err(InvalidLanguageTag), "{bad}");
         }
     }
-}
-
-/// Whether `code` is a template language code as Meta writes them: a lower-case language of 2
-/// or 3 letters with an optional upper-case region after an underscore (`en`, `en_US`, `fil`).
-pub fn is_template_language(code: &str) -> bool {
-    let (language, region) = code
-        .split_once('_')
-        .map_or((code, None), |(l, r)| (l, Some(r)));
-    (2..=3).contains(&language.len())
-        && language.bytes().all(|b| b.is_ascii_lowercase())
-        && region.is_none_or(|r| r.len() == 2 && r.bytes().all(|b| b.is_ascii_uppercase()))
 }
