@@ -84,6 +84,9 @@ pub enum OutboundError {
     /// The template is a carousel and the send said otherwise, or the other way round.
     #[error("the template's shape does not match the send's template type")]
     TemplateShape,
+    /// The send gives more or fewer parameters than the template has placeholders.
+    #[error(transparent)]
+    ParameterCount(#[from] crate::whatsapp::template::ParameterMismatch),
     /// Meta could not list the channel's templates.
     #[error(transparent)]
     Templates(#[from] GraphError),
@@ -247,6 +250,7 @@ impl Outbox {
         if !send.template.shape_matches(found) {
             return Err(OutboundError::TemplateShape);
         }
+        crate::whatsapp::template::check_parameters(found, &send.parameters)?;
         Ok(send.template.render(found, &send.parameters))
     }
 

@@ -133,7 +133,8 @@ async fn check_template(
             ),
         ));
     }
-    let known: Vec<String> = params::needed(found).into_iter().map(|n| n.name).collect();
+    let needed = params::needed(found);
+    let known: Vec<String> = needed.iter().map(|n| n.name.clone()).collect();
     let mut problems = Problems::default();
     for parameter in &wanted.expressions {
         if !known.contains(parameter) {
@@ -143,6 +144,18 @@ async fn check_template(
                     "is not a parameter of the template (it has: {})",
                     known.join(", ")
                 ),
+            );
+        }
+    }
+    // Every placeholder gets a value: its expression, or the template's example value.
+    let per_person = fields.params_strategy == ParamsStrategy::UseContactAssociation;
+    for parameter in &needed {
+        let expressed = per_person && wanted.expressions.contains(&parameter.name);
+        if !expressed && parameter.example.is_none() {
+            problems.add(
+                ["templateParameters", parameter.name.as_str()],
+                "is needed by the template, which has no example value for it: give it a \
+                 source expression (and templateParamsStrategy USE_CONTACT_ASSOCIATION)",
             );
         }
     }

@@ -56,7 +56,8 @@ struct SendBody {
     template_type: String,
     #[schema(pattern = "^[a-z]{2,3}(_[A-Z]{2})?$", example = "en_US")]
     template_language: String,
-    /// `header`, `body` and `button`, each an array of parameter objects.
+    /// `header`, `body` and `button`, each an array of parameter objects: exactly one per
+    /// placeholder of the template's body and text header (none for a template without).
     #[schema(value_type = Option<Object>)]
     template_components: Option<Value>,
 }

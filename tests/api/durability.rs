@@ -431,11 +431,9 @@ async fn task_sends_stopped_before_their_message_was_handed_over_run_again_after
     let channel = app.live_channel(NUMBER).await;
     app.graph.add_template("waba-1", order_update());
     crate::flows::people(&app, 3).await;
-    // Meta is slow to list templates: every run is caught before it stored its message.
-    app.graph.delay_template_listing(Duration::from_secs(30));
     let (first, base) = serve_with(&app, &[("PARLEY_SCHEDULER_SWEEP_MS", "200")]);
     let client = reqwest::Client::new();
-    let due = chrono::Utc::now() + chrono::Duration::milliseconds(300);
+    let due = chrono::Utc::now() + chrono::Duration::milliseconds(1_500);
     let mut tasks = Vec::new();
     for person in ["p0", "p1", "p2"] {
         let created: Value = client
@@ -456,6 +454,9 @@ async fn task_sends_stopped_before_their_message_was_handed_over_run_again_after
             .expect("json");
         tasks.push(created["data"]["id"].as_str().expect("id").to_owned());
     }
+    // Creating them checked the template at Meta; now Meta is slow to list templates, so
+    // every run is caught before it stored its message.
+    app.graph.delay_template_listing(Duration::from_secs(30));
     // Every run is under way (claimed `running`) when the server dies.
     let deadline = Instant::now() + Duration::from_secs(20);
     for task in &tasks {

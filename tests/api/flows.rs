@@ -310,7 +310,7 @@ async fn campaign_requests_that_cannot_work_are_refused() {
         foreign["details"][0]["path"],
         json!(["templateParameters", "7"])
     );
-    let made = campaign(&app, &live, "Live", json!({"templateParameters": {"1": "name"}, "templateParamsStrategy": "USE_CONTACT_ASSOCIATION"})).await;
+    let made = campaign(&app, &live, "Live", json!({"templateParameters": {"1": "name", "2": "external_id"}, "templateParamsStrategy": "USE_CONTACT_ASSOCIATION"})).await;
     let changed = expect_error(
         app.send_json(
             Method::PATCH,
@@ -334,7 +334,10 @@ async fn campaign_requests_that_cannot_work_are_refused() {
     )
     .await;
     assert_eq!(inactive["data"]["status"], "INACTIVE");
-    assert_eq!(inactive["data"]["templateParameters"], json!({"1": "name"}));
+    assert_eq!(
+        inactive["data"]["templateParameters"],
+        json!({"1": "name", "2": "external_id"})
+    );
 
     // Another workspace sees none of it.
     let other = app

@@ -183,7 +183,7 @@ async fn bad_sends_are_refused_before_meta_and_meta_refusals_are_502() {
 
     app.graph.fail_next_sends([131026]);
     let refused = app
-        .send_json(Method::POST, &path, &json!({"identity": {"phone": "5511987654321"}, "templateId": "order_update", "templateType": "text", "templateLanguage": "en_US"}))
+        .send_json(Method::POST, &path, &json!({"identity": {"phone": "5511987654321"}, "templateId": "order_update", "templateType": "text", "templateLanguage": "en_US", "templateComponents": {"body": [{"type": "text", "text": "Ana"}, {"type": "text", "text": "#42"}]}}))
         .await;
     let body = expect_error(refused, 502, "upstream_failed").await;
     assert_eq!(body["details"][0]["code"], 131026);
@@ -195,8 +195,7 @@ async fn metas_5xx_answers_that_carry_a_code_are_retried_and_4xx_refusals_are_no
     let channel = app.live_channel(NUMBER).await;
     app.graph.add_template("waba-1", order_update());
     let path = format!("/channels/{channel}/waba/send");
-    let body = json!({"identity": {"phone": "5511987654321"}, "templateId": "order_update",
-                      "templateType": "text", "templateLanguage": "en_US"});
+    let body = crate::helpers::order_update_send("5511987654321");
 
     // Meta's own trouble answers 500 with a code (131000, 1): worth another try.
     app.graph.fail_next_sends([131_000, 1]);
@@ -247,7 +246,7 @@ async fn marketing_lite_channels_send_templates_to_marketing_messages() {
     app.graph.add_template("waba-1", order_update());
 
     let response = app
-        .send_json(Method::POST, &format!("/channels/{channel}/waba/send"), &json!({"identity": {"phone": "5511987654321"}, "templateId": "7001", "templateType": "text", "templateLanguage": "en_US"}))
+        .send_json(Method::POST, &format!("/channels/{channel}/waba/send"), &json!({"identity": {"phone": "5511987654321"}, "templateId": "7001", "templateType": "text", "templateLanguage": "en_US", "templateComponents": {"body": [{"type": "text", "text": "Ana"}, {"type": "text", "text": "#42"}]}}))
         .await;
 
     expect_status(response, 200).await;
@@ -307,8 +306,29 @@ async fn the_template_type_must_match_the_templates_shape() {
     let response = app.send_template(&channel, &body).await;
     let refused = expect_error(response, 400, "validation_failed").await;
     assert_eq!(refused["details"][0]["path"], json!(["templateType"]));
+    // Counted before anything reaches Meta: a value for {{1}} only is refused, naming the
+    // component and the count it needs.
+    let mut short = crate::helpers::order_update_send("5511987654321");
+    short["templateComponents"]["body"] = json!([{"type": "text", "text": "Ana"}]);
+    let refused = expect_error(
+        app.send_template(&channel, &short).await,
+        400,
+        "validation_failed",
+    )
+    .await;
+    assert_eq!(
+        refused["details"][0]["path"],
+        json!(["templateComponents", "body"])
+    );
+    assert!(
+        refused["details"][0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("exactly 2")),
+        "{refused}"
+    );
 
     body["templateId"] = json!("gallery");
+    body["templateComponents"] = json!({});
     expect_status(app.send_template(&channel, &body).await, 200).await;
     body["templateType"] = json!("text");
     let response = app.send_template(&channel, &body).await;
@@ -377,5 +397,90 @@ async fn a_template_language_must_be_a_language_code_wherever_it_is_given() {
         .await;
     let task = expect_error(task, 400, "validation_failed").await;
     assert_eq!(task["details"][0]["path"], json!(["payload", "language"]));
+    assert!(app.graph.sent().is_empty());
+}
+
+#[tokio::test]
+async fn campaigns_and_tasks_give_exactly_the_parameters_the_template_needs() {
+    let app = spawn_app().await;
+    let channel = app.live_channel(NUMBER).await;
+    // `order_update` has `{{1}}` and `{{2}}`, and no example values at Meta.
+    app.graph.add_template("waba-1", order_update());
+    app.put_identity("crm-1", json!({"phone": "+351912345678"}))
+        .await;
+
+    let defaults = app
+        .send_json(
+            Method::POST,
+            "/campaigns",
+            &json!({"channelUid": channel, "name": "Orders", "status": "ACTIVE",
+                    "templateName": "order_update", "templateParamsStrategy": "USE_DEFAULT"}),
+        )
+        .await;
+    let defaults = expect_error(defaults, 400, "validation_failed").await;
+    let paths: Vec<&serde_json::Value> = defaults["details"]
+        .as_array()
+        .expect("details")
+        .iter()
+        .map(|d| &d["path"])
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            &json!(["templateParameters", "1"]),
+            &json!(["templateParameters", "2"])
+        ]
+    );
+    let half = app
+        .send_json(
+            Method::POST,
+            "/campaigns",
+            &json!({"channelUid": channel, "name": "Orders", "status": "ACTIVE",
+                    "templateName": "order_update",
+                    "templateParamsStrategy": "USE_CONTACT_ASSOCIATION",
+                    "templateParameters": {"1": "name"}}),
+        )
+        .await;
+    let half = expect_error(half, 400, "validation_failed").await;
+    assert_eq!(
+        half["details"][0]["path"],
+        json!(["templateParameters", "2"])
+    );
+
+    let task = |parameters: serde_json::Value| {
+        json!({"name": "Remind", "task_type": "send_template",
+               "scheduled_at": "2099-01-01T00:00:00Z",
+               "payload": {"identity_id": "crm-1", "channel_id": channel,
+                           "template_name": "order_update", "language": "en_US",
+                           "parameters": parameters}})
+    };
+    let short = app
+        .send_json(Method::POST, "/scheduled-tasks", &task(json!(["Ana"])))
+        .await;
+    let short = expect_error(short, 400, "validation_failed").await;
+    assert_eq!(
+        short["details"][0]["path"],
+        json!(["payload", "parameters", "body"])
+    );
+    let unknown = app
+        .send_json(Method::POST, "/scheduled-tasks", &{
+            let mut body = task(json!(["Ana", "#1"]));
+            body["payload"]["template_name"] = json!("nope");
+            body
+        })
+        .await;
+    let unknown = expect_error(unknown, 400, "validation_failed").await;
+    assert_eq!(
+        unknown["details"][0]["path"],
+        json!(["payload", "template_name"])
+    );
+    let fine = app
+        .send_json(
+            Method::POST,
+            "/scheduled-tasks",
+            &task(json!(["Ana", "#1"])),
+        )
+        .await;
+    expect_status(fine, 201).await;
     assert!(app.graph.sent().is_empty());
 }

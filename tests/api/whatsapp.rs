@@ -494,8 +494,8 @@ async fn a_sandbox_channel_sends_only_templates_it_keeps() {
     let body = order_update_send("+351912345678");
 
     let unknown = app.send_json(Method::POST, &send, &body).await;
-    let refused = expect_error(unknown, 404, "not_found").await;
-    assert_eq!(refused["message"], "Template not found");
+    let refused = expect_error(unknown, 400, "validation_failed").await;
+    assert_eq!(refused["details"][0]["path"], json!(["templateId"]));
     let outbox_path = format!("/channels/{channel}/sandbox/outbox");
     let outbox = expect_status(app.get(&outbox_path).await, 200).await;
     assert_eq!(outbox["pagination"]["total"], 0, "nothing was sent");

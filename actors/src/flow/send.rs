@@ -206,6 +206,12 @@ async fn judge(
             verdict.failed(Some(OUTSIDE_WINDOW), error.to_string()),
             None,
         ),
+        error @ OutboundError::ParameterCount(_) => (
+            verdict.failed(None, error.to_string()),
+            Some(Fatal(format!(
+                "the campaign's template does not take its parameters: {error}"
+            ))),
+        ),
         OutboundError::TemplateNotFound | OutboundError::TemplateShape => (
             verdict.failed(None, FailureReason::TemplateNotFound.as_str().to_owned()),
             Some(Fatal(

@@ -30,6 +30,83 @@ pub struct RenderedTemplate {
     pub text: String,
 }
 
+/// The parameters of a send do not fit its template's placeholders.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "needs exactly {expected} parameters for the template's {component} placeholders, got {given}"
+)]
+pub struct ParameterMismatch {
+    /// The component: `body` or `header`.
+    pub component: &'static str,
+    /// How many placeholders it has.
+    pub expected: usize,
+    /// How many values the send gives.
+    pub given: usize,
+}
+
+/// Checks that `parameters` give exactly one value per placeholder of `template`'s BODY and
+/// text HEADER (Meta refuses a send that gives more or fewer, and a transcript would show an
+/// unfilled `{{n}}`).
+///
+/// # Errors
+/// The first component whose count does not fit.
+pub fn check_parameters(
+    template: &Value,
+    parameters: &TemplateParameters,
+) -> Result<(), ParameterMismatch> {
+    for (component, expected) in placeholder_counts(template) {
+        let given = parameters
+            .get(component)
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len);
+        if given != expected {
+            return Err(ParameterMismatch {
+                component,
+                expected,
+                given,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// How many distinct placeholders the BODY and a text HEADER of `template` have.
+fn placeholder_counts(template: &Value) -> [(&'static str, usize); 2] {
+    let mut counts = [("body", 0), ("header", 0)];
+    for component in template["components"].as_array().into_iter().flatten() {
+        let kind = component["type"].as_str().unwrap_or_default();
+        let text = component["text"].as_str().unwrap_or_default();
+        let text_format = component["format"]
+            .as_str()
+            .is_none_or(|f| f.eq_ignore_ascii_case("text"));
+        let slot = if kind.eq_ignore_ascii_case("body") {
+            0
+        } else if kind.eq_ignore_ascii_case("header") && text_format {
+            1
+        } else {
+            continue;
+        };
+        counts[slot].1 = distinct_placeholders(text);
+    }
+    counts
+}
+
+/// How many distinct `{{…}}` placeholders `text` has.
+fn distinct_placeholders(text: &str) -> usize {
+    let mut names: Vec<&str> = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("{{") {
+        let after = &rest[start + 2..];
+        let Some(end) = after.find("}}") else { break };
+        let name = after[..end].trim();
+        if !name.is_empty() && !names.contains(&name) {
+            names.push(name);
+        }
+        rest = &after[end + 2..];
+    }
+    names.len()
+}
+
 impl TemplateRef {
     /// The template among `templates` (as Meta lists them) that this names, in its language.
     pub fn find<'a>(&self, templates: &'a [Value]) -> Option<&'a Value> {

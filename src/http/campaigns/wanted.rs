@@ -40,7 +40,7 @@ pub(super) struct CampaignBody {
     #[schema(value_type = Option<String>, min_length = 1)]
     pub(super) template_name: Option<String>,
     /// The template's language (`en_US`); when not given, the template's own.
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, pattern = "^[a-z]{2,3}(_[A-Z]{2})?$", example = "en_US")]
     pub(super) template_language: Option<String>,
     #[schema(value_type = Option<ParamsStrategy>)]
     pub(super) template_params_strategy: Option<String>,

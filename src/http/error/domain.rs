@@ -66,6 +66,10 @@ impl From<OutboundError> for ApiError {
                 ["templateType"],
                 "must be carousel exactly when the template has a CAROUSEL component",
             ),
+            OutboundError::ParameterCount(mismatch) => Self::invalid_field(
+                ["templateComponents", mismatch.component],
+                mismatch.to_string(),
+            ),
             OutboundError::Templates(error) => error.into(),
             OutboundError::NotSent { error, .. } => error.into(),
             OutboundError::Unavailable(error) => error.into(),

@@ -4,6 +4,8 @@
 use parley_actors::flow::FlowConfig;
 use parley_actors::scheduler::TaskPayload;
 use parley_actors::store::identities::StageRef;
+use parley_actors::whatsapp::template::check_parameters;
+use parley_actors::whatsapp::{TemplateParameters, TemplateRef};
 use parley_persistence::{campaigns, channels, stages};
 use serde_json::Value;
 use uuid::Uuid;
@@ -38,13 +40,19 @@ impl Resolver<'_> {
                 template_name,
                 language,
                 parameters,
-            } => TaskPayload::SendTemplate {
-                identity: self.identity(&identity).await?,
-                channel_id: self.channel(channel_id, "channel_id").await?,
-                template_name,
-                language,
-                parameters,
-            },
+            } => {
+                let identity = self.identity(&identity).await?;
+                let channel_id = self.channel(channel_id, "channel_id").await?;
+                self.template(channel_id, &template_name, &language, &parameters)
+                    .await?;
+                TaskPayload::SendTemplate {
+                    identity,
+                    channel_id,
+                    template_name,
+                    language,
+                    parameters,
+                }
+            }
             TaskPayload::StartFlow {
                 campaign_id,
                 channel_id,
@@ -96,6 +104,40 @@ impl Resolver<'_> {
             .await?
             .map(|_| id)
             .ok_or_else(|| missing(field, "channel"))
+    }
+
+    /// The channel's template `name` in `language` exists and `parameters` fill exactly its
+    /// placeholders, as a send's must (502 when Meta cannot be asked).
+    async fn template(
+        &self,
+        channel_id: Uuid,
+        name: &str,
+        language: &str,
+        parameters: &TemplateParameters,
+    ) -> Result<()> {
+        let listed = self
+            .state
+            .actors
+            .channels()
+            .list_templates(channel_id)
+            .await?;
+        let wanted = TemplateRef {
+            name_or_id: name.to_owned(),
+            language: language.to_owned(),
+            carousel: false,
+        };
+        let Some(found) = wanted.find(&listed) else {
+            return Err(ApiError::invalid(vec![FieldError::new(
+                ["payload", "template_name"],
+                format!("names no template of this channel in {language}"),
+            )]));
+        };
+        check_parameters(found, parameters).map_err(|mismatch| {
+            ApiError::invalid(vec![FieldError::new(
+                ["payload", "parameters", mismatch.component],
+                mismatch.to_string(),
+            )])
+        })
     }
 
     async fn start_flow(
