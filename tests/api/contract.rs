@@ -472,7 +472,9 @@ async fn rules_broken(
         let (allowed, refused) = probes(doc, field);
         for value in allowed {
             let ruled_out = RULED_OUT_BY_THE_BODY.iter().any(|(t, f, v)| {
-                *t == case.template && *f == name && (value == *v || value.to_string() == *v)
+                *t == case.template
+                    && *f == name
+                    && (value == *v || (value.is_null() && *v == "null"))
             });
             if ruled_out {
                 continue;
