@@ -265,9 +265,9 @@ pub async fn outbound_of_channel(
     let query = message::Entity::find()
         .filter(message::Column::ChannelId.eq(channel_id))
         .filter(message::Column::Direction.eq(Direction::Outbound))
-        .filter(message::Column::Role.eq(Role::Assistant))
-        // What went through the channel: the assistant's tool requests and replies given to
-        // API callers never did.
+        // Whoever wrote it (the assistant, a template, an operator): what went through the
+        // channel; the assistant's tool requests and replies given to API callers never did.
+        .filter(message::Column::Role.is_in([Role::Assistant, Role::Operator]))
         .filter(message::Column::ToolCalls.is_null())
         .filter(message::Column::PlatformMessageId.is_not_null())
         .order_by_asc(message::Column::Id);

@@ -87,10 +87,13 @@ fn idle_after(state: &AppState) -> chrono::Duration {
 struct MessageRecord {
     id: Uuid,
     conversation_id: Uuid,
-    direction: Direction,
+    /// `inbound` from the person, `outbound` to them; `null` for what never left Parley (the
+    /// assistant's tool requests, the tools' results, notes for the model).
+    direction: Option<Direction>,
     role: Role,
     content: String,
-    status: MessageStatus,
+    /// Where a message from or to the person stands; `null` for what never left Parley.
+    status: Option<MessageStatus>,
     platform_message_id: Option<String>,
     error: Option<Value>,
     usage: Option<Value>,
@@ -101,13 +104,14 @@ struct MessageRecord {
 
 impl From<message::Model> for MessageRecord {
     fn from(m: message::Model) -> Self {
+        let reached_person = m.reached_person();
         Self {
             id: m.id,
             conversation_id: m.conversation_id,
-            direction: m.direction,
+            direction: reached_person.then_some(m.direction),
             role: m.role,
             content: m.content,
-            status: m.status,
+            status: reached_person.then_some(m.status),
             platform_message_id: m.platform_message_id,
             error: m.error,
             usage: m.usage,

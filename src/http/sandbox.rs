@@ -7,7 +7,7 @@ use axum::extract::State;
 use chrono::{DateTime, Utc};
 use parley_actors::whatsapp::payload::{InboundContent, InboundMessage};
 use parley_persistence::entities::message;
-use parley_persistence::{Integration, MessageStatus, clock, deliveries, webhook_events};
+use parley_persistence::{Integration, MessageStatus, Role, clock, deliveries, webhook_events};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -114,6 +114,8 @@ async fn inject_inbound(
 struct OutboxRecord {
     id: Uuid,
     conversation_id: Uuid,
+    /// Who wrote it: `assistant` (replies and templates) or `operator`.
+    role: Role,
     content: String,
     status: MessageStatus,
     platform_message_id: Option<String>,
@@ -126,6 +128,7 @@ impl From<message::Model> for OutboxRecord {
         Self {
             id: m.id,
             conversation_id: m.conversation_id,
+            role: m.role,
             content: m.content,
             status: m.status,
             platform_message_id: m.platform_message_id,
@@ -137,7 +140,8 @@ impl From<message::Model> for OutboxRecord {
 
 /// Read what a sandbox channel sent.
 ///
-/// Oldest first: replies and templates, with their delivery statuses.
+/// Oldest first: everything the channel sent (the assistant's replies, templates, operators'
+/// messages), each with who wrote it and its delivery status.
 #[utoipa::path(
     get,
     path = "/channels/{channel_id}/sandbox/outbox",

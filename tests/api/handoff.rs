@@ -538,3 +538,63 @@ async fn refusals_name_what_is_wrong_and_other_workspaces_are_not_found() {
         expect_error(response, 403, "forbidden").await;
     }
 }
+
+#[tokio::test]
+async fn the_sandbox_outbox_lists_everything_the_channel_sent_with_its_author() {
+    let app = spawn_app().await;
+    let (_, channel) = app.chat_channel("Echo.", json!({})).await;
+    let inbound = app
+        .send_json(
+            Method::POST,
+            &format!("/channels/{channel}/sandbox/inbound"),
+            &json!({"from": "+351912345678", "name": "Maria", "text": "Hi"}),
+        )
+        .await;
+    assert!(inbound.status().is_success());
+    let outbox_path = format!("/channels/{channel}/sandbox/outbox");
+    let outbox = async || expect_status(app.get(&outbox_path).await, 200).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while outbox().await["pagination"]["total"] != 1 {
+        assert!(tokio::time::Instant::now() < deadline, "no reply");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let handed = app
+        .send_json(
+            Method::POST,
+            &format!("/conversation/+351912345678/handoff/{channel}"),
+            &json!({}),
+        )
+        .await;
+    expect_status(handed, 200).await;
+    let replied = app
+        .send_json(
+            Method::POST,
+            &format!("/conversation/+351912345678/reply/{channel}"),
+            &json!({"text": "This is Rui, from the shop."}),
+        )
+        .await;
+    expect_status(replied, 200).await;
+
+    let listed = outbox().await;
+    let sent: Vec<(String, String)> = listed["data"]
+        .as_array()
+        .expect("outbox")
+        .iter()
+        .map(|m| {
+            (
+                m["role"].as_str().unwrap_or_default().to_owned(),
+                m["content"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        sent,
+        [
+            ("assistant".to_owned(), "You said: Hi".to_owned()),
+            (
+                "operator".to_owned(),
+                "This is Rui, from the shop.".to_owned()
+            )
+        ]
+    );
+}

@@ -650,6 +650,22 @@ async fn a_turn_calls_the_tool_over(flavour: McpFlavour) {
             .any(|(role, content)| role == "tool" && content.contains("A-1042")),
         "{stored:?}"
     );
+    // What went to the person has a direction and a status; the tool request and its result
+    // never left Parley, and say so.
+    for row in app.stored_message_rows(&identity).await {
+        let internal = row["role"] == "tool" || !row["tool_calls"].is_null();
+        if internal {
+            assert!(
+                row["direction"].is_null() && row["status"].is_null(),
+                "{row}"
+            );
+        } else {
+            assert!(
+                row["direction"].is_string() && row["status"].is_string(),
+                "{row}"
+            );
+        }
+    }
     let _ = mcp;
 }
 

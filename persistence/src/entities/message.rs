@@ -53,6 +53,20 @@ pub enum Relation {}
 
 impl ActiveModelBehavior for ActiveModel {}
 
+impl Model {
+    /// Whether it went between Parley and the person: the person's messages, and what the
+    /// assistant, a template or an operator said to them. The assistant's tool requests, the
+    /// tools' results and notes for the model never left Parley: they have no direction or
+    /// delivery status to show.
+    pub fn reached_person(&self) -> bool {
+        match self.role {
+            Role::User | Role::Operator => true,
+            Role::Assistant => self.tool_calls.is_none(),
+            Role::Tool | Role::System => false,
+        }
+    }
+}
+
 /// The messages at `status`, one of the two the status index holds (`pending`, `sending`):
 /// the index is partial, and a plan made once for any bound status can use it only when the
 /// query repeats its condition word for word (migration `m20261127_000016`).
