@@ -86,6 +86,7 @@ pub(super) async fn record(db: &impl ConnectionTrait, found: flow::Model) -> Res
             "total": stats.total, "pending": stats.pending, "sent": stats.sent,
             "delivered": stats.delivered, "read": stats.read, "failed": stats.failed,
             "skipped": stats.skipped, "retries": stats.retries,
+            "deliveryRate": stats.delivery_rate(), "readRate": stats.read_rate(),
         }),
         metadata: json!({
             "errorCounts": error_counts,
@@ -196,8 +197,11 @@ pub(super) async fn find_flow(state: &AppState, caller: &Caller, raw: &str) -> R
 
 /// Read a flow and its live statistics.
 ///
-/// Its status, `statistics` (total, pending, sent, delivered, read, failed, skipped, retries) and
-/// `metadata` (error counts, the last failures, start and end).
+/// Its status, `statistics` and `metadata` (error counts, the last failures, start and end).
+/// The statistics are a funnel: `sent` counts every recipient Meta accepted, `delivered` those
+/// delivered or read, `read` those read; `deliveryRate` is delivered / sent and `readRate`
+/// read / delivered (0 to 1, four decimals); `total`, `pending`, `failed`, `skipped` and
+/// `retries` (attempts beyond each recipient's first) count recipients as they stand.
 #[utoipa::path(
     get,
     path = "/flows/{uid}",

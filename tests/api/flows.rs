@@ -766,8 +766,12 @@ async fn a_live_flow_fills_parameters_per_identity_and_follows_delivery_reports(
         assert_eq!(app.webhook(Some(&live), &payload).await, 200);
     }
     let done = wait_flow(&app, &uid(&created), |f| f["status"] == "completed").await;
+    // A funnel: both were sent and delivered, one of them read.
+    assert_eq!(done["statistics"]["sent"], 2, "{done}");
+    assert_eq!(done["statistics"]["delivered"], 2, "{done}");
     assert_eq!(done["statistics"]["read"], 1, "{done}");
-    assert_eq!(done["statistics"]["delivered"], 1, "{done}");
+    assert_eq!(done["statistics"]["deliveryRate"], 1.0, "{done}");
+    assert_eq!(done["statistics"]["readRate"], 0.5, "{done}");
     // The rendered template is in the conversation, with its status.
     let identity = app.put_identity(&people[1], json!({})).await["id"]
         .as_str()
@@ -1204,6 +1208,9 @@ async fn a_failed_delivery_report_fails_its_recipient_with_metas_code() {
     assert_eq!(done["status"], "partial_completed", "{done}");
     assert_eq!(done["statistics"]["failed"], 1, "{done}");
     assert_eq!(done["statistics"]["delivered"], 1, "{done}");
+    // Meta accepted both; one was reported failed after.
+    assert_eq!(done["statistics"]["sent"], 2, "{done}");
+    assert_eq!(done["statistics"]["deliveryRate"], 0.5, "{done}");
     assert_eq!(done["metadata"]["errorCounts"]["131026"], 1, "{done}");
     assert_eq!(done["metadata"]["failures"][0]["code"], 131_026, "{done}");
 }

@@ -227,7 +227,7 @@ impl Runner {
         loop {
             let stats = flows::statistics(db, self.flow_id).await?;
             let now = Utc::now();
-            if stats.sent == 0 || now >= deadline {
+            if stats.awaiting == 0 || now >= deadline {
                 let (status, reason) = outcome(&stats);
                 return self.end(status, reason).await;
             }
@@ -283,12 +283,13 @@ impl Runner {
 
 /// The end state the recipients' counts call for (DESIGN §5 "Flows").
 fn outcome(stats: &Statistics) -> (FlowStatus, Option<String>) {
-    let confirmed = stats.delivered + stats.read;
+    // `delivered` counts the read ones too.
+    let confirmed = stats.delivered;
     if stats.total > 0 && confirmed == stats.total {
         (FlowStatus::Completed, None)
     } else if confirmed > 0 {
         (FlowStatus::PartialCompleted, None)
-    } else if stats.sent > 0 {
+    } else if stats.awaiting > 0 {
         (
             FlowStatus::Timeout,
             Some("no delivery was confirmed within timeoutMs".to_owned()),
@@ -329,12 +330,15 @@ async fn drain(
 mod tests {
     use super::*;
 
-    fn stats(sent: u64, delivered: u64, read: u64, failed: u64, skipped: u64) -> Statistics {
+    /// The funnel of recipients standing at sent (awaiting a report), delivered, read,
+    /// failed and skipped.
+    fn stats(awaiting: u64, delivered: u64, read: u64, failed: u64, skipped: u64) -> Statistics {
         Statistics {
-            total: sent + delivered + read + failed + skipped,
-            sent,
-            delivered,
+            total: awaiting + delivered + read + failed + skipped,
+            sent: awaiting + delivered + read,
+            delivered: delivered + read,
             read,
+            awaiting,
             failed,
             skipped,
             ..Statistics::default()

@@ -50,7 +50,11 @@ struct FlowLine {
     pending: u64,
     sent: u64,
     delivered: u64,
+    /// Delivered of the sent, as a percentage.
+    delivery_rate: String,
     read: u64,
+    /// Read of the delivered, as a percentage.
+    read_rate: String,
     failed: u64,
     skipped: u64,
     created: String,
@@ -111,7 +115,9 @@ async fn lines(state: &AppState, console: &Console) -> Result<Vec<FlowLine>, Fai
             pending: stats.pending,
             sent: stats.sent,
             delivered: stats.delivered,
+            delivery_rate: percent(stats.delivery_rate()),
             read: stats.read,
+            read_rate: percent(stats.read_rate()),
             failed: stats.failed,
             skipped: stats.skipped,
             created: when(f.created_at),
@@ -163,4 +169,9 @@ async fn find(state: &AppState, console: &Console, raw: &str) -> Result<flow::Mo
         flows::find(&state.db, workspace_id, id)
     })
     .await
+}
+
+/// A share (0 to 1) as the page shows it: `75%`.
+fn percent(share: f64) -> String {
+    format!("{:.0}%", share * 100.0)
 }
