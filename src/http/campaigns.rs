@@ -21,7 +21,7 @@ use crate::http::extract::{Json, Path, Query};
 use crate::http::lookup::find_campaign;
 use crate::http::lookup::find_channel;
 use crate::http::pagination::{CursorResponse, cursor_from};
-use crate::http::validation::Problems;
+use crate::http::validation::{Problems, uuid_of};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -254,7 +254,7 @@ async fn list_campaigns(
     let channel_id = query
         .channel_uid
         .as_deref()
-        .and_then(|raw| problems.parse(["channelUid"], Uuid::parse_str(raw)));
+        .and_then(|raw| problems.parse(["channelUid"], uuid_of(raw)));
     problems.finish()?;
     let (cursor, limit) = cursor_from(query.cursor.as_deref(), query.limit)?;
     let filter = CampaignFilter {

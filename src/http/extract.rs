@@ -179,7 +179,7 @@ pub(crate) fn parse_typed<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiErr
                 serde_path_to_error::Segment::Unknown => None,
             })
             .collect();
-        let text = without_values(&strip_position(&inner.to_string()));
+        let text = sentence(&without_values(&strip_position(&inner.to_string())));
         // serde reports a missing field at its parent; point at the field itself.
         let message = match missing_field(&text) {
             Some(field) => {
@@ -228,6 +228,27 @@ fn without_values(message: &str) -> String {
     if message.chars().count() > MAX_MESSAGE {
         let cut: String = message.chars().take(MAX_MESSAGE).collect();
         return format!("{cut}…");
+    }
+    message.to_owned()
+}
+
+/// A serde message a person understands where serde's words are a parser's: a body (or a
+/// field) of the wrong JSON kind where an object is expected ("invalid length 0, expected
+/// struct CreateWorkspaceBody") says it must be an object; a UUID's parser's words say it must
+/// be a UUID.
+fn sentence(message: &str) -> String {
+    if message.contains("expected struct") || message.contains("expected a map") {
+        return "must be a JSON object".to_owned();
+    }
+    let uuid_words = [
+        "invalid character:",
+        "invalid length: expected",
+        "invalid group count",
+        "invalid group length",
+        "invalid bytes length",
+    ];
+    if uuid_words.iter().any(|w| message.starts_with(w)) {
+        return "must be a UUID, e.g. 01968f2a-7c3e-7d4b-9a1e-3f5c2b8d9e01".to_owned();
     }
     message.to_owned()
 }
@@ -299,7 +320,7 @@ pub(crate) fn parse_query<T: DeserializeOwned>(query: &str) -> Result<T, ApiErro
         serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
     serde_path_to_error::deserialize(deserializer).map_err(|error| {
         let parameter = error.path().to_string();
-        let message = strip_position(&error.inner().to_string());
+        let message = sentence(&without_values(&strip_position(&error.inner().to_string())));
         let (path, message) = match missing_field(&message) {
             Some(field) => (field.to_owned(), "is required".to_owned()),
             None => (parameter, message),

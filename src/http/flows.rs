@@ -21,7 +21,7 @@ use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Json, Path, Query};
 use crate::http::lookup::resolve_identity;
 use crate::http::pagination::{CursorResponse, cursor_from};
-use crate::http::validation::{Problems, parse_uuid};
+use crate::http::validation::{Problems, parse_uuid, uuid_of};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -143,11 +143,11 @@ async fn list_flows(
     let campaign_id = query
         .campaign_uid
         .as_deref()
-        .and_then(|raw| problems.parse(["campaignUid"], Uuid::parse_str(raw)));
+        .and_then(|raw| problems.parse(["campaignUid"], uuid_of(raw)));
     let channel_id = query
         .channel_uid
         .as_deref()
-        .and_then(|raw| problems.parse(["channelUid"], Uuid::parse_str(raw)));
+        .and_then(|raw| problems.parse(["channelUid"], uuid_of(raw)));
     let status = query.status.as_deref().and_then(|raw| {
         problems.parse(
             ["status"],

@@ -73,9 +73,15 @@ where
     Option::<T>::deserialize(deserializer).map(Some)
 }
 
+/// A UUID, or the sentence a refusal says of anything else.
+pub(crate) fn uuid_of(raw: &str) -> Result<Uuid, &'static str> {
+    Uuid::parse_str(raw.trim())
+        .map_err(|_| "must be a UUID, e.g. 01968f2a-7c3e-7d4b-9a1e-3f5c2b8d9e01")
+}
+
 /// Parses a UUID from a path or query parameter named `field` (400 otherwise).
 pub(crate) fn parse_uuid(raw: &str, field: &str) -> Result<Uuid, ApiError> {
-    Uuid::parse_str(raw.trim()).map_err(|_| ApiError::invalid_field([field], "must be a UUID"))
+    uuid_of(raw).map_err(|sentence| ApiError::invalid_field([field], sentence))
 }
 
 /// A JSON object given for `field`, or `{}` when absent; anything else is a problem.

@@ -164,3 +164,33 @@ async fn an_oversized_webhook_is_a_413_with_the_error_body() {
 
     expect_error(response, 413, "payload_too_large").await;
 }
+
+#[tokio::test]
+async fn refusals_are_sentences_never_the_parsers_words() {
+    let app = spawn_app().await;
+
+    let wrong_kind = app
+        .send_json(reqwest::Method::POST, "/workspace", &serde_json::json!([]))
+        .await;
+    let body = expect_error(wrong_kind, 400, "validation_failed").await;
+    let text = body.to_string();
+    assert!(text.contains("must be a JSON object"), "{text}");
+    assert!(
+        !text.contains("struct") && !text.contains("invalid length"),
+        "{text}"
+    );
+
+    for path in [
+        "/flows?campaignUid=zzz".to_owned(),
+        format!(
+            "/campaigns?workspaceId={}&channelUid=zzz",
+            app.owner.workspace_id
+        ),
+    ] {
+        let response = app.get(&path).await;
+        let body = expect_error(response, 400, "validation_failed").await;
+        let text = body.to_string();
+        assert!(text.contains("must be a UUID"), "{path}: {text}");
+        assert!(!text.contains("invalid character"), "{path}: {text}");
+    }
+}
