@@ -244,7 +244,11 @@ fn at_time(raw: &str, timezone: Option<&str>) -> Checked<DateTime<Utc>> {
 /// Schedule a task.
 ///
 /// Once at `scheduled_at`, or on a cron `recurrence` in a timezone. Types: send a template, set a
-/// stage, and more (see `task_type`).
+/// stage, and more (see `task_type`). A recurrence may not ask for two runs closer than the
+/// installation's `actors.scheduler_min_interval_secs` (60 s by default; 400 naming
+/// `recurrence`), and a workspace holds at most `actors.scheduler_task_quota` scheduled, paused
+/// or running tasks (1,000 by default; 409 past it). A `send_template` task's template must
+/// exist on the channel and its parameters fill exactly its placeholders.
 #[utoipa::path(
     post,
     path = "/scheduled-tasks",
