@@ -10,11 +10,18 @@
 //!   to (DNS rebinding), is refused too;
 //! - and redirects are not followed.
 //!
+//! The refused set is every range of the IANA special-purpose registries that is not globally
+//! reachable, and every IPv6 form that embeds an IPv4 address (IPv4-mapped and -compatible,
+//! NAT64 `64:ff9b::/96` and `64:ff9b:1::/48`, 6to4 `2002::/16`) is judged by the address it
+//! embeds.
+//!
 //! A refusal reads like an unreachable server ("error sending request"), so a tenant learns
 //! nothing of the host's ports. The operator allows exceptions with `PARLEY_EGRESS_ALLOW`:
-//! comma-separated addresses or networks (`10.0.0.0/8`, `127.0.0.1`) and `host:port` pairs (a
-//! host listed there is reachable on its listed ports only). URLs the operator configures (the
-//! model, the Graph API) do not go through this policy.
+//! comma-separated addresses or networks (`10.0.0.0/8`, `127.0.0.1`: any port) and `host:port`
+//! pairs (that port only: an address is matched in every spelling of it, `[::ffff:127.0.0.1]`
+//! as `127.0.0.1`; a name is matched as written, and only that name reaches its addresses
+//! through the entry). URLs the operator configures (the model, the Graph API) do not go
+//! through this policy.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
@@ -85,13 +92,23 @@ impl Egress {
         Ok(())
     }
 
-    /// Whether a connection to `ip` may be made (whatever the port: the URL's port was
-    /// checked by [`Egress::check_url`]).
+    /// Whether `ip` may be reached on any port: it is public, or in a network the operator
+    /// allows. A `host:port` entry does not count: it opens one port, which only
+    /// [`Egress::check_url`] sees.
     pub fn allows_ip(&self, ip: IpAddr) -> bool {
         let ip = canonical(ip);
-        is_public(ip)
-            || self.nets.iter().any(|net| net.contains(&ip))
-            || self.hosts.iter().any(|(host, _)| host.parse() == Ok(ip))
+        is_public(ip) || self.nets.iter().any(|net| net.contains(&ip))
+    }
+
+    /// The ports a `host:port` entry opens for the address `ip`, in whatever spelling it was
+    /// listed or is asked for.
+    fn listed_ports_of(&self, ip: IpAddr) -> Vec<u16> {
+        let ip = canonical(ip);
+        self.hosts
+            .iter()
+            .filter(|(host, _)| host.parse::<IpAddr>().is_ok_and(|h| canonical(h) == ip))
+            .map(|(_, port)| *port)
+            .collect()
     }
 
     /// Whether `url` may be asked for, as far as its own text tells: a literal address must be
@@ -109,23 +126,24 @@ impl Egress {
             .trim_start_matches('[')
             .trim_end_matches(']')
             .to_ascii_lowercase();
-        let listed: Vec<u16> = self
-            .hosts
-            .iter()
-            .filter(|(h, _)| *h == host)
-            .map(|(_, p)| *p)
-            .collect();
-        if !listed.is_empty() {
-            return if listed.contains(&port) {
-                Ok(())
-            } else {
-                Err(Refused)
-            };
+        let ip = host.parse::<IpAddr>().ok();
+        let listed: Vec<u16> = match ip {
+            Some(ip) => self.listed_ports_of(ip),
+            None => self
+                .hosts
+                .iter()
+                .filter(|(h, _)| *h == host)
+                .map(|(_, p)| *p)
+                .collect(),
+        };
+        if ip.is_some_and(|ip| self.allows_ip(ip)) || listed.contains(&port) {
+            return Ok(());
         }
-        match host.parse::<IpAddr>() {
-            Ok(ip) if !self.allows_ip(ip) => Err(Refused),
-            _ => Ok(()),
+        // A listed name on another port, or an address neither public nor allowed.
+        if !listed.is_empty() || ip.is_some() {
+            return Err(Refused);
         }
+        Ok(())
     }
 
     /// An HTTP client for tenant URLs: it connects only to addresses the policy allows (its
@@ -163,49 +181,94 @@ impl Resolve for Resolver {
     }
 }
 
-/// An IPv4-mapped (or -compatible) IPv6 address as the IPv4 address it stands for.
+/// An IPv6 address that embeds an IPv4 address, as the IPv4 address it stands for: mapped
+/// (`::ffff:a.b.c.d`), translated (`::ffff:0:a.b.c.d`), compatible (`::a.b.c.d`), NAT64
+/// (`64:ff9b::a.b.c.d`, `64:ff9b:1::/48`) and 6to4 (`2002:aabb:ccdd::/48`).
 fn canonical(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
-        v4 @ IpAddr::V4(_) => v4,
-    }
+    let IpAddr::V6(v6) = ip else {
+        return ip;
+    };
+    let s = v6.segments();
+    let [.., a, b, c, d] = v6.octets();
+    let tail = Ipv4Addr::new(a, b, c, d);
+    let embedded = if s[..5] == [0; 5]
+        && (s[5] == 0xffff || (s[5] == 0 && !v6.is_loopback() && !v6.is_unspecified()))
+    {
+        Some(tail)
+    } else if s[..6] == [0, 0, 0, 0, 0xffff, 0] {
+        Some(tail)
+    } else if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] || (s[0] == 0x64 && s[1] == 0xff9b && s[2] == 1)
+    {
+        Some(tail)
+    } else if s[0] == 0x2002 {
+        let [_, _, a, b, c, d, ..] = v6.octets();
+        Some(Ipv4Addr::new(a, b, c, d))
+    } else {
+        None
+    };
+    embedded.map_or(ip, IpAddr::V4)
 }
 
-/// Whether `ip` is outside every range a tenant may not reach.
+/// Whether `ip` is outside every range a tenant may not reach (an IPv6 form that embeds an
+/// IPv4 address judged by that address).
 fn is_public(ip: IpAddr) -> bool {
-    match ip {
+    match canonical(ip) {
         IpAddr::V4(v4) => is_public_v4(v4),
         IpAddr::V6(v6) => is_public_v6(v6),
     }
 }
 
+/// IPv4 ranges of the IANA special-purpose registry that are not globally reachable (the
+/// registry's few global exceptions inside them, 192.0.0.9 and 192.0.0.10, are tenants' to
+/// reach no more than the rest).
+const SPECIAL_V4: [(Ipv4Addr, u8); 15] = [
+    (Ipv4Addr::new(0, 0, 0, 0), 8),       // "this network"
+    (Ipv4Addr::new(10, 0, 0, 0), 8),      // private
+    (Ipv4Addr::new(100, 64, 0, 0), 10),   // shared address space
+    (Ipv4Addr::new(127, 0, 0, 0), 8),     // loopback
+    (Ipv4Addr::new(169, 254, 0, 0), 16),  // link-local
+    (Ipv4Addr::new(172, 16, 0, 0), 12),   // private
+    (Ipv4Addr::new(192, 0, 0, 0), 24),    // IETF protocol assignments
+    (Ipv4Addr::new(192, 0, 2, 0), 24),    // documentation
+    (Ipv4Addr::new(192, 88, 99, 0), 24),  // deprecated 6to4 relay anycast
+    (Ipv4Addr::new(192, 168, 0, 0), 16),  // private
+    (Ipv4Addr::new(198, 18, 0, 0), 15),   // benchmarking
+    (Ipv4Addr::new(198, 51, 100, 0), 24), // documentation
+    (Ipv4Addr::new(203, 0, 113, 0), 24),  // documentation
+    (Ipv4Addr::new(224, 0, 0, 0), 4),     // multicast
+    (Ipv4Addr::new(240, 0, 0, 0), 4),     // reserved, and broadcast
+];
+
+/// IPv6 ranges of the IANA special-purpose registry that are not globally reachable (the
+/// forms that embed an IPv4 address are judged by it before these are looked at).
+const SPECIAL_V6: [(Ipv6Addr, u8); 11] = [
+    (Ipv6Addr::new(0, 0, 0, 0, 0, 0, 0, 0), 128), // unspecified
+    (Ipv6Addr::new(0, 0, 0, 0, 0, 0, 0, 1), 128), // loopback
+    (Ipv6Addr::new(0x100, 0, 0, 0, 0, 0, 0, 0), 64), // discard-only
+    (Ipv6Addr::new(0x2001, 0, 0, 0, 0, 0, 0, 0), 23), // IETF protocol assignments
+    (Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 0), 32), // documentation
+    (Ipv6Addr::new(0x3fff, 0, 0, 0, 0, 0, 0, 0), 20), // documentation
+    (Ipv6Addr::new(0x5f00, 0, 0, 0, 0, 0, 0, 0), 16), // segment routing SIDs
+    (Ipv6Addr::new(0xfc00, 0, 0, 0, 0, 0, 0, 0), 7), // unique local
+    (Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 0), 10), // link-local
+    (Ipv6Addr::new(0xfec0, 0, 0, 0, 0, 0, 0, 0), 10), // site-local (deprecated)
+    (Ipv6Addr::new(0xff00, 0, 0, 0, 0, 0, 0, 0), 8), // multicast
+];
+
 fn is_public_v4(ip: Ipv4Addr) -> bool {
-    let [a, b, ..] = ip.octets();
-    !(ip.is_loopback()
-        || ip.is_private()
-        || ip.is_link_local()
-        || ip.is_unspecified()
-        || ip.is_broadcast()
-        || ip.is_multicast()
-        || a == 0
-        // Shared address space (carrier-grade NAT), 100.64.0.0/10.
-        || (a == 100 && (b & 0b1100_0000) == 64))
+    let bits = u32::from(ip);
+    !SPECIAL_V4.iter().any(|(net, len)| {
+        let mask = u32::MAX.checked_shl(32 - u32::from(*len)).unwrap_or(0);
+        bits & mask == u32::from(*net) & mask
+    })
 }
 
 fn is_public_v6(ip: Ipv6Addr) -> bool {
-    let first = ip.segments()[0];
-    // IPv4-compatible (::a.b.c.d) addresses stand for the IPv4 address they carry.
-    if ip.segments()[..6].iter().all(|s| *s == 0) && !ip.is_loopback() && !ip.is_unspecified() {
-        let [.., a, b, c, d] = ip.octets();
-        return is_public_v4(Ipv4Addr::new(a, b, c, d));
-    }
-    !(ip.is_loopback()
-        || ip.is_unspecified()
-        || ip.is_multicast()
-        // Unique local, fc00::/7.
-        || (first & 0xfe00) == 0xfc00
-        // Link-local, fe80::/10.
-        || (first & 0xffc0) == 0xfe80)
+    let bits = u128::from(ip);
+    !SPECIAL_V6.iter().any(|(net, len)| {
+        let mask = u128::MAX.checked_shl(128 - u32::from(*len)).unwrap_or(0);
+        bits & mask == u128::from(*net) & mask
+    })
 }
 
 #[cfg(test)]
@@ -235,6 +298,24 @@ mod tests {
             "http://[fd00::1]/",
             "http://[fe80::1]/",
             "http://224.0.0.1/",
+            // Every IPv6 form that embeds an inside IPv4 address, and the registry's other
+            // ranges that are not globally reachable.
+            "http://[::ffff:7f00:1]/",
+            "http://[0:0:0:0:0:ffff:127.0.0.1]/",
+            "http://[::ffff:0:7f00:1]/",
+            "http://[64:ff9b::7f00:1]/",
+            "http://[64:ff9b::a00:1]/",
+            "http://[64:ff9b:1::a9fe:a9fe]/",
+            "http://[2002:7f00:1::1]/",
+            "http://[2002:c0a8:101::]/",
+            "http://[fec0::1]/",
+            "http://[100::1]/",
+            "http://[2001:db8::1]/",
+            "http://198.18.0.1/",
+            "http://198.19.255.255/",
+            "http://240.0.0.1/",
+            "http://255.255.255.255/",
+            "http://192.0.2.1/",
         ] {
             assert_eq!(egress.check_url(&url(raw)), Err(Refused), "{raw}");
         }
@@ -242,6 +323,9 @@ mod tests {
             "https://mcp.example.com/",
             "http://93.184.216.34/",
             "http://[2606:4700::1]/",
+            // A public IPv4 address in an IPv6 form is as public as the address.
+            "http://[64:ff9b::5db8:d822]/",
+            "http://[2002:5db8:d822::1]/",
         ] {
             assert_eq!(egress.check_url(&url(raw)), Ok(()), "{raw}");
         }
@@ -263,6 +347,28 @@ mod tests {
         );
         assert!(egress.allows_ip("127.9.9.9".parse().expect("ip")));
         assert!(!egress.allows_ip("192.168.0.1".parse().expect("ip")));
+    }
+
+    #[test]
+    fn a_host_port_entry_opens_that_port_only_in_every_spelling_of_the_address() {
+        let egress = Egress::parse("127.0.0.1:19003").expect("list");
+        for allowed in [
+            "http://127.0.0.1:19003/",
+            "http://[::ffff:127.0.0.1]:19003/",
+            "http://[::ffff:7f00:1]:19003/",
+        ] {
+            assert_eq!(egress.check_url(&url(allowed)), Ok(()), "{allowed}");
+        }
+        for refused in [
+            "http://127.0.0.1:19001/",
+            "http://[::ffff:127.0.0.1]:19001/",
+            "http://[::ffff:7f00:1]:19001/",
+            "http://[0:0:0:0:0:ffff:127.0.0.1]:19001/",
+        ] {
+            assert_eq!(egress.check_url(&url(refused)), Err(Refused), "{refused}");
+        }
+        // A name that resolves to the address gets nothing from the entry, whatever the port.
+        assert!(!egress.allows_ip("127.0.0.1".parse().expect("ip")));
         assert_eq!(
             Egress::parse("not an entry").map(|_| ()),
             Err(BadAllowEntry("not an entry".to_owned()))

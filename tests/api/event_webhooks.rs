@@ -701,3 +701,45 @@ async fn wait_for_delivery(app: &TestApp, path: &str, check: impl Fn(&Value) -> 
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
 }
+
+#[tokio::test]
+async fn a_host_port_exception_opens_that_port_only_whatever_the_spelling() {
+    // The receiver listens on one port; the operator opened another of the same address.
+    let receiver = Receiver::start().await;
+    let port: u16 = receiver
+        .url
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.trim_end_matches("/hook").parse().ok())
+        .expect("a port");
+    let opened = if port == 65_535 { port - 1 } else { port + 1 };
+    let app = spawn_app_with(move |s| s.egress.allow = format!("127.0.0.1:{opened}")).await;
+
+    // Another spelling of the address on the receiver's port is refused when registered.
+    for spelling in [
+        "[::ffff:127.0.0.1]",
+        "[::ffff:7f00:1]",
+        "[0:0:0:0:0:ffff:127.0.0.1]",
+    ] {
+        let url = format!("http://{spelling}:{port}/hook");
+        let refused = app
+            .send_json(
+                Method::POST,
+                "/workspace/webhooks",
+                &json!({"url": url, "events": ["*"]}),
+            )
+            .await;
+        let refused = expect_error(refused, 400, "validation_failed").await;
+        assert_eq!(refused["details"][0]["path"], json!(["url"]), "{spelling}");
+    }
+    // A name that resolves to the address reaches no port through the exception.
+    let (_, channel) = app.chat_channel("Echo.", json!({})).await;
+    let url = format!("http://localhost:{port}/hook");
+    let (id, _) = endpoint(&app, &url, json!(["message.received"])).await;
+    app.put_identity("crm-7", json!({"name": "Gil"})).await;
+    expect_status(app.chat("crm-7", &channel, "hi").await, 200).await;
+    let deliveries = format!("/workspace/webhooks/{id}/deliveries");
+    let delivery = wait_for_delivery(&app, &deliveries, |d| d["attempts"] == 1).await;
+    assert_eq!(delivery["last_error"], "the endpoint could not be reached");
+    assert!(receiver.received().is_empty(), "port {port} was reached");
+}
