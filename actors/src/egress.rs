@@ -191,14 +191,11 @@ fn canonical(ip: IpAddr) -> IpAddr {
     let s = v6.segments();
     let [.., a, b, c, d] = v6.octets();
     let tail = Ipv4Addr::new(a, b, c, d);
-    let embedded = if s[..5] == [0; 5]
-        && (s[5] == 0xffff || (s[5] == 0 && !v6.is_loopback() && !v6.is_unspecified()))
-    {
-        Some(tail)
-    } else if s[..6] == [0, 0, 0, 0, 0xffff, 0] {
-        Some(tail)
-    } else if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] || (s[0] == 0x64 && s[1] == 0xff9b && s[2] == 1)
-    {
+    let compatible = s[..6] == [0; 6] && !v6.is_loopback() && !v6.is_unspecified();
+    let mapped = s[..6] == [0, 0, 0, 0, 0, 0xffff];
+    let translated = s[..6] == [0, 0, 0, 0, 0xffff, 0];
+    let nat64 = s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] || s[..3] == [0x64, 0xff9b, 1];
+    let embedded = if compatible || mapped || translated || nat64 {
         Some(tail)
     } else if s[0] == 0x2002 {
         let [_, _, a, b, c, d, ..] = v6.octets();
