@@ -12,8 +12,8 @@
 //!
 //! The refused set is every range of the IANA special-purpose registries that is not globally
 //! reachable, and every IPv6 form that embeds an IPv4 address (IPv4-mapped and -compatible,
-//! NAT64 `64:ff9b::/96` and `64:ff9b:1::/48`, 6to4 `2002::/16`) is judged by the address it
-//! embeds.
+//! NAT64 `64:ff9b::/96`, 6to4 `2002::/16`) is judged by the address it embeds; the local-use
+//! translation prefix `64:ff9b:1::/48` is refused whole.
 //!
 //! A refusal reads like an unreachable server ("error sending request"), so a tenant learns
 //! nothing of the host's ports. The operator allows exceptions with `PARLEY_EGRESS_ALLOW`:
@@ -183,7 +183,8 @@ impl Resolve for Resolver {
 
 /// An IPv6 address that embeds an IPv4 address, as the IPv4 address it stands for: mapped
 /// (`::ffff:a.b.c.d`), translated (`::ffff:0:a.b.c.d`), compatible (`::a.b.c.d`), NAT64
-/// (`64:ff9b::a.b.c.d`, `64:ff9b:1::/48`) and 6to4 (`2002:aabb:ccdd::/48`).
+/// (`64:ff9b::a.b.c.d`) and 6to4 (`2002:aabb:ccdd::/48`). (The local-use translation prefix
+/// `64:ff9b:1::/48` is refused whole.)
 fn canonical(ip: IpAddr) -> IpAddr {
     let IpAddr::V6(v6) = ip else {
         return ip;
@@ -194,7 +195,7 @@ fn canonical(ip: IpAddr) -> IpAddr {
     let compatible = s[..6] == [0; 6] && !v6.is_loopback() && !v6.is_unspecified();
     let mapped = s[..6] == [0, 0, 0, 0, 0, 0xffff];
     let translated = s[..6] == [0, 0, 0, 0, 0xffff, 0];
-    let nat64 = s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] || s[..3] == [0x64, 0xff9b, 1];
+    let nat64 = s[..6] == [0x64, 0xff9b, 0, 0, 0, 0];
     let embedded = if compatible || mapped || translated || nat64 {
         Some(tail)
     } else if s[0] == 0x2002 {
@@ -238,7 +239,7 @@ const SPECIAL_V4: [(Ipv4Addr, u8); 15] = [
 
 /// IPv6 ranges of the IANA special-purpose registry that are not globally reachable (the
 /// forms that embed an IPv4 address are judged by it before these are looked at).
-const SPECIAL_V6: [(Ipv6Addr, u8); 11] = [
+const SPECIAL_V6: [(Ipv6Addr, u8); 12] = [
     (Ipv6Addr::new(0, 0, 0, 0, 0, 0, 0, 0), 128), // unspecified
     (Ipv6Addr::new(0, 0, 0, 0, 0, 0, 0, 1), 128), // loopback
     (Ipv6Addr::new(0x100, 0, 0, 0, 0, 0, 0, 0), 64), // discard-only
