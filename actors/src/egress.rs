@@ -242,6 +242,7 @@ const SPECIAL_V4: [(Ipv4Addr, u8); 15] = [
 const SPECIAL_V6: [(Ipv6Addr, u8); 12] = [
     (Ipv6Addr::new(0, 0, 0, 0, 0, 0, 0, 0), 128), // unspecified
     (Ipv6Addr::new(0, 0, 0, 0, 0, 0, 0, 1), 128), // loopback
+    (Ipv6Addr::new(0x64, 0xff9b, 1, 0, 0, 0, 0, 0), 48), // local-use IPv4/IPv6 translation
     (Ipv6Addr::new(0x100, 0, 0, 0, 0, 0, 0, 0), 64), // discard-only
     (Ipv6Addr::new(0x2001, 0, 0, 0, 0, 0, 0, 0), 23), // IETF protocol assignments
     (Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 0), 32), // documentation
