@@ -238,6 +238,15 @@ impl IntoResponse for Failure {
 /// A form's fields (`application/x-www-form-urlencoded`), with its CSRF token checked against
 /// the session's: a form from elsewhere, or from a session that ended, is refused with 403.
 fn form<T: DeserializeOwned + CarriesCsrf>(console: &Console, body: &Bytes) -> Result<T, Failure> {
+    // As the API refuses them: PostgreSQL cannot store a NUL in text, and no field needs one.
+    if let Some((name, _)) = form_urlencoded::parse(body)
+        .find(|(name, value)| name.contains('\0') || value.contains('\0'))
+    {
+        return Err(Failure::new(
+            console,
+            ApiError::invalid_field([name.as_ref()], "must not contain NUL characters"),
+        ));
+    }
     let fields: T = serde_urlencoded::from_bytes(body).map_err(|error| {
         Failure::new(
             console,

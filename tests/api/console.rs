@@ -432,6 +432,27 @@ async fn forms_need_the_sessions_token_and_a_read_only_key_cannot_act() {
         .await;
     assert_eq!(forged.status, StatusCode::FORBIDDEN);
     assert!(forged.body.contains("not from your current session"));
+    // The forms take what the API takes: a NUL in a reply or a reason is refused with a
+    // sentence, and nothing is stored or sent.
+    let sent_before = app.graph.sent_count();
+    for (action, field) in [("reply", "text"), ("handoff", "reason")] {
+        let refused = owner
+            .act(
+                &page_path,
+                &format!("{page_path}/{action}"),
+                &[(field, "hello\u{0}world")],
+            )
+            .await;
+        assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{action}");
+        assert!(
+            refused.body.contains("must not contain NUL characters"),
+            "{action}: {}",
+            refused.body
+        );
+    }
+    assert_eq!(app.graph.sent_count(), sent_before);
+    let now = expect_status(app.get(&format!("/conversations/{id}")).await, 200).await;
+    assert_eq!(now["data"]["mode"], "assistant", "no handoff was made");
 
     let reader = app.key_with(&["read"]).await;
     let mut tab = Tab::new(&app);
