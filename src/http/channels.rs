@@ -66,7 +66,7 @@ async fn list_channels(
         "Channels retrieved successfully",
         page,
         paged,
-        |c| ChannelRecord::new(c, public_url),
+        |c| ChannelRecord::new(c, public_url, &caller),
     ))
 }
 
@@ -90,7 +90,7 @@ async fn get_channel(
     let found = find_channel(&state, &caller, &channel_id).await?;
     Ok(Envelope::ok(
         "Channel retrieved successfully",
-        record(&state, found),
+        record(&state, &caller, found),
     ))
 }
 
@@ -191,7 +191,7 @@ async fn update_channel(
     }
     Ok(Envelope::ok(
         "Channel updated successfully",
-        record(&state, updated),
+        record(&state, &caller, updated),
     ))
 }
 
@@ -267,7 +267,7 @@ async fn sync_worker(
     tracing::info!(worker_id = %worker.id, "worker synced to channel");
     Ok(Envelope::ok(
         "Worker synced to channel successfully",
-        record(&state, updated),
+        record(&state, &caller, updated),
     ))
 }
 

@@ -35,6 +35,14 @@ async fn a_live_cloud_api_channel_is_created_with_a_write_only_encrypted_token()
     );
     let listed = expect_status(app.get("/channels").await, 200).await;
     assert!(!listed.to_string().contains("EAAB-secret-token"));
+    // The verify token answers Meta's verification: admin keys only read it.
+    let token = data["webhook"]["verifyToken"].as_str().expect("token");
+    let reader = app.key_with(&["read"]).await;
+    let id = data["id"].as_str().expect("id");
+    for path in [format!("/channels/{id}"), "/channels".to_owned()] {
+        let read = expect_status(app.get_with(&path, &reader).await, 200).await;
+        assert!(!read.to_string().contains(token), "{path}: {read}");
+    }
 
     let db = app.db().await;
     let row = db

@@ -82,7 +82,7 @@ pub(super) async fn create_channel(
     register_webhook(&state, &created).await;
     Ok(Envelope::created(
         "Channel created successfully",
-        record(&state, created),
+        record(&state, &caller, created),
     ))
 }
 

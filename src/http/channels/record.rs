@@ -7,7 +7,9 @@ use serde::Serialize;
 use serde_json::Value;
 use uuid::Uuid;
 
+use crate::domain::Permission;
 use crate::http::AppState;
+use crate::http::auth::Caller;
 
 /// A channel as the API shows it (camelCase). The access token is write-only:
 /// `hasAccessToken` says whether one is stored.
@@ -41,11 +43,15 @@ pub(crate) struct ChannelRecord {
 struct Webhook {
     /// Where Meta should post; known only when a public URL is configured.
     url: Option<String>,
-    verify_token: String,
+    /// What Meta echoes when it verifies the webhook: shown to admin keys only (`null` to
+    /// others), as whoever holds it can answer Meta's verification for the channel.
+    verify_token: Option<String>,
 }
 
 impl ChannelRecord {
-    pub(super) fn new(c: channel::Model, public_url: Option<&str>) -> Self {
+    /// The record of `c` as `caller` sees it (the verify token to admin keys only).
+    pub(super) fn new(c: channel::Model, public_url: Option<&str>, caller: &Caller) -> Self {
+        let reveal = caller.permissions.contains(Permission::Admin);
         let url =
             public_url.map(|base| format!("{}/webhooks/waba/{}", base.trim_end_matches('/'), c.id));
         Self {
@@ -64,7 +70,7 @@ impl ChannelRecord {
             verified_name: c.verified_name,
             webhook: Webhook {
                 url,
-                verify_token: c.verify_token,
+                verify_token: reveal.then_some(c.verify_token),
             },
             created_at: c.created_at,
             updated_at: c.updated_at,
@@ -72,6 +78,6 @@ impl ChannelRecord {
     }
 }
 
-pub(super) fn record(state: &AppState, c: channel::Model) -> ChannelRecord {
-    ChannelRecord::new(c, state.settings.server.public_url.as_deref())
+pub(super) fn record(state: &AppState, caller: &Caller, c: channel::Model) -> ChannelRecord {
+    ChannelRecord::new(c, state.settings.server.public_url.as_deref(), caller)
 }
