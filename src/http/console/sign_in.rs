@@ -49,11 +49,16 @@ async fn sign_in_page(Query(query): Query<SignInQuery>) -> Response {
     )
 }
 
-/// Whether the request's `Origin` (when a browser sent one) is this server's own: the host
+/// Whether the request's `Origin` (when a browser named one) is this server's own: the host
 /// the request was addressed to, or the configured public URL. A sign-in posted from another
-/// site's page is refused even by a browser that sends no `Sec-Fetch-Site`.
+/// site's page is refused even by a browser that sends no `Sec-Fetch-Site`. A browser names
+/// no origin (`null`) for a post from a page whose referrer policy is `no-referrer`, as the
+/// console's own pages are: `Sec-Fetch-Site` decides then.
 fn origin_is_ours(headers: &HeaderMap, public_url: Option<&str>) -> bool {
-    let Some(origin) = headers.get(axum::http::header::ORIGIN) else {
+    let Some(origin) = headers
+        .get(axum::http::header::ORIGIN)
+        .filter(|origin| origin.as_bytes() != b"null")
+    else {
         return true;
     };
     let Some(origin) = origin.to_str().ok().and_then(authority) else {
