@@ -6,7 +6,7 @@
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
+    ColumnTrait, Condition, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
     QuerySelect, Set,
 };
 use uuid::Uuid;
@@ -219,8 +219,20 @@ pub async fn list(
     fetch_page(db, query, page).await
 }
 
-/// Makes delivery `id` of `endpoint_id` due now, whatever its status; answers it, or `None`
-/// when the endpoint has no such delivery.
+/// What asking for a delivery again now did.
+#[derive(Clone, Debug)]
+pub enum RetryNow {
+    /// It is due now.
+    Due(event_delivery::Model),
+    /// It was due already (waiting for its attempt, or being attempted): one attempt at a
+    /// time, however often a retry is asked for.
+    AlreadyDue,
+    /// No such delivery of the endpoint.
+    Unknown,
+}
+
+/// Makes delivery `id` of `endpoint_id` due now, whatever its status, unless it is due
+/// already.
 ///
 /// # Errors
 /// The database's.
@@ -229,7 +241,10 @@ pub async fn retry_now(
     endpoint_id: Uuid,
     id: Uuid,
     now: DateTime<Utc>,
-) -> Result<Option<event_delivery::Model>> {
+) -> Result<RetryNow> {
+    let due_already = Condition::all()
+        .add(event_delivery::Column::Status.eq(DeliveryStatus::Pending))
+        .add(event_delivery::Column::NextAttemptAt.lte(now));
     let updated = event_delivery::Entity::update_many()
         .col_expr(
             event_delivery::Column::Status,
@@ -239,12 +254,18 @@ pub async fn retry_now(
         .col_expr(event_delivery::Column::UpdatedAt, Expr::value(now))
         .filter(event_delivery::Column::Id.eq(id))
         .filter(event_delivery::Column::EndpointId.eq(endpoint_id))
+        .filter(due_already.not())
         .exec(db)
         .await?;
-    if updated.rows_affected == 0 {
-        return Ok(None);
-    }
-    Ok(event_delivery::Entity::find_by_id(id).one(db).await?)
+    let found = event_delivery::Entity::find_by_id(id)
+        .filter(event_delivery::Column::EndpointId.eq(endpoint_id))
+        .one(db)
+        .await?;
+    Ok(match found {
+        Some(delivery) if updated.rows_affected > 0 => RetryNow::Due(delivery),
+        Some(_) => RetryNow::AlreadyDue,
+        None => RetryNow::Unknown,
+    })
 }
 
 /// How many deliveries wait, and since when the oldest waits.

@@ -743,3 +743,30 @@ async fn a_host_port_exception_opens_that_port_only_whatever_the_spelling() {
     assert_eq!(delivery["last_error"], "the endpoint could not be reached");
     assert!(receiver.received().is_empty(), "port {port} was reached");
 }
+
+#[tokio::test]
+async fn a_delivery_due_already_is_not_asked_for_again() {
+    let app = spawn_app().await;
+    let receiver = Receiver::start().await;
+    // Every attempt takes the receiver two seconds: the first is in flight meanwhile.
+    receiver.otherwise(Some(Answer::Slow(Duration::from_secs(2))));
+    let (_, channel) = app.chat_channel("Echo.", json!({})).await;
+    let (id, _) = endpoint(&app, &receiver.url, json!(["message.received"])).await;
+    app.put_identity("crm-8", json!({"name": "Hal"})).await;
+    expect_status(app.chat("crm-8", &channel, "hi").await, 200).await;
+    let deliveries = format!("/workspace/webhooks/{id}/deliveries");
+    let delivery = wait_for_delivery(&app, &deliveries, |d| d.is_object()).await;
+    let retry = format!(
+        "{deliveries}/{}/retry",
+        delivery["id"].as_str().expect("id")
+    );
+
+    // However often it is asked for, one attempt at a time.
+    for _ in 0..3 {
+        let again = app.send_json(Method::POST, &retry, &json!({})).await;
+        expect_error(again, 409, "delivery_already_due").await;
+    }
+    let delivery = wait_for_delivery(&app, &deliveries, |d| d["status"] == "succeeded").await;
+    assert_eq!(delivery["attempts"], 1);
+    assert_eq!(receiver.received().len(), 1);
+}

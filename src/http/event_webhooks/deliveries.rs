@@ -4,6 +4,7 @@
 use axum::extract::State;
 use chrono::{DateTime, Utc};
 use parley_persistence::entities::event_delivery;
+use parley_persistence::event_deliveries::RetryNow;
 use parley_persistence::{DeliveryStatus, clock, event_deliveries};
 use serde::Serialize;
 use uuid::Uuid;
@@ -13,7 +14,7 @@ use crate::domain::Permission;
 use crate::http::AppState;
 use crate::http::auth::Caller;
 use crate::http::envelope::Envelope;
-use crate::http::error::{ApiError, Result};
+use crate::http::error::{ApiError, Refusal, Result};
 use crate::http::extract::{Path, Query};
 use crate::http::pagination::{ListQuery, PageResponse};
 use crate::http::validation::parse_uuid;
@@ -90,6 +91,8 @@ async fn list_deliveries(
 /// Send a delivery again now.
 ///
 /// Whatever its status (a failed one included), it is due at once; it keeps its `webhook-id`.
+/// One attempt at a time: a delivery due already (waiting for its attempt, or being
+/// attempted) is a 409 `delivery_already_due`.
 #[utoipa::path(
     post,
     path = "/workspace/webhooks/{webhook_id}/deliveries/{delivery_id}/retry",
@@ -98,7 +101,7 @@ async fn list_deliveries(
         ("webhook_id" = String, Path, format = Uuid, description = "Endpoint id"),
         ("delivery_id" = String, Path, format = Uuid, description = "Delivery id"),
     ),
-    responses((status = 200, body = Envelope<DeliveryRecord>)),
+    responses((status = 200, body = Envelope<DeliveryRecord>), (status = 409, body = Refusal)),
 )]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn retry_delivery(
@@ -109,9 +112,18 @@ async fn retry_delivery(
     caller.require(Permission::Admin)?;
     let endpoint = find_endpoint(&state, &caller, &webhook_id).await?;
     let id = parse_uuid(&delivery_id, "delivery_id")?;
-    let due = event_deliveries::retry_now(&state.db, endpoint.id, id, clock::now())
-        .await?
-        .ok_or(ApiError::NotFound("Delivery"))?;
+    let due = match event_deliveries::retry_now(&state.db, endpoint.id, id, clock::now()).await? {
+        RetryNow::Due(due) => due,
+        RetryNow::AlreadyDue => {
+            return Err(ApiError::ConflictCode {
+                code: "delivery_already_due",
+                message: "The delivery is already due and waits for its attempt (or is being \
+                          attempted); ask again once it has been tried"
+                    .to_owned(),
+            });
+        }
+        RetryNow::Unknown => return Err(ApiError::NotFound("Delivery")),
+    };
     state.actors.events().wake();
     Ok(Envelope::ok("Delivery due again now", due.into()))
 }
