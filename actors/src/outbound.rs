@@ -119,7 +119,15 @@ pub enum OutboundError {
 }
 
 impl From<PersistenceError> for OutboundError {
+    /// A database that cannot be reached or written right now makes the send unavailable (a
+    /// 503 to an API caller); anything else is a storage failure.
     fn from(error: PersistenceError) -> Self {
+        if error.is_unavailable() {
+            tracing::warn!(%error, "a send waits for the database");
+            return Self::Unavailable(RuntimeError::Unavailable(
+                "the database cannot be reached or written right now".to_owned(),
+            ));
+        }
         Self::Storage(error.to_string())
     }
 }

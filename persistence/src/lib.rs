@@ -20,6 +20,7 @@ pub mod event_webhooks;
 pub mod flows;
 mod group_commit;
 pub mod handoff;
+pub mod health;
 pub mod idempotency;
 pub mod identities;
 pub mod inbox;

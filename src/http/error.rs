@@ -423,6 +423,16 @@ impl From<PersistenceError> for ApiError {
             PersistenceError::Conflict(_) => Self::taken(),
             // A concurrent delete won the race: what this request refers to is gone.
             PersistenceError::Vanished(_) => Self::NotFound("A resource this request refers to"),
+            PersistenceError::Unavailable(db) => {
+                // The cause stays in the log; the caller hears that it may try again.
+                tracing::warn!(error = %db, "the database is unavailable");
+                Self::Unavailable {
+                    code: "storage_unavailable",
+                    message: "The database cannot be reached or written right now; try again \
+                              shortly"
+                        .to_owned(),
+                }
+            }
             PersistenceError::Database(db) => Self::Internal(anyhow::Error::new(db)),
         }
     }

@@ -202,7 +202,16 @@ pub enum TurnError {
 }
 
 impl From<parley_persistence::PersistenceError> for TurnError {
+    /// A database that cannot be reached or written right now makes the turn unavailable (a
+    /// 503 to an API caller, a retry for a WhatsApp message); anything else is a storage
+    /// failure.
     fn from(error: parley_persistence::PersistenceError) -> Self {
+        if error.is_unavailable() {
+            tracing::warn!(%error, "a turn waits for the database");
+            return Self::Unavailable(RuntimeError::Unavailable(
+                "the database cannot be reached or written right now".to_owned(),
+            ));
+        }
         Self::Storage(error.to_string())
     }
 }

@@ -16,8 +16,8 @@ use chrono::{DateTime, Utc};
 use parley_persistence::entities::flow_recipient;
 use parley_persistence::flows::{self, SendOutcome};
 use parley_persistence::{
-    DatabaseConnection, MessageStatus, PersistenceError, RecipientStatus, clock, conversations,
-    deliveries,
+    DatabaseConnection, FailureReason, MessageStatus, PersistenceError, RecipientStatus, clock,
+    conversations, deliveries,
 };
 use uuid::Uuid;
 
@@ -37,6 +37,46 @@ pub(super) struct Recovered {
 pub(crate) fn attempt_message_id(recipient_id: Uuid, attempt: i32) -> Uuid {
     let attempt = u128::from(attempt.unsigned_abs());
     Uuid::from_u128(recipient_id.as_u128() ^ attempt)
+}
+
+/// What a recipient's next attempt must make of this attempt's message, which its sender
+/// answered with an error meaning "try again" (`retry`): Meta may have taken it all the same
+/// (the database failed while recording Meta's answer), and a message left pending would be
+/// sent by whoever resumes its channel next. So: no message, or one still pending (deleted
+/// here before anyone claims it): the retry stands, and nothing of this attempt is left to
+/// send; one claimed (`sending`): it may have reached Meta, so the recipient fails
+/// `interrupted` and is never sent twice; one Meta accepted: the recipient takes it; one Meta
+/// refused: the retry stands.
+///
+/// # Errors
+/// Fails on a database error (the recipient then stays claimed, and the actor's recovery
+/// settles it the same way).
+pub(super) async fn before_retry(
+    db: &DatabaseConnection,
+    message_id: Uuid,
+    retry: SendOutcome,
+) -> Result<SendOutcome, PersistenceError> {
+    let Some(message) = conversations::find_message(db, message_id).await? else {
+        return Ok(retry);
+    };
+    let interrupted = || SendOutcome::Final {
+        status: RecipientStatus::Failed,
+        code: None,
+        error: FailureReason::Interrupted.as_str().to_owned(),
+    };
+    Ok(match message.status {
+        MessageStatus::Pending if deliveries::delete_if_pending(db, message.id).await? => retry,
+        // Claimed meanwhile, or mid-attempt: it may have reached Meta.
+        MessageStatus::Pending | MessageStatus::Sending => interrupted(),
+        status => match RecipientStatus::of_delivery(status) {
+            Some(RecipientStatus::Failed) | None => retry,
+            Some(status) => SendOutcome::Accepted {
+                message_id: message.id,
+                platform_message_id: message.platform_message_id.unwrap_or_default(),
+                status,
+            },
+        },
+    })
 }
 
 /// Settles every recipient of `flow_id` left `sending`.
@@ -110,4 +150,94 @@ async fn settle(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Duration;
+    use parley_persistence::conversations::{self, NewMessage};
+    use parley_persistence::deliveries;
+
+    use super::*;
+
+    /// A message of `status` stored under `id` for the identity, as an attempt's would be.
+    async fn attempt_message(
+        db: &DatabaseConnection,
+        (ws, channel_id, identity_id): (i64, Uuid, Uuid),
+        id: Uuid,
+        status: MessageStatus,
+    ) {
+        let now = clock::now();
+        let conversation = conversations::start(db, ws, identity_id, channel_id, None, now)
+            .await
+            .expect("conversation")
+            .conversation();
+        let mut message = NewMessage::to_person("Hi".into(), MessageStatus::Pending);
+        message.id = Some(id);
+        conversations::append_message(db, &conversation, message, now)
+            .await
+            .expect("message");
+        match status {
+            MessageStatus::Pending => {}
+            MessageStatus::Sending => {
+                assert!(deliveries::claim(db, id, None).await.expect("claim"));
+            }
+            other => {
+                let wamid = format!("wamid.{id}");
+                deliveries::record_send(db, id, other, Some(&wamid), None)
+                    .await
+                    .expect("recorded");
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn before_a_retry_the_attempts_message_is_never_left_to_be_sent_twice() {
+        let (deps, _dir, _model) = crate::test_support::deps().await;
+        let db = &deps.db;
+        let (ws, channel_id, identity_id, _) = crate::test_support::world(db).await;
+        let retry = || SendOutcome::Retry {
+            code: None,
+            error: "down".to_owned(),
+            at: clock::now() + Duration::seconds(5),
+        };
+        let place = (ws, channel_id, identity_id);
+
+        // Still pending (the channel never claimed it): deleted, and the retry stands.
+        let pending = Uuid::now_v7();
+        attempt_message(db, place, pending, MessageStatus::Pending).await;
+        let settled = before_retry(db, pending, retry()).await.expect("settled");
+        assert!(matches!(settled, SendOutcome::Retry { .. }), "{settled:?}");
+        assert!(
+            conversations::find_message(db, pending)
+                .await
+                .expect("read")
+                .is_none(),
+            "no resumption can send it"
+        );
+
+        // Claimed: it may have reached Meta; never tried again.
+        let claimed = Uuid::now_v7();
+        attempt_message(db, place, claimed, MessageStatus::Sending).await;
+        let settled = before_retry(db, claimed, retry()).await.expect("settled");
+        assert!(
+            matches!(&settled, SendOutcome::Final { status: RecipientStatus::Failed, error, .. } if error == "interrupted"),
+            "{settled:?}"
+        );
+
+        // Accepted, though the sender heard a failure (its answer's record failed): taken.
+        let accepted = Uuid::now_v7();
+        attempt_message(db, place, accepted, MessageStatus::Sent).await;
+        let settled = before_retry(db, accepted, retry()).await.expect("settled");
+        assert!(
+            matches!(&settled, SendOutcome::Accepted { message_id, status: RecipientStatus::Sent, .. } if *message_id == accepted),
+            "{settled:?}"
+        );
+
+        // Never stored: the retry stands.
+        let settled = before_retry(db, Uuid::now_v7(), retry())
+            .await
+            .expect("settled");
+        assert!(matches!(settled, SendOutcome::Retry { .. }));
+    }
 }

@@ -15,7 +15,7 @@ use super::FlowConfig;
 use super::handle::Flows;
 use super::params::{self, Filling, Needed};
 use super::person::{Reach, person_of};
-use super::recover::attempt_message_id;
+use super::recover::{attempt_message_id, before_retry};
 use crate::channel::SendError;
 use crate::outbound::{OutboundError, Outbox};
 use crate::thread::Thread;
@@ -93,7 +93,12 @@ pub(super) async fn send_one(
                         .outbox
                         .send_rendered(thread, phone, rendered, Some(id))
                         .await;
-                    judge(sender, prepared, &recipient, sent).await?
+                    match judge(sender, prepared, &recipient, sent).await? {
+                        (retry @ SendOutcome::Retry { .. }, fatal) => {
+                            (before_retry(&sender.db, id, retry).await?, fatal)
+                        }
+                        judged => judged,
+                    }
                 }
             }
         }
@@ -195,9 +200,8 @@ async fn judge(
                 verdict.failed(None, error.to_string()),
                 Some(Fatal(error.to_string())),
             ),
-            SendError::Unavailable(message) | SendError::Storage(message) => {
-                (verdict.retry_or_fail(None, message), None)
-            }
+            SendError::Unavailable(message) => (verdict.retry_or_fail(None, message), None),
+            SendError::Storage(detail) => (verdict.wait_for_database(&detail), None),
             SendError::NotOwner => (verdict.retry_or_fail(None, error.to_string()), None),
             SendError::AlreadyTaken => (verdict.failed(None, error.to_string()), None),
         },
@@ -218,8 +222,8 @@ async fn judge(
                 "the campaign's template does not exist at Meta".to_owned(),
             )),
         ),
+        OutboundError::Storage(detail) => (verdict.wait_for_database(&detail), None),
         error @ (OutboundError::Templates(_)
-        | OutboundError::Storage(_)
         | OutboundError::NoPhone
         | OutboundError::Unavailable(_)
         | OutboundError::TimedOut) => (verdict.retry_or_fail(None, error.to_string()), None),
@@ -229,6 +233,10 @@ async fn judge(
         ),
     })
 }
+
+/// What a recipient's record says of a send the database failed (never the database's own
+/// words, which can name its internals).
+const DATABASE_UNAVAILABLE: &str = "the database was unavailable; tried again";
 
 /// A failed send's two possible ends for its recipient.
 struct Verdict {
@@ -260,6 +268,18 @@ impl Verdict {
             }
         } else {
             self.failed(code, error)
+        }
+    }
+
+    /// Another attempt after `retryDelayMs` whatever the retries left: the database failed,
+    /// not the send, and a recipient waits for it like any other write (an outage of seconds
+    /// fails no one for good). The recipient's record says only that; the log says why.
+    fn wait_for_database(&self, detail: &str) -> SendOutcome {
+        tracing::warn!(%detail, "a flow's send waits for the database");
+        SendOutcome::Retry {
+            code: None,
+            error: DATABASE_UNAVAILABLE.to_owned(),
+            at: self.retry_at,
         }
     }
 
