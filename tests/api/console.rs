@@ -654,3 +654,29 @@ async fn flows_tasks_and_channels_are_shown_and_moved_from_the_console() {
     let first_word = problem.split_whitespace().next().expect("a sentence");
     assert!(row.contains(first_word), "{problem} in {row}");
 }
+
+#[tokio::test]
+async fn successful_sign_ins_are_throttled_per_address_and_a_key_keeps_its_newest_sessions() {
+    let app = spawn_app().await;
+    let mut statuses = Vec::new();
+    let mut first = None;
+    for _ in 0..31 {
+        let mut tab = Tab::new(&app);
+        let page = tab
+            .post("/console/sign-in", &[("key", app.owner.api_key.as_str())])
+            .await;
+        statuses.push(page.status.as_u16());
+        if first.is_none() && page.status == StatusCode::SEE_OTHER {
+            first = Some(tab);
+        }
+    }
+    assert!(statuses[..30].iter().all(|s| *s == 303), "{statuses:?}");
+    assert_eq!(
+        statuses[30], 429,
+        "the 31st sign-in of a minute: {statuses:?}"
+    );
+    // A key holds its 20 newest sessions: the first of these thirty was let go.
+    let mut first = first.expect("a session");
+    let page = first.get("/console/conversations").await;
+    assert_eq!(page.status, StatusCode::SEE_OTHER, "{}", page.body);
+}

@@ -5,8 +5,13 @@
 //! a revoked or expired key's session stops at its next request.
 
 use std::collections::HashMap;
+use std::net::IpAddr;
+use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
+
+use governor::clock::{Clock, DefaultClock};
+use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 
 use axum::extract::FromRequestParts;
 use axum::http::header::{COOKIE, LOCATION, SET_COOKIE};
@@ -25,8 +30,24 @@ use crate::http::auth::{Caller, caller_of};
 /// The cookie that carries the session token.
 pub(super) const COOKIE_NAME: &str = "parley_console";
 
-/// Sessions kept at most; past it the least recently used go first.
-const MOST_SESSIONS: usize = 10_000;
+/// Sessions one key may hold at once; past it the key's least recently used goes first.
+const MOST_PER_KEY: usize = 20;
+
+/// Sessions one workspace may hold at once (all its keys); past it the workspace's least
+/// recently used goes first. One tenant's sign-ins only ever end its own sessions.
+const MOST_PER_WORKSPACE: usize = 500;
+
+/// Sessions the process holds at most, all workspaces together: past it a sign-in is refused
+/// (never answered by ending another tenant's session).
+const MOST_SESSIONS: usize = 100_000;
+
+/// Why no session was started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Full;
+
+/// Successful sign-ins one client address may make per minute (bursts up to the same
+/// number): a key's holder cannot churn the sessions of its workspace.
+const SIGN_INS_PER_MINUTE: u32 = 30;
 
 /// The live sessions of this process, by the hash of their token; cheap to clone.
 #[derive(Clone, Debug)]
@@ -34,11 +55,15 @@ pub(crate) struct Sessions {
     inner: Arc<Mutex<HashMap<[u8; 32], Session>>>,
     idle: Duration,
     longest: Duration,
+    /// Successful sign-ins per client address.
+    sign_ins: Arc<DefaultKeyedRateLimiter<IpAddr>>,
 }
 
 #[derive(Clone, Debug)]
 struct Session {
     key_hash: String,
+    /// The key's workspace: its sessions are bounded together.
+    workspace_id: i64,
     csrf: String,
     started: Instant,
     seen: Instant,
@@ -88,34 +113,60 @@ impl Ended {
 impl Sessions {
     /// Sessions lasting `idle` without a request and `longest` at most.
     pub(crate) fn new(idle: Duration, longest: Duration) -> Self {
+        let quota =
+            Quota::per_minute(NonZeroU32::new(SIGN_INS_PER_MINUTE).unwrap_or(NonZeroU32::MIN));
         Self {
             inner: Arc::default(),
             idle,
             longest,
+            sign_ins: Arc::new(RateLimiter::keyed(quota)),
         }
     }
 
-    /// Starts a session for the key of `key_hash`: answers the token for the cookie.
-    pub(super) fn start(&self, key_hash: String) -> String {
-        let token = random_token();
-        let now = Instant::now();
-        let session = Session {
-            key_hash,
-            csrf: random_token(),
-            started: now,
-            seen: now,
+    /// Whether a client at `peer` may sign in again now; otherwise the seconds until it may.
+    pub(super) fn admit_sign_in(&self, peer: Option<IpAddr>) -> Result<(), u64> {
+        let Some(peer) = peer else {
+            return Ok(());
         };
+        if self.sign_ins.len() > MOST_SESSIONS {
+            self.sign_ins.retain_recent();
+        }
+        self.sign_ins.check_key(&peer).map_err(|not_until| {
+            let wait = not_until.wait_time_from(DefaultClock::default().now());
+            (wait.as_secs_f64().ceil() as u64).max(1)
+        })
+    }
+
+    /// Starts a session for the key of `key_hash` in `workspace_id`: answers the token for
+    /// the cookie. Past [`MOST_PER_KEY`] sessions of the key (or [`MOST_PER_WORKSPACE`] of
+    /// the workspace) the least recently used of those goes; no other workspace's session is
+    /// ever ended to make room.
+    ///
+    /// # Errors
+    /// [`Full`] when the process holds [`MOST_SESSIONS`] live sessions.
+    pub(super) fn start(&self, key_hash: String, workspace_id: i64) -> Result<String, Full> {
+        let now = Instant::now();
         let mut sessions = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         if sessions.len() >= MOST_SESSIONS {
             sessions.retain(|_, s| !s.ended(self, now));
         }
-        if sessions.len() >= MOST_SESSIONS
-            && let Some(oldest) = sessions.iter().min_by_key(|(_, s)| s.seen).map(|(k, _)| *k)
-        {
-            sessions.remove(&oldest);
+        if sessions.len() >= MOST_SESSIONS {
+            return Err(Full);
         }
+        evict_least_recent(&mut sessions, MOST_PER_KEY, |s| s.key_hash == key_hash);
+        evict_least_recent(&mut sessions, MOST_PER_WORKSPACE, |s| {
+            s.workspace_id == workspace_id
+        });
+        let token = random_token();
+        let session = Session {
+            key_hash,
+            workspace_id,
+            csrf: random_token(),
+            started: now,
+            seen: now,
+        };
         sessions.insert(digest(&token), session);
-        token
+        Ok(token)
     }
 
     /// Ends the session of `token` (nothing when there is none).
@@ -154,6 +205,27 @@ impl Sessions {
     /// How long a session lasts at most: the cookie's `Max-Age`.
     pub(super) fn longest(&self) -> Duration {
         self.longest
+    }
+}
+
+/// Of the sessions `mine` picks, ends the least recently used until fewer than `most` are left
+/// (room for one more).
+fn evict_least_recent(
+    sessions: &mut HashMap<[u8; 32], Session>,
+    most: usize,
+    mine: impl Fn(&Session) -> bool,
+) {
+    let mut held: Vec<([u8; 32], Instant)> = sessions
+        .iter()
+        .filter(|(_, s)| mine(s))
+        .map(|(k, s)| (*k, s.seen))
+        .collect();
+    if held.len() < most {
+        return;
+    }
+    held.sort_by_key(|(_, seen)| *seen);
+    for (key, _) in held.iter().take(held.len() + 1 - most) {
+        sessions.remove(key);
     }
 }
 
@@ -301,7 +373,7 @@ mod tests {
     #[test]
     fn a_session_ends_after_its_idle_time_and_says_so() {
         let sessions = Sessions::new(Duration::ZERO, Duration::from_secs(60));
-        let token = sessions.start("hash".to_owned());
+        let token = sessions.start("hash".to_owned(), 1).expect("started");
         assert!(matches!(sessions.touch(&token), Err(Ended::Expired)));
         assert!(matches!(sessions.touch(&token), Err(Ended::None)));
     }
@@ -309,7 +381,7 @@ mod tests {
     #[test]
     fn a_token_finds_its_session_until_it_is_ended() {
         let sessions = Sessions::new(Duration::from_secs(60), Duration::from_secs(60));
-        let token = sessions.start("hash".to_owned());
+        let token = sessions.start("hash".to_owned(), 1).expect("started");
         assert_eq!(
             sessions.touch(&token).map(|s| s.key_hash).ok(),
             Some("hash".to_owned())
@@ -317,6 +389,25 @@ mod tests {
         assert!(sessions.touch("another").is_err());
         sessions.end(&token);
         assert!(matches!(sessions.touch(&token), Err(Ended::None)));
+    }
+
+    #[test]
+    fn one_tenants_sign_ins_never_end_anothers_session() {
+        let sessions = Sessions::new(Duration::from_secs(60), Duration::from_secs(60));
+        let theirs = sessions.start("their-key".to_owned(), 2).expect("started");
+        let mut mine = Vec::new();
+        for _ in 0..(MOST_PER_WORKSPACE * 3) {
+            mine.push(sessions.start("my-key".to_owned(), 1).expect("started"));
+        }
+        assert!(
+            sessions.touch(&theirs).is_ok(),
+            "another workspace's session lives"
+        );
+        // One key holds its newest sessions only.
+        let live = mine.iter().filter(|t| sessions.lives(t)).count();
+        assert_eq!(live, MOST_PER_KEY);
+        assert!(sessions.lives(mine.last().expect("newest")));
+        assert!(!sessions.lives(&mine[0]));
     }
 
     #[test]

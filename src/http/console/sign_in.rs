@@ -149,7 +149,25 @@ async fn sign_in(
             "That key may not read its workspace, so the console has nothing to show it.",
         ));
     }
-    let token = state.console.start(hash);
+    let peer = extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(peer)| peer.ip());
+    if let Err(wait) = state.console.admit_sign_in(peer) {
+        crate::metrics::console_sign_in("throttled");
+        let mut page = refused(
+            StatusCode::TOO_MANY_REQUESTS,
+            "Too many sign-ins from your address; wait a minute and try again.",
+        );
+        page.headers_mut()
+            .insert(axum::http::header::RETRY_AFTER, wait.into());
+        return Ok(page);
+    }
+    let Ok(token) = state.console.start(hash, caller.workspace_id) else {
+        return Ok(refused(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "The console holds as many sessions as it can; try again later.",
+        ));
+    };
     let secure = state
         .settings
         .server
