@@ -435,7 +435,12 @@ async fn the_assistant_speaking_the_identitys_language_answers() {
     .await;
 
     expect_status(app.chat("crm-1", &channel, "olá").await, 200).await;
-    assert_eq!(app.last_system_prompt(), "Assistente em português.");
+    assert!(
+        app.last_system_prompt()
+            .starts_with("Assistente em português."),
+        "{}",
+        app.last_system_prompt()
+    );
     expect_status(app.chat("crm-2", &channel, "hello").await, 200).await;
     assert_eq!(app.last_system_prompt(), "English assistant.");
 }
@@ -813,4 +818,39 @@ async fn a_path_that_comes_to_name_another_identity_reaches_it_at_once() {
         .map(|c| c["id"].clone())
         .collect();
     assert_eq!(ids, [answered["data"]["conversation_id"].clone()]);
+}
+
+#[tokio::test]
+async fn plain_instructions_still_tell_the_model_the_persons_memory_and_stage() {
+    let app = spawn_app().await;
+    let (_, channel) = app
+        .chat_channel("You are a helpful shop assistant.", json!({}))
+        .await;
+    app.stage("Lead").await;
+    app.put_identity("crm-1", json!({"name": "Ana"})).await;
+    app.set_stage("crm-1", "Lead").await;
+    expect_status(
+        app.send_json(
+            Method::PUT,
+            "/memory/from/crm-1",
+            &json!({"key": "profile.name", "value": "Maria"}),
+        )
+        .await,
+        201,
+    )
+    .await;
+
+    expect_status(app.chat("crm-1", &channel, "what is my name?").await, 200).await;
+
+    assert_eq!(
+        app.last_system_prompt(),
+        "You are a helpful shop assistant.\n\nWhat you remember about this person:\n\
+         - profile.name: Maria\nTheir journey stage: Lead"
+    );
+    // Instructions that place them keep full control: nothing is added.
+    let (_, placed) = app
+        .chat_channel("Call them {{memory.profile.name}}.", json!({}))
+        .await;
+    expect_status(app.chat("crm-1", &placed, "hi").await, 200).await;
+    assert_eq!(app.last_system_prompt(), "Call them Maria.");
 }

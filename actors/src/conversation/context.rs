@@ -140,6 +140,27 @@ impl Context {
     }
 
     /// The object instructions are rendered with.
+    /// What the model is told of the person when its instructions do not place it
+    /// themselves: the memory (`key: value` lines) and the journey stage; `None` when there is
+    /// nothing to tell.
+    pub(crate) fn context_block(&self, stages: &[stage::Model]) -> Option<String> {
+        let mut lines = Vec::new();
+        if !self.memory.is_empty() {
+            lines.push("What you remember about this person:".to_owned());
+            for (key, entry) in &self.memory {
+                let value = match &entry.value {
+                    Value::String(text) => text.clone(),
+                    other => other.to_string(),
+                };
+                lines.push(format!("- {key}: {value}"));
+            }
+        }
+        if let Some(stage) = self.stage_name(stages) {
+            lines.push(format!("Their journey stage: {stage}"));
+        }
+        (!lines.is_empty()).then(|| lines.join("\n"))
+    }
+
     pub(crate) fn template_context(&self, stages: &[stage::Model]) -> Value {
         json!({
             "identity": {

@@ -301,10 +301,17 @@ async fn prompt(
         .collect();
     // What the next turn needs: this turn's messages and the turns before them.
     kept.keep_last_turns(turns.saturating_add(batch.len()));
-    let system = routed
+    let mut system = routed
         .instructions
         .render(context.template_context(stages))
         .map_err(TurnError::Template)?;
+    // Instructions that do not place the memory and stage themselves still get them, after.
+    if !routed.instructions.places_context()
+        && let Some(block) = context.context_block(stages)
+    {
+        system.push_str("\n\n");
+        system.push_str(&block);
+    }
     let mut messages = vec![ChatMessage::system(system)];
     messages.extend(last_turns(&earlier, turns));
     let text: Vec<&str> = batch

@@ -29,12 +29,26 @@ pub fn render(template: &str, context: &Value) -> Result<String, String> {
 /// A template compiled once (an assistant's instructions, kept with its route) and rendered
 /// on every turn; one that does not compile keeps its error for each render to answer.
 #[derive(Clone, Debug)]
-pub struct Compiled(Result<Arc<Template>, Arc<TemplateError>>);
+pub struct Compiled {
+    template: Result<Arc<Template>, Arc<TemplateError>>,
+    /// Whether the template places the person's memory or stage itself (`{{memory.…}}`,
+    /// `{{identity.stage}}`): then it has full control of where they go.
+    places_context: bool,
+}
 
 impl Compiled {
     /// Compiles `template`.
     pub fn new(template: &str) -> Self {
-        Self(Template::compile(template).map(Arc::new).map_err(Arc::new))
+        Self {
+            template: Template::compile(template).map(Arc::new).map_err(Arc::new),
+            places_context: template.contains("memory") || template.contains("identity.stage"),
+        }
+    }
+
+    /// Whether the template places the person's memory or stage itself; when it does not,
+    /// the turn adds them after it.
+    pub fn places_context(&self) -> bool {
+        self.places_context
     }
 
     /// Renders it with `context`.
@@ -42,7 +56,7 @@ impl Compiled {
     /// # Errors
     /// Fails when the template did not compile or a helper fails; the message says why.
     pub fn render(&self, context: Value) -> Result<String, String> {
-        let template = self.0.as_ref().map_err(|e| e.to_string())?;
+        let template = self.template.as_ref().map_err(|e| e.to_string())?;
         let context = Context::from(context);
         let mut output = StringOutput::new();
         template
