@@ -80,16 +80,19 @@ pub async fn serve(
             Some(token)
         }
     };
-    // The demo's own MCP server listens on loopback; tenant URLs may reach it, nothing else there.
+    // The demo's own MCP server listens on loopback, and so does whatever receiver the person
+    // trying the demo runs for its event webhooks: this session's tenant URLs may reach this
+    // machine (never outside `--demo`, whose policy refuses loopback).
     let clock_url = reqwest::Url::parse(&clock.url()).context("the demo clock's URL")?;
+    let mut allowed = vec![settings.egress.allow.clone(), DEMO_LOOPBACK.to_owned()];
     if let (Some(host), Some(port)) = (clock_url.host_str(), clock_url.port_or_known_default()) {
-        let entry = format!("{host}:{port}");
-        settings.egress.allow = [settings.egress.allow.as_str(), entry.as_str()]
-            .into_iter()
-            .filter(|e| !e.is_empty())
-            .collect::<Vec<_>>()
-            .join(",");
+        allowed.push(format!("{host}:{port}"));
     }
+    settings.egress.allow = allowed
+        .into_iter()
+        .filter(|e| !e.is_empty())
+        .collect::<Vec<_>>()
+        .join(",");
     let db = open_database(&settings).await?;
     let mut demo = prepare(&db, &clock.url(), kept.api_key.as_deref())
         .await
@@ -298,6 +301,10 @@ async fn demo_template(db: &DatabaseConnection, channel: &channel::Model) -> any
     Ok(())
 }
 
+/// What the demo's egress policy allows beyond the operator's list: this machine, so that
+/// event webhook receivers (and MCP servers) run beside the demo can be tried.
+const DEMO_LOOPBACK: &str = "127.0.0.0/8,::1";
+
 fn print_walkthrough(base: &str, demo: &Demo) {
     let key = &demo.api_key;
     let channel = demo.channel_id;
@@ -340,7 +347,12 @@ Demo assistant: {assistant}
    curl -s -H 'Authorization: Bearer {key}' -H 'Content-Type: application/json' \
         -d '{{"message": "What time is it?"}}' {base}/conversation/+351912345678/chat/{channel}
 
-5. A campaign of the channel's order_update template, sent by a flow (see the README):
+5. Event webhooks: this demo session lets receivers on this machine (127.0.0.1, ::1) take its
+   events (outside --demo, loopback is refused); e.g. with a receiver on port 9000:
+   curl -s -H 'Authorization: Bearer {key}' -H 'Content-Type: application/json' {base}/workspace/webhooks \
+        -d '{{"url": "http://127.0.0.1:9000/hook", "events": ["*"]}}'
+
+6. A campaign of the channel's order_update template, sent by a flow (see the README):
    curl -s -H 'Authorization: Bearer {key}' -H 'Content-Type: application/json' {base}/campaigns \
         -d '{{"channelUid": "{channel}", "name": "Orders", "status": "ACTIVE", "templateName": "order_update",
              "templateParamsStrategy": "USE_CONTACT_ASSOCIATION", "templateParameters": {{"1": "name", "2": "default"}}}}'
