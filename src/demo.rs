@@ -329,23 +329,23 @@ Demo assistant: {assistant}
 
 1. A person writes to the sandbox WhatsApp channel:
    curl -s -H 'Authorization: Bearer {key}' -H 'Content-Type: application/json' \
-        -d '{{"from": "+351912345678", "name": "Maria", "text": "Hi! My name is Maria"}}' \
+        -d '{{"from": "+351912000111", "name": "Maria", "text": "Hi! My name is Maria"}}' \
         {base}/channels/{channel}/sandbox/inbound
 
 2. The assistant's reply, as sent through the channel:
    curl -s -H 'Authorization: Bearer {key}' {base}/channels/{channel}/sandbox/outbox
 
 3. What it remembered, and a question on the HTTP chat:
-   curl -s -H 'Authorization: Bearer {key}' {base}/memory/from/+351912345678
+   curl -s -H 'Authorization: Bearer {key}' {base}/memory/from/+351912000111
    curl -s -H 'Authorization: Bearer {key}' -H 'Content-Type: application/json' \
-        -d '{{"message": "What is my name?"}}' {base}/conversation/+351912345678/chat/{channel}
+        -d '{{"message": "What is my name?"}}' {base}/conversation/+351912000111/chat/{channel}
 
 4. A tool from an MCP server: the demo's clock is registered and attached to the assistant.
    curl -s -H 'Authorization: Bearer {key}' {base}/workspace/mcps
    curl -s -H 'Authorization: Bearer {key}' -H 'Content-Type: application/json' \
-        -d '{{"message": "My timezone is Asia/Tokyo"}}' {base}/conversation/+351912345678/chat/{channel}
+        -d '{{"message": "My timezone is Asia/Tokyo"}}' {base}/conversation/+351912000111/chat/{channel}
    curl -s -H 'Authorization: Bearer {key}' -H 'Content-Type: application/json' \
-        -d '{{"message": "What time is it?"}}' {base}/conversation/+351912345678/chat/{channel}
+        -d '{{"message": "What time is it?"}}' {base}/conversation/+351912000111/chat/{channel}
 
 5. Event webhooks: this demo session lets receivers on this machine (127.0.0.1, ::1) take its
    events (outside --demo, loopback is refused); e.g. with a receiver on port 9000:
@@ -357,7 +357,7 @@ Demo assistant: {assistant}
         -d '{{"channelUid": "{channel}", "name": "Orders", "status": "ACTIVE", "templateName": "order_update",
              "templateParamsStrategy": "USE_CONTACT_ASSOCIATION", "templateParameters": {{"1": "name", "2": "default"}}}}'
    curl -s -H 'Authorization: Bearer {key}' -H 'Content-Type: application/json' {base}/flows \
-        -d '{{"channelUid": "{channel}", "campaignUid": "<uid from above>", "contactUids": ["+351912345678"]}}'
+        -d '{{"channelUid": "{channel}", "campaignUid": "<uid from above>", "contactUids": ["+351912000111"]}}'
 
 Stop with ctrl-c.
 "#
