@@ -197,6 +197,14 @@ pub async fn open_database(settings: &Settings) -> anyhow::Result<DatabaseConnec
         create_owner_only(&settings.data_dir)?;
     }
     let url = settings.effective_database_url();
+    if settings.database.url.is_none() {
+        // Which directory holds the data: a server started elsewhere would make a new one.
+        let data_dir =
+            std::fs::canonicalize(&settings.data_dir).unwrap_or_else(|_| settings.data_dir.clone());
+        tracing::info!(data_dir = %data_dir.display(), "the embedded database's directory");
+    } else {
+        tracing::info!(data_dir = %settings.data_dir.display(), "data directory (the database is PARLEY_DATABASE_URL)");
+    }
     let db = parley_persistence::connect(&url)
         .await
         .context("connecting to the database")?;

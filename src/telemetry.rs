@@ -12,7 +12,12 @@ use crate::config::LogFormat;
 /// # Errors
 /// Fails when the filter does not parse or a subscriber is already installed.
 pub fn init(filter: &str, format: LogFormat) -> anyhow::Result<()> {
-    let filter = EnvFilter::try_new(filter)?;
+    let mut filter = EnvFilter::try_new(filter)?;
+    // PostgreSQL's notices ("relation … already exists, skipping" from the migrations' `IF NOT
+    // EXISTS`) say nothing an operator acts on; a filter that names them still shows them.
+    if !filter.to_string().contains("sqlx::postgres::notice") {
+        filter = filter.add_directive("sqlx::postgres::notice=warn".parse()?);
+    }
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -770,3 +770,35 @@ async fn a_delivery_due_already_is_not_asked_for_again() {
     assert_eq!(delivery["attempts"], 1);
     assert_eq!(receiver.received().len(), 1);
 }
+
+#[tokio::test]
+async fn a_sandbox_reply_is_told_sent_then_delivered_as_a_live_one_is() {
+    let app = spawn_app().await;
+    let receiver = Receiver::start().await;
+    let (_, channel) = app.chat_channel("Echo.", json!({})).await;
+    endpoint(
+        &app,
+        &receiver.url,
+        json!(["message.sent", "message.delivered"]),
+    )
+    .await;
+    let inbound = app
+        .send_json(
+            Method::POST,
+            &format!("/channels/{channel}/sandbox/inbound"),
+            &json!({"from": "+351912345678", "name": "Maria", "text": "Hi"}),
+        )
+        .await;
+    assert!(inbound.status().is_success());
+
+    receiver.wait_for(2).await;
+    let (sent, delivered) = (
+        receiver.of("message.sent"),
+        receiver.of("message.delivered"),
+    );
+    assert_eq!((sent.len(), delivered.len()), (1, 1));
+    assert_eq!(
+        sent[0].json()["data"]["message_id"],
+        delivered[0].json()["data"]["message_id"]
+    );
+}

@@ -183,9 +183,22 @@ impl SendJob {
             return;
         };
         let (status, wamid) = (accepted.status, accepted.platform_message_id.clone());
-        let recorded = match self.told.event(id, status, Some(&wamid), None) {
-            // Nobody takes the event: the answer is recorded with the others waiting.
-            None => {
+        // A message delivered at once (the sandbox's) was sent first, as a live one is: its
+        // `message.sent` comes before its `message.delivered`.
+        let told: Vec<Recorded> = if status == MessageStatus::Delivered {
+            [MessageStatus::Sent, MessageStatus::Delivered]
+                .into_iter()
+                .filter_map(|s| self.told.event(id, s, Some(&wamid), None))
+                .collect()
+        } else {
+            self.told
+                .event(id, status, Some(&wamid), None)
+                .into_iter()
+                .collect()
+        };
+        let recorded = match told.is_empty() {
+            // Nobody takes the events: the answer is recorded with the others waiting.
+            true => {
                 let accepted = deliveries::Accepted {
                     message_id: id,
                     status,
@@ -193,10 +206,10 @@ impl SendJob {
                 };
                 self.writer.write_merged(accepted).await
             }
-            Some(event) => {
+            false => {
                 self.told
                     .events
-                    .write_with(&self.writer, vec![event], move |db| {
+                    .write_with(&self.writer, told, move |db| {
                         let wamid = wamid.clone();
                         Box::pin(async move {
                             deliveries::record_send(db, id, status, Some(&wamid), None).await

@@ -84,6 +84,10 @@ impl Membership {
             );
         }
         placement.set_count(u32::try_from(count).unwrap_or(64));
+        // Every label's line from the start, at 0: a scrape shows no move as none, not as
+        // nothing known.
+        crate::measure::cluster_takeovers("first", 0);
+        crate::measure::cluster_takeovers("moved", 0);
         let membership = Arc::new(Self {
             db,
             placement,
