@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use crate::Result;
 use crate::entities::{conversation, identity, message};
-use crate::values::{ContactKind, ConversationMode, ConversationStatus, MessageStatus};
+use crate::values::{ContactKind, ConversationMode, ConversationStatus, MessageStatus, Role};
 
 /// Which conversations the inbox shows.
 #[derive(Clone, Copy, Debug)]
@@ -138,6 +138,28 @@ async fn last_messages(
         if wanted.get(&m.conversation_id) == Some(&m.created_at) {
             last.insert(m.conversation_id, m);
         }
+    }
+    // A note for the model (a person handled the conversation) or a tool's part is not what a
+    // person reads as the last message: the newest message between the person and the
+    // business is, read for those few conversations alone.
+    let internal: Vec<Uuid> = last
+        .iter()
+        .filter(|(_, m)| !m.reached_person())
+        .map(|(id, _)| *id)
+        .collect();
+    for conversation_id in internal {
+        let shown = message::Entity::find()
+            .filter(message::Column::ConversationId.eq(conversation_id))
+            .filter(message::Column::Role.is_in([Role::User, Role::Assistant, Role::Operator]))
+            .filter(message::Column::ToolCalls.is_null())
+            .order_by_desc(message::Column::CreatedAt)
+            .order_by_desc(message::Column::Id)
+            .one(db)
+            .await?;
+        match shown {
+            Some(m) => last.insert(conversation_id, m),
+            None => last.remove(&conversation_id),
+        };
     }
     Ok(last)
 }

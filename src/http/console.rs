@@ -48,6 +48,10 @@ pub(crate) fn router() -> Router<AppState> {
             "/console",
             get(|| async { Redirect::to("/console/conversations") }),
         )
+        .route(
+            "/console/",
+            get(|| async { Redirect::to("/console/conversations") }),
+        )
         .route("/console/assets/{file}", get(asset))
         .merge(sign_in::router())
         .merge(conversations::router())

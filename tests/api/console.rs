@@ -390,6 +390,19 @@ async fn an_operator_hands_over_replies_and_gives_back_through_the_console() {
     assert_eq!(resumed.status, StatusCode::SEE_OTHER);
     let now = expect_status(app.get(&format!("/conversations/{id}")).await, 200).await;
     assert_eq!(now["data"]["mode"], "assistant");
+    // The inbox shows the last words between the person and the business, not the note the
+    // model was left about the handoff.
+    let inbox = tab.get("/console/conversations").await;
+    assert!(
+        inbox.body.contains("I am Rui, I will check."),
+        "{}",
+        inbox.body
+    );
+    assert!(
+        !inbox.body.contains("A person from the business"),
+        "{}",
+        inbox.body
+    );
 
     // Filters: by mode, status and channel; a bad filter is a 400 naming it.
     let human = tab.get("/console/conversations?mode=human").await;
@@ -568,6 +581,21 @@ async fn flows_tasks_and_channels_are_shown_and_moved_from_the_console() {
     // Flows: the statistics, and only the moves the flow's status allows.
     let flows = tab.get("/console/flows").await;
     assert!(flows.body.contains("November promo"));
+    // The campaign it sends, and a link to its recipients, each by the contact written.
+    assert!(flows.body.contains("Campaign Welcome"), "{}", flows.body);
+    let recipients = tab.get(&format!("/console/flows/{flow}/recipients")).await;
+    assert_eq!(recipients.status, StatusCode::OK);
+    for contact in &people {
+        assert!(
+            recipients.body.contains(contact.as_str()),
+            "{}",
+            recipients.body
+        );
+    }
+    // The header names the workspace; `/console/` is the console too.
+    assert!(flows.body.contains("Acme"), "{}", flows.body);
+    let slash = tab.get("/console/").await;
+    assert_eq!(slash.location.as_deref(), Some("/console/conversations"));
     assert!(
         flows
             .body

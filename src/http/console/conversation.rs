@@ -197,8 +197,8 @@ fn line(m: message::Model) -> Line {
     };
     let tools = m.tool_calls.as_ref().map(tool_names).unwrap_or_default();
     let detail = match (&m.tool_calls, m.role) {
-        (Some(calls), _) => serde_json::to_string_pretty(calls).unwrap_or_default(),
-        (None, Role::Tool) => m.content.clone(),
+        (Some(calls), _) => readable_calls(calls),
+        (None, Role::Tool) => readable(&m.content),
         _ => String::new(),
     };
     // What went to the person through the channel has a status worth showing; a tool call or
@@ -226,6 +226,37 @@ fn line(m: message::Model) -> Line {
             .to_owned(),
         at: when(m.created_at),
     }
+}
+
+/// An assistant's tool calls as a person reads them: each tool's name, then its arguments
+/// laid out (the model writes them as a JSON string; shown as the JSON they are).
+fn readable_calls(calls: &Value) -> String {
+    calls
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|call| {
+            let name = call
+                .pointer("/function/name")
+                .and_then(Value::as_str)
+                .unwrap_or("a tool");
+            let arguments = call
+                .pointer("/function/arguments")
+                .and_then(Value::as_str)
+                .map(readable)
+                .unwrap_or_default();
+            format!("{name}\n{arguments}")
+        })
+        .collect::<Vec<_>>()
+        .join("\n\n")
+}
+
+/// `text` laid out as JSON when it is JSON, as it is otherwise.
+fn readable(text: &str) -> String {
+    serde_json::from_str::<Value>(text)
+        .ok()
+        .and_then(|value| serde_json::to_string_pretty(&value).ok())
+        .unwrap_or_else(|| text.to_owned())
 }
 
 /// The names of the tools of an assistant's `tool_calls`.

@@ -3,6 +3,7 @@
 //! errors).
 
 mod flows;
+mod recipients;
 mod tasks;
 
 use std::collections::HashMap;
@@ -24,6 +25,7 @@ pub(super) fn router() -> Router<AppState> {
     Router::new()
         .route("/console/channels", get(channels_page))
         .merge(flows::router())
+        .merge(recipients::router())
         .merge(tasks::router())
 }
 

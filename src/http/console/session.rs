@@ -64,6 +64,8 @@ struct Session {
     key_hash: String,
     /// The key's workspace: its sessions are bounded together.
     workspace_id: i64,
+    /// Its name when the session started, for the page's header.
+    workspace_name: String,
     csrf: String,
     started: Instant,
     seen: Instant,
@@ -144,7 +146,12 @@ impl Sessions {
     ///
     /// # Errors
     /// [`Full`] when the process holds [`MOST_SESSIONS`] live sessions.
-    pub(super) fn start(&self, key_hash: String, workspace_id: i64) -> Result<String, Full> {
+    pub(super) fn start(
+        &self,
+        key_hash: String,
+        workspace_id: i64,
+        workspace_name: String,
+    ) -> Result<String, Full> {
         let now = Instant::now();
         let mut sessions = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         if sessions.len() >= MOST_SESSIONS {
@@ -161,6 +168,7 @@ impl Sessions {
         let session = Session {
             key_hash,
             workspace_id,
+            workspace_name,
             csrf: random_token(),
             started: now,
             seen: now,
@@ -248,6 +256,8 @@ pub(super) struct Console {
     pub(super) caller: Caller,
     /// The session's CSRF token.
     pub(super) csrf: String,
+    /// The workspace's name, as it was when the session started.
+    pub(super) workspace_name: String,
     /// The session's own token (for sign-out).
     pub(super) token: String,
 }
@@ -361,6 +371,7 @@ impl FromRequestParts<AppState> for Console {
         Ok(Self {
             caller,
             csrf: session.csrf,
+            workspace_name: session.workspace_name,
             token: token.to_owned(),
         })
     }
@@ -373,7 +384,9 @@ mod tests {
     #[test]
     fn a_session_ends_after_its_idle_time_and_says_so() {
         let sessions = Sessions::new(Duration::ZERO, Duration::from_secs(60));
-        let token = sessions.start("hash".to_owned(), 1).expect("started");
+        let token = sessions
+            .start("hash".to_owned(), 1, "Acme".to_owned())
+            .expect("started");
         assert!(matches!(sessions.touch(&token), Err(Ended::Expired)));
         assert!(matches!(sessions.touch(&token), Err(Ended::None)));
     }
@@ -381,7 +394,9 @@ mod tests {
     #[test]
     fn a_token_finds_its_session_until_it_is_ended() {
         let sessions = Sessions::new(Duration::from_secs(60), Duration::from_secs(60));
-        let token = sessions.start("hash".to_owned(), 1).expect("started");
+        let token = sessions
+            .start("hash".to_owned(), 1, "Acme".to_owned())
+            .expect("started");
         assert_eq!(
             sessions.touch(&token).map(|s| s.key_hash).ok(),
             Some("hash".to_owned())
@@ -394,10 +409,16 @@ mod tests {
     #[test]
     fn one_tenants_sign_ins_never_end_anothers_session() {
         let sessions = Sessions::new(Duration::from_secs(60), Duration::from_secs(60));
-        let theirs = sessions.start("their-key".to_owned(), 2).expect("started");
+        let theirs = sessions
+            .start("their-key".to_owned(), 2, "Globex".to_owned())
+            .expect("started");
         let mut mine = Vec::new();
         for _ in 0..(MOST_PER_WORKSPACE * 3) {
-            mine.push(sessions.start("my-key".to_owned(), 1).expect("started"));
+            mine.push(
+                sessions
+                    .start("my-key".to_owned(), 1, "Acme".to_owned())
+                    .expect("started"),
+            );
         }
         assert!(
             sessions.touch(&theirs).is_ok(),

@@ -162,7 +162,13 @@ async fn sign_in(
             .insert(axum::http::header::RETRY_AFTER, wait.into());
         return Ok(page);
     }
-    let Ok(token) = state.console.start(hash, caller.workspace_id) else {
+    let workspace_name = parley_persistence::workspaces::find_by_id(&state.db, caller.workspace_id)
+        .await?
+        .map_or_else(|| format!("Workspace {}", caller.workspace_id), |w| w.name);
+    let Ok(token) = state
+        .console
+        .start(hash, caller.workspace_id, workspace_name)
+    else {
         return Ok(refused(
             StatusCode::SERVICE_UNAVAILABLE,
             "The console holds as many sessions as it can; try again later.",

@@ -10,7 +10,8 @@ use super::session::Console;
 #[derive(Clone, Debug)]
 pub(super) struct Shell {
     pub(super) section: &'static str,
-    pub(super) workspace_id: i64,
+    /// The workspace's name, for the header.
+    pub(super) workspace_name: String,
     pub(super) may_act: bool,
     pub(super) csrf: String,
     pub(super) notice: Option<String>,
@@ -21,7 +22,7 @@ impl Shell {
     pub(super) fn new(console: &Console, section: &'static str) -> Self {
         Self {
             section,
-            workspace_id: console.caller.workspace_id,
+            workspace_name: console.workspace_name.clone(),
             may_act: console.may_act(),
             csrf: console.csrf.clone(),
             notice: None,

@@ -6,6 +6,9 @@ use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::response::Response;
 use axum::routing::{get, post};
+use std::collections::HashMap;
+
+use parley_persistence::campaigns;
 use parley_persistence::flows::{self, FlowFilter};
 use parley_persistence::{FlowStatus, entities::flow};
 use uuid::Uuid;
@@ -44,6 +47,8 @@ pub(super) fn router() -> Router<AppState> {
 struct FlowLine {
     id: Uuid,
     title: String,
+    /// The campaign it sends.
+    campaign: String,
     channel: String,
     status: &'static str,
     total: u64,
@@ -100,15 +105,21 @@ async fn lines(state: &AppState, console: &Console) -> Result<Vec<FlowLine>, Fai
     let workspace_id = console.caller.workspace_id;
     let names = channel_names(state, workspace_id).await?;
     let found = flows::list(&state.db, workspace_id, FlowFilter::default(), None, SHOWN).await?;
+    let mut campaigns: HashMap<Uuid, String> = HashMap::new();
     let mut lines = Vec::with_capacity(found.items.len());
     for f in found.items {
         let stats = flows::statistics(&state.db, f.id).await?;
+        if !campaigns.contains_key(&f.campaign_id) {
+            let name = campaigns::find(&state.db, workspace_id, f.campaign_id)
+                .await?
+                .map_or_else(|| "a deleted campaign".to_owned(), |c| c.name);
+            campaigns.insert(f.campaign_id, name);
+        }
+        let campaign = campaigns.get(&f.campaign_id).cloned().unwrap_or_default();
         lines.push(FlowLine {
             id: f.id,
-            title: f
-                .description
-                .clone()
-                .unwrap_or_else(|| "Untitled flow".to_owned()),
+            title: f.description.clone().unwrap_or_else(|| campaign.clone()),
+            campaign,
             channel: names.get(&f.channel_id).cloned().unwrap_or_default(),
             status: f.status.as_str(),
             total: stats.total,
