@@ -109,13 +109,16 @@ async fn lines(state: &AppState, console: &Console) -> Result<Vec<FlowLine>, Fai
     let mut lines = Vec::with_capacity(found.items.len());
     for f in found.items {
         let stats = flows::statistics(&state.db, f.id).await?;
-        if !campaigns.contains_key(&f.campaign_id) {
-            let name = campaigns::find(&state.db, workspace_id, f.campaign_id)
-                .await?
-                .map_or_else(|| "a deleted campaign".to_owned(), |c| c.name);
-            campaigns.insert(f.campaign_id, name);
-        }
-        let campaign = campaigns.get(&f.campaign_id).cloned().unwrap_or_default();
+        let campaign = match campaigns.get(&f.campaign_id) {
+            Some(name) => name.clone(),
+            None => {
+                let name = campaigns::find(&state.db, workspace_id, f.campaign_id)
+                    .await?
+                    .map_or_else(|| "a deleted campaign".to_owned(), |c| c.name);
+                campaigns.insert(f.campaign_id, name.clone());
+                name
+            }
+        };
         lines.push(FlowLine {
             id: f.id,
             title: f.description.clone().unwrap_or_else(|| campaign.clone()),
