@@ -5,13 +5,13 @@ use chrono::{DateTime, Utc};
 use parley_persistence::assistants;
 use parley_persistence::entities::assistant;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 use uuid::Uuid;
 
 use crate::domain::Permission;
 use crate::http::AppState;
 use crate::http::auth::Caller;
-use crate::http::envelope::Envelope;
+use crate::http::envelope::{DeletedRecord, Envelope};
 use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Json, Path, Query};
 use crate::http::lookup::find_worker;
@@ -264,14 +264,14 @@ async fn update_assistant(
     path = "/assistant/{assistant_id}",
     tag = "assistants",
     params(("assistant_id" = String, Path, format = Uuid, description = "Assistant id")),
-    responses((status = 200, body = Envelope<Value>)),
+    responses((status = 200, body = Envelope<DeletedRecord>)),
 )]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id, assistant_id = %assistant_id))]
 async fn delete_assistant(
     caller: Caller,
     State(state): State<AppState>,
     Path(assistant_id): Path<String>,
-) -> Result<Envelope<Value>> {
+) -> Result<Envelope<DeletedRecord>> {
     caller.require(Permission::Write)?;
     let id = parse_uuid(&assistant_id, "assistant_id")?;
     if !state
@@ -284,7 +284,7 @@ async fn delete_assistant(
     }
     Ok(Envelope::ok(
         "Assistant deleted successfully",
-        json!({ "id": id }),
+        DeletedRecord { id },
     ))
 }
 

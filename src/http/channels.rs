@@ -8,12 +8,12 @@ use parley_actors::whatsapp::GraphError;
 use parley_persistence::channels::{self, ChannelChanges, VerifiedNumber};
 use parley_persistence::entities::channel;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::domain::{LongName, Permission};
 use crate::http::AppState;
 use crate::http::auth::Caller;
-use crate::http::envelope::Envelope;
+use crate::http::envelope::{DeletedRecord, Envelope};
 use crate::http::error::Refusal;
 use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Json, Path, Query};
@@ -204,14 +204,14 @@ async fn update_channel(
     path = "/channels/{channel_id}",
     tag = "channels",
     params(("channel_id" = String, Path, format = Uuid, description = "Channel id")),
-    responses((status = 200, body = Envelope<Value>), (status = 502, body = Refusal)),
+    responses((status = 200, body = Envelope<DeletedRecord>), (status = 502, body = Refusal)),
 )]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id, channel_id = %channel_id))]
 async fn delete_channel(
     caller: Caller,
     State(state): State<AppState>,
     Path(channel_id): Path<String>,
-) -> Result<Envelope<Value>> {
+) -> Result<Envelope<DeletedRecord>> {
     caller.require(Permission::Write)?;
     let id = parse_uuid(&channel_id, "channel_id")?;
     match state
@@ -232,7 +232,7 @@ async fn delete_channel(
     }
     Ok(Envelope::ok(
         "Channel deleted successfully",
-        json!({ "id": id }),
+        DeletedRecord { id },
     ))
 }
 

@@ -42,3 +42,10 @@ impl<T: Serialize> IntoResponse for Envelope<T> {
         (self.status, Json(&self)).into_response()
     }
 }
+
+/// What a delete answers: the id of what is gone.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub(crate) struct DeletedRecord {
+    /// The deleted resource's id.
+    pub(crate) id: uuid::Uuid,
+}

@@ -19,7 +19,7 @@ use uuid::Uuid;
 use crate::domain::Permission;
 use crate::http::AppState;
 use crate::http::auth::Caller;
-use crate::http::envelope::Envelope;
+use crate::http::envelope::{DeletedRecord, Envelope};
 use crate::http::error::{ApiError, PathSegment, Refusal, Result};
 use crate::http::extract::{Json, Path, Query};
 use crate::http::pagination::{ListQuery, PageResponse};
@@ -301,14 +301,14 @@ async fn update_endpoint(
     path = "/workspace/webhooks/{webhook_id}",
     tag = "event-webhooks",
     params(("webhook_id" = String, Path, format = Uuid, description = "Endpoint id")),
-    responses((status = 200, body = Envelope<Value>)),
+    responses((status = 200, body = Envelope<DeletedRecord>)),
 )]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn delete_endpoint(
     caller: Caller,
     State(state): State<AppState>,
     Path(webhook_id): Path<String>,
-) -> Result<Envelope<Value>> {
+) -> Result<Envelope<DeletedRecord>> {
     caller.require(Permission::Admin)?;
     let id = parse_uuid(&webhook_id, "webhook_id")?;
     let store = state.actors.store();
@@ -317,7 +317,7 @@ async fn delete_endpoint(
     }
     Ok(Envelope::ok(
         "Webhook endpoint deleted successfully",
-        json!({ "id": id }),
+        DeletedRecord { id },
     ))
 }
 

@@ -12,13 +12,13 @@ use parley_persistence::ContactKind;
 use parley_persistence::entities::{contact_point, identity};
 use parley_persistence::identities::{self};
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use uuid::Uuid;
 
 use crate::domain::Permission;
 use crate::http::AppState;
 use crate::http::auth::Caller;
-use crate::http::envelope::Envelope;
+use crate::http::envelope::{DeletedRecord, Envelope};
 use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Path, Query};
 use crate::http::lookup::find_identity;
@@ -190,14 +190,14 @@ async fn get_identity(
     path = "/identity/{identity_id}",
     tag = "identities",
     params(("identity_id" = String, Path, description = "Identity: its id, or a path resolving to one (`external_id`, phone, e-mail)")),
-    responses((status = 200, body = Envelope<Value>)),
+    responses((status = 200, body = Envelope<DeletedRecord>)),
 )]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn delete_identity(
     caller: Caller,
     State(state): State<AppState>,
     Path(identity_id): Path<String>,
-) -> Result<Envelope<Value>> {
+) -> Result<Envelope<DeletedRecord>> {
     caller.require(Permission::Write)?;
     let txn = parley_persistence::begin_write(&state.db).await?;
     let found = find_identity(&txn, caller.workspace_id, &identity_id).await?;
@@ -209,6 +209,6 @@ async fn delete_identity(
         .await?;
     Ok(Envelope::ok(
         "Identity deleted successfully",
-        json!({ "id": found.id }),
+        DeletedRecord { id: found.id },
     ))
 }

@@ -16,7 +16,7 @@ use uuid::Uuid;
 use crate::domain::Permission;
 use crate::http::AppState;
 use crate::http::auth::Caller;
-use crate::http::envelope::Envelope;
+use crate::http::envelope::{DeletedRecord, Envelope};
 use crate::http::error::Refusal;
 use crate::http::error::{ApiError, FieldError, Result};
 use crate::http::extract::{Json, Path, Query};
@@ -243,14 +243,14 @@ async fn update_mcp(
     path = "/workspace/mcps/{mcp_id}",
     tag = "mcp",
     params(("mcp_id" = String, Path, format = Uuid, description = "MCP server id")),
-    responses((status = 200, body = Envelope<Value>), (status = 502, body = Refusal)),
+    responses((status = 200, body = Envelope<DeletedRecord>), (status = 502, body = Refusal)),
 )]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn delete_mcp(
     caller: Caller,
     State(state): State<AppState>,
     Path(mcp_id): Path<String>,
-) -> Result<Envelope<Value>> {
+) -> Result<Envelope<DeletedRecord>> {
     caller.require(Permission::Write)?;
     let id = parse_uuid(&mcp_id, "mcp_id")?;
     if !state
@@ -263,7 +263,7 @@ async fn delete_mcp(
     }
     Ok(Envelope::ok(
         "MCP server deleted and detached from every assistant",
-        json!({ "id": id }),
+        DeletedRecord { id },
     ))
 }
 

@@ -14,6 +14,7 @@ use utoipa_swagger_ui::SwaggerUi;
 
 use crate::http::error::Refusal;
 
+mod clients;
 mod refusals;
 
 /// Where the document is served.
@@ -259,6 +260,12 @@ pub(crate) use string_schema;
 
 /// `GET /openapi.json` and the Swagger UI page at `/docs`, both without a key. Swagger UI's
 /// files are compiled in (`vendored`), so the page works with no network anywhere.
+/// The document served at [`DOCUMENT_PATH`] and the docs page; served as client generators
+/// read it (`clients.rs`).
 pub(crate) fn routes<S: Clone + Send + Sync + 'static>(doc: OpenApi) -> Router<S> {
-    SwaggerUi::new(DOCS_PATH).url(DOCUMENT_PATH, doc).into()
+    let mut json = serde_json::to_value(&doc).unwrap_or_default();
+    clients::for_generators(&mut json);
+    SwaggerUi::new(DOCS_PATH)
+        .external_url_unchecked(DOCUMENT_PATH, json)
+        .into()
 }

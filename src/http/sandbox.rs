@@ -9,7 +9,6 @@ use parley_actors::whatsapp::payload::{InboundContent, InboundMessage};
 use parley_persistence::entities::message;
 use parley_persistence::{Integration, MessageStatus, Role, clock, deliveries, webhook_events};
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
 use uuid::Uuid;
 
 use crate::domain::{Permission, Phone, TEXT_LIMIT};
@@ -52,7 +51,7 @@ struct InboundBody {
     tag = "sandbox",
     params(("channel_id" = String, Path, format = Uuid, description = "Channel id")),
     request_body = InboundBody,
-    responses((status = 201, body = Envelope<Value>), (status = 502, body = Refusal)),
+    responses((status = 201, body = Envelope<InboundAccepted>), (status = 502, body = Refusal)),
 )]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn inject_inbound(
@@ -60,7 +59,7 @@ async fn inject_inbound(
     State(state): State<AppState>,
     Path(channel_id): Path<String>,
     Json(body): Json<InboundBody>,
-) -> Result<Envelope<Value>> {
+) -> Result<Envelope<InboundAccepted>> {
     caller.require(Permission::Write)?;
     let channel = find_channel(&state, &caller, &channel_id).await?;
     if channel.integration != Integration::Sandbox {
@@ -104,8 +103,22 @@ async fn inject_inbound(
     state.actors.inbound().dispatch(event);
     Ok(Envelope::created(
         "Message accepted; the assistant's reply will appear in the outbox",
-        json!({"eventId": event_id, "platformMessageId": wamid}),
+        InboundAccepted {
+            event_id,
+            platform_message_id: wamid,
+        },
     ))
+}
+
+/// A person's message the sandbox took, as a webhook event (camelCase, like every channel
+/// body).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct InboundAccepted {
+    /// The stored event the inbound worker answers.
+    event_id: Uuid,
+    /// The WhatsApp-style id the sandbox gave the message.
+    platform_message_id: String,
 }
 
 /// A message the sandbox channel sent (camelCase, like every channel body).

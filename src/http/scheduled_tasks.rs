@@ -10,13 +10,13 @@ use parley_persistence::entities::{scheduled_task, scheduled_task_run};
 use parley_persistence::scheduled_tasks::{self};
 use parley_persistence::{RunStatus, TaskStatus, TaskType};
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use uuid::Uuid;
 
 use crate::domain::Permission;
 use crate::http::AppState;
 use crate::http::auth::Caller;
-use crate::http::envelope::Envelope;
+use crate::http::envelope::{DeletedRecord, Envelope};
 use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Path, Query};
 use crate::http::pagination::{ListQuery, PageResponse};
@@ -178,21 +178,21 @@ async fn get_task(
     path = "/scheduled-tasks/{id}",
     tag = "scheduled-tasks",
     params(("id" = String, Path, format = Uuid, description = "Scheduled task id")),
-    responses((status = 200, body = Envelope<Value>)),
+    responses((status = 200, body = Envelope<DeletedRecord>)),
 )]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
 async fn delete_task(
     caller: Caller,
     State(state): State<AppState>,
     Path(id): Path<String>,
-) -> Result<Envelope<Value>> {
+) -> Result<Envelope<DeletedRecord>> {
     caller.require(Permission::Write)?;
     let found = find_task(&state, &caller, &id).await?;
     scheduled_tasks::delete(&state.db, caller.workspace_id, found.id).await?;
     tell(&state, found.id);
     Ok(Envelope::ok(
         "Scheduled task deleted successfully",
-        json!({"id": found.id}),
+        DeletedRecord { id: found.id },
     ))
 }
 

@@ -7,13 +7,13 @@ use parley_persistence::PersistenceError;
 use parley_persistence::entities::stage;
 use parley_persistence::stages::{self, StageChanges};
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 use uuid::Uuid;
 
 use crate::domain::{LongName, Permission};
 use crate::http::AppState;
 use crate::http::auth::Caller;
-use crate::http::envelope::Envelope;
+use crate::http::envelope::{DeletedRecord, Envelope};
 use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Json, Path, Query};
 use crate::http::pagination::{ListQuery, PageResponse};
@@ -210,14 +210,14 @@ async fn update_stage(
     path = "/stages/{stage_id}",
     tag = "stages",
     params(("stage_id" = String, Path, format = Uuid, description = "Stage id")),
-    responses((status = 200, body = Envelope<Value>)),
+    responses((status = 200, body = Envelope<DeletedRecord>)),
 )]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id, stage_id = %stage_id))]
 async fn delete_stage(
     caller: Caller,
     State(state): State<AppState>,
     Path(stage_id): Path<String>,
-) -> Result<Envelope<Value>> {
+) -> Result<Envelope<DeletedRecord>> {
     caller.require(Permission::Write)?;
     let id = parse_uuid(&stage_id, "stage_id")?;
     if !state
@@ -230,7 +230,7 @@ async fn delete_stage(
     }
     Ok(Envelope::ok(
         "Stage deleted successfully",
-        json!({ "id": id }),
+        DeletedRecord { id },
     ))
 }
 

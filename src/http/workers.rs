@@ -6,13 +6,12 @@ use parley_persistence::clock;
 use parley_persistence::entities::worker;
 use parley_persistence::workers::{self, NewWorker};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use uuid::Uuid;
 
 use crate::domain::{Name, Permission, Timezone};
 use crate::http::AppState;
 use crate::http::auth::Caller;
-use crate::http::envelope::Envelope;
+use crate::http::envelope::{DeletedRecord, Envelope};
 use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Json, Path, Query};
 use crate::http::lookup::find_worker;
@@ -174,14 +173,14 @@ async fn get_worker(
     path = "/workers/{worker_id}",
     tag = "workers",
     params(("worker_id" = String, Path, format = Uuid, description = "Worker id")),
-    responses((status = 200, body = Envelope<serde_json::Value>)),
+    responses((status = 200, body = Envelope<DeletedRecord>)),
 )]
 #[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id, worker_id = %worker_id))]
 async fn delete_worker(
     caller: Caller,
     State(state): State<AppState>,
     Path(worker_id): Path<String>,
-) -> Result<Envelope<serde_json::Value>> {
+) -> Result<Envelope<DeletedRecord>> {
     caller.require(Permission::Write)?;
     let id = parse_uuid(&worker_id, "worker_id")?;
     if !state
@@ -194,6 +193,6 @@ async fn delete_worker(
     }
     Ok(Envelope::ok(
         "Worker deleted successfully",
-        json!({ "id": id }),
+        DeletedRecord { id },
     ))
 }
