@@ -2,11 +2,12 @@
 //! variables, then command-line flags; each layer overrides the one before.
 //!
 //! Settings are grouped in sections (`[server]`, `[database]`, `[log]`, `[llm]`,
-//! `[whatsapp]`, `[actors]`, `[mcp]`, `[egress]`, `[cluster]`); the environment keeps flat names (`PARLEY_LLM_BASE_URL` is
+//! `[whatsapp]`, `[actors]`, `[mcp]`, `[egress]`, `[cluster]`, `[media]`); the environment keeps flat names (`PARLEY_LLM_BASE_URL` is
 //! `llm.base_url`, `PARLEY_BIND` is `server.bind`), mapped in [`env_key`].
 
 mod cluster;
 mod deps;
+mod media;
 mod sections;
 
 use std::net::SocketAddr;
@@ -18,6 +19,7 @@ use figment::value::Uncased;
 use serde::{Deserialize, Serialize};
 
 pub use self::cluster::{ClusterConfig, MIN_SECRET_LEN};
+pub use self::media::{MediaConfig, MediaStoreKind};
 pub use self::sections::{
     ActorSettings, DatabaseSettings, EgressConfig, LlmSettings, LogSettings, McpConfig, Secret,
     ServerSettings, WhatsAppSettings,
@@ -61,6 +63,8 @@ pub struct Settings {
     pub egress: EgressConfig,
     /// Several nodes on one PostgreSQL database.
     pub cluster: ClusterConfig,
+    /// Where the files people send are kept.
+    pub media: MediaConfig,
 }
 
 impl Default for Settings {
@@ -77,6 +81,7 @@ impl Default for Settings {
             mcp: McpConfig::default(),
             egress: EgressConfig::default(),
             cluster: ClusterConfig::default(),
+            media: MediaConfig::default(),
         }
     }
 }
@@ -138,7 +143,7 @@ fn env_key(flat: &str) -> String {
         "node_url" => return "cluster.node_url".to_owned(),
         _ => {}
     }
-    for section in ["llm", "whatsapp", "mcp", "egress", "cluster"] {
+    for section in ["llm", "whatsapp", "mcp", "egress", "cluster", "media"] {
         if let Some(key) = flat.strip_prefix(section).and_then(|k| k.strip_prefix('_')) {
             return format!("{section}.{key}");
         }

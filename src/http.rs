@@ -25,6 +25,7 @@ mod idempotency;
 mod identities;
 mod lookup;
 mod mcps;
+mod media;
 mod memory;
 mod metrics;
 mod middleware;
@@ -109,6 +110,7 @@ pub fn router(state: AppState) -> Router {
         .merge(templates::router())
         .merge(mcps::router())
         .merge(campaigns::router())
+        .merge(media::router())
         .route_layer(middleware::LimitDurationLayer(timeout));
     let acting = axum::middleware::from_fn_with_state(state.clone(), idempotency::idempotent);
     let mut upstream_bound = OpenApiRouter::new()

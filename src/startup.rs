@@ -56,13 +56,18 @@ impl Application {
             );
         }
         let secrets = Arc::new(secrets);
+        let media = settings
+            .media
+            .open(&settings.data_dir)
+            .context("opening the media store (media.store)")?;
+        tracing::info!(store = media.kind(), "media store opened");
         warn_about_webhook_secret(&settings, &db).await?;
         let bind = settings.server.bind;
         let listener = TcpListener::bind(bind)
             .await
             .with_context(|| format!("binding {bind}"))?;
         let (placement, membership) = cluster::join(&settings, &db, listener.local_addr()?).await?;
-        let deps = settings.runtime_deps(db.clone(), secrets.clone(), placement);
+        let deps = settings.runtime_deps(db.clone(), secrets.clone(), placement, media);
         let actors = ActorRuntime::start(deps)
             .await
             .context("starting the actor runtime")?;

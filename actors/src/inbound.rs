@@ -103,6 +103,7 @@ pub(crate) async fn process(
             retried: !fresh,
         },
         metadata: None,
+        attachments: inbound.content.media().cloned().into_iter().collect(),
     };
     let outcome = if created {
         conversations

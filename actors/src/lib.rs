@@ -33,6 +33,7 @@ pub mod inbound;
 pub mod llm;
 pub mod mcp;
 pub mod measure;
+pub mod media;
 pub mod outbound;
 pub mod people;
 pub mod remembered;

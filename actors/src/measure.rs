@@ -53,6 +53,10 @@ pub const CLUSTER_TAKEOVERS: &str = "parley_cluster_takeovers_total";
 /// Calls sent to the owning node, by kind (`turn`, `streamed_turn`, `mode`, `send`, `graph`)
 /// and outcome (`ok`, `retried`, `error`).
 pub const CLUSTER_FORWARDS: &str = "parley_cluster_forwards_total";
+/// Media fetches by outcome (`stored`, `retried`, `failed`).
+pub const MEDIA_FETCHES: &str = "parley_media_fetches_total";
+/// Bytes of media kept in the media store.
+pub const MEDIA_BYTES: &str = "parley_media_stored_bytes_total";
 
 /// Gives every metric above its help text and unit; call once after installing a recorder.
 pub fn describe() {
@@ -92,6 +96,8 @@ pub fn describe() {
         "Operators' messages to people, by outcome"
     );
     describe_counter!(EVENT_DELIVERIES, "Event webhook attempts by outcome");
+    describe_counter!(MEDIA_FETCHES, "Media fetches by outcome");
+    describe_counter!(MEDIA_BYTES, Unit::Bytes, "Bytes of media kept");
     describe_gauge!(EVENT_BACKLOG, "Event webhook deliveries waiting");
     describe_gauge!(
         EVENT_OLDEST,
@@ -192,4 +198,12 @@ pub fn cluster_forward(kind: &'static str, ok: bool) {
 
 pub(crate) fn cluster_not_owner_retry() {
     counter!(CLUSTER_FORWARDS, "kind" => "any", "outcome" => "retried").increment(1);
+}
+
+/// A media fetch ended (`stored`, `retried`, `failed`); `bytes` kept when it stored one.
+pub(crate) fn media_fetch(outcome: &'static str, bytes: u64) {
+    counter!(MEDIA_FETCHES, "outcome" => outcome).increment(1);
+    if bytes > 0 {
+        counter!(MEDIA_BYTES).increment(bytes);
+    }
 }

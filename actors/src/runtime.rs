@@ -67,6 +67,8 @@ pub struct RuntimeDeps {
     /// What the event webhooks' delivery actor needs (its `events` is the routes every
     /// writer of a fact shares).
     pub events: DeliveryDeps,
+    /// What the media worker needs (its store is the one `GET /media/{id}` reads).
+    pub media: crate::media::MediaDeps,
 }
 
 /// Handle on the running actor tree.
@@ -80,6 +82,8 @@ pub struct ActorRuntime {
     mcp: Arc<McpHub>,
     /// Meta's Graph API, for calls that come before any channel actor exists.
     graph: crate::whatsapp::GraphClient,
+    /// Where media files are kept.
+    media: crate::media::MediaStore,
     /// Taken by the first [`ActorRuntime::shutdown`].
     join: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
@@ -111,6 +115,7 @@ impl ActorRuntime {
             writer: deps.conversations.writer.clone(),
             mcp: deps.conversations.mcp.clone(),
             graph: deps.channels.graph.clone(),
+            media: deps.media.store.clone(),
             join: std::sync::Mutex::new(Some(join)),
         })
     }
@@ -173,6 +178,11 @@ impl ActorRuntime {
     /// The MCP servers' client: listing tools for the API; turns use the same one.
     pub fn mcp(&self) -> Arc<McpHub> {
         self.mcp.clone()
+    }
+
+    /// Where media files are kept.
+    pub fn media(&self) -> &crate::media::MediaStore {
+        &self.media
     }
 
     /// The database the actors use.
@@ -258,7 +268,7 @@ impl ActorRuntime {
                 SupervisorKind::Flows => handles.flows.live_in(ws).await?,
                 SupervisorKind::Scheduler => handles.scheduler.live_in(ws).await?,
                 // One worker for every workspace.
-                SupervisorKind::Events => 0,
+                SupervisorKind::Events | SupervisorKind::Media => 0,
             };
             snapshots.push(SupervisorSnapshot {
                 path: ActorPath::supervisor(kind).to_string(),

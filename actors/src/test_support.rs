@@ -63,6 +63,7 @@ pub(crate) async fn deps() -> (ConversationDeps, tempfile::TempDir, FakeModel) {
         announced: std::sync::Arc::default(),
         events: crate::events::Events::default(),
         placement: crate::cluster::Placement::single(),
+        media: crate::media::MediaBell::default(),
     };
     (deps, dir, model)
 }
@@ -116,6 +117,15 @@ pub(crate) async fn runtime_deps() -> (RuntimeDeps, tempfile::TempDir, FakeModel
             settings: crate::events::delivery::EventSettings::default(),
             placement: conversations.placement.clone(),
             changes,
+        },
+        media: crate::media::MediaDeps {
+            db: conversations.db.clone(),
+            store: crate::media::MediaStore::local(&dir.path().join("media")).expect("media store"),
+            graph: channels.graph.clone(),
+            secrets: channels.secrets.clone(),
+            settings: crate::media::MediaSettings::default(),
+            placement: conversations.placement.clone(),
+            bell: conversations.media.clone(),
         },
         conversations,
         channels,

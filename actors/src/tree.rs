@@ -38,17 +38,20 @@ pub enum SupervisorKind {
     Scheduler,
     /// The worker that delivers event webhooks.
     Events,
+    /// The worker that fetches the files people send.
+    Media,
 }
 
 impl SupervisorKind {
     /// Every kind, in start order: the inbound worker talks to conversations and channels.
-    pub const ALL: [Self; 6] = [
+    pub const ALL: [Self; 7] = [
         Self::Channels,
         Self::Conversations,
         Self::Inbound,
         Self::Flows,
         Self::Scheduler,
         Self::Events,
+        Self::Media,
     ];
 
     /// The supervisor's name under the root.
@@ -60,6 +63,7 @@ impl SupervisorKind {
             Self::Flows => "flows",
             Self::Scheduler => "scheduler",
             Self::Events => "events",
+            Self::Media => "media",
         }
     }
 }

@@ -22,6 +22,7 @@ mod m20261126_000014_event_webhooks;
 mod m20261126_000015_cluster;
 mod m20261127_000016_partial_message_indexes;
 mod m20261127_000017_health_probe;
+mod m20261127_000018_attachments;
 
 /// Applies Parley's migrations in order; `parley serve` and `parley migrate` run it.
 #[derive(Debug)]
@@ -48,6 +49,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261126_000015_cluster::Migration),
             Box::new(m20261127_000016_partial_message_indexes::Migration),
             Box::new(m20261127_000017_health_probe::Migration),
+            Box::new(m20261127_000018_attachments::Migration),
         ]
     }
 }

@@ -99,6 +99,8 @@ pub struct NewMessage {
     pub outbound: Option<Value>,
     /// What an API caller attached to an inbound message.
     pub metadata: Option<Value>,
+    /// The files it carries, stored with it in one transaction.
+    pub attachments: Vec<crate::attachments::NewAttachment>,
 }
 
 impl NewMessage {
@@ -145,6 +147,7 @@ impl NewMessage {
             reply_to_message_id: None,
             outbound: None,
             metadata: None,
+            attachments: Vec::new(),
         }
     }
 }

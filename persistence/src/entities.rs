@@ -3,6 +3,7 @@
 pub mod api_key;
 pub mod assistant;
 pub mod assistant_mcp_server;
+pub mod attachment;
 pub mod business;
 pub mod campaign;
 pub mod channel;

@@ -6,6 +6,7 @@
 
 pub mod api_keys;
 pub mod assistants;
+pub mod attachments;
 pub mod campaigns;
 pub mod channels;
 pub mod clock;

@@ -51,9 +51,11 @@ macro_rules! string_values {
 }
 
 mod events;
+mod media;
 mod work;
 
 pub use self::events::{DeliveryStatus, EventType};
+pub use self::media::{AttachmentStatus, MediaKind};
 pub use self::work::{
     CampaignStatus, FailureReason, FlowStatus, ParamsStrategy, RecipientStatus, RunStatus,
     SkipReason, TaskStatus, TaskType,

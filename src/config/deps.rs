@@ -12,6 +12,7 @@ use parley_actors::events::delivery::{DeliveryDeps, EventSettings};
 use parley_actors::inbound::worker::InboundSettings;
 use parley_actors::llm::{LlmClient, LlmConfig};
 use parley_actors::mcp::{McpHub, McpSettings};
+use parley_actors::media::{MediaBell, MediaDeps, MediaStore};
 use parley_actors::whatsapp::GraphClient;
 use parley_actors::{ConversationDeps, ConversationSettings, RuntimeDeps};
 use parley_persistence::{DatabaseConnection, GroupCommit};
@@ -27,6 +28,7 @@ impl Settings {
         db: DatabaseConnection,
         secrets: Arc<SecretBox>,
         placement: Placement,
+        media: MediaStore,
     ) -> RuntimeDeps {
         let actors = &self.actors;
         let writer = GroupCommit::start(db.clone());
@@ -50,10 +52,21 @@ impl Settings {
             secrets,
             events,
             placement,
+            bell: MediaBell::default(),
         };
+        let channels = self.channel_deps(&shared);
         RuntimeDeps {
             conversations: self.conversation_deps(&shared),
-            channels: self.channel_deps(&shared),
+            media: MediaDeps {
+                db: shared.db.clone(),
+                store: media,
+                graph: channels.graph.clone(),
+                secrets: shared.secrets.clone(),
+                settings: self.media.settings(),
+                placement: shared.placement.clone(),
+                bell: shared.bell.clone(),
+            },
+            channels,
             placement: shared.placement,
             changes,
             events: delivery,
@@ -115,6 +128,7 @@ impl Settings {
             announced: Arc::default(),
             events: shared.events.clone(),
             placement: shared.placement.clone(),
+            media: shared.bell.clone(),
         }
     }
 
@@ -149,4 +163,5 @@ struct Shared {
     secrets: Arc<SecretBox>,
     events: Events,
     placement: Placement,
+    bell: MediaBell,
 }

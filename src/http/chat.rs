@@ -113,6 +113,7 @@ async fn chat(
         text,
         origin: TurnOrigin::Api { events: None },
         metadata,
+        attachments: Vec::new(),
     };
     let outcome = state
         .actors
@@ -187,6 +188,7 @@ async fn stream(
             events: Some(turn_events),
         },
         metadata: None,
+        attachments: Vec::new(),
     };
     let workspace_id = caller.workspace_id;
     let turn =

@@ -4,12 +4,15 @@
 
 mod handoff;
 
+use std::collections::HashMap;
+
 use axum::extract::State;
 use chrono::{DateTime, Utc};
 use parley_actors::thread;
+use parley_persistence::attachments;
 use parley_persistence::clock;
 use parley_persistence::conversations::{self, ConversationFilter};
-use parley_persistence::entities::{conversation, message};
+use parley_persistence::entities::{attachment, conversation, message};
 use parley_persistence::{ConversationMode, ConversationStatus, Direction, MessageStatus, Role};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -23,6 +26,7 @@ use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Path, Query};
 use crate::http::lookup::find_channel;
 use crate::http::lookup::find_identity;
+use crate::http::media::AttachmentRecord;
 use crate::http::pagination::{ListQuery, PageResponse, page_from};
 use crate::http::validation::{Problems, parse_uuid};
 use utoipa_axum::router::OpenApiRouter;
@@ -99,7 +103,25 @@ struct MessageRecord {
     usage: Option<Value>,
     tool_calls: Option<Value>,
     metadata: Option<Value>,
+    /// The files it carries (pictures, voice notes, videos, documents, stickers).
+    attachments: Vec<AttachmentRecord>,
     created_at: DateTime<Utc>,
+}
+
+impl MessageRecord {
+    /// The record of `m`, taking its attachments out of `files` (by message).
+    fn with_files(m: message::Model, files: &mut HashMap<Uuid, Vec<attachment::Model>>) -> Self {
+        let attachments = files
+            .remove(&m.id)
+            .unwrap_or_default()
+            .into_iter()
+            .map(AttachmentRecord::from)
+            .collect();
+        Self {
+            attachments,
+            ..Self::from(m)
+        }
+    }
 }
 
 impl From<message::Model> for MessageRecord {
@@ -117,6 +139,7 @@ impl From<message::Model> for MessageRecord {
             usage: m.usage,
             tool_calls: m.tool_calls,
             metadata: m.metadata,
+            attachments: Vec::new(),
             created_at: m.created_at,
         }
     }
@@ -231,11 +254,13 @@ async fn list_messages(
     let page = query.page()?;
     let found = find_conversation(&state, &caller, &conversation_id).await?;
     let paged = conversations::messages(&state.db, found.id, page).await?;
+    let ids: Vec<Uuid> = paged.items.iter().map(|m| m.id).collect();
+    let mut files = attachments::of_messages(&state.db, &ids).await?;
     Ok(PageResponse::new(
         "Messages retrieved successfully",
         page,
         paged,
-        MessageRecord::from,
+        |m| MessageRecord::with_files(m, &mut files),
     ))
 }
 

@@ -108,6 +108,12 @@ pub(crate) enum ApiError {
         /// Seconds until a try may succeed (at least 1).
         retry_after_secs: u64,
     },
+    /// 416: the `Range` asked for lies outside a file of `size` bytes.
+    #[error("The range asked for lies outside the file, which has {size} bytes")]
+    RangeNotSatisfiable {
+        /// The file's size, for `Content-Range: bytes */{size}`.
+        size: u64,
+    },
     /// 413: the body is over the configured limit.
     #[error("Request body is larger than the limit of {0} bytes")]
     PayloadTooLarge(usize),
@@ -283,6 +289,7 @@ impl ApiError {
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::Conflict(_) | Self::ConflictCode { .. } => StatusCode::CONFLICT,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::RangeNotSatisfiable { .. } => StatusCode::RANGE_NOT_SATISFIABLE,
             Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::UpstreamFailed(_) | Self::MetaRefused(_) | Self::BadGateway { .. } => {
                 StatusCode::BAD_GATEWAY
@@ -314,6 +321,7 @@ impl ApiError {
             Self::MethodNotAllowed => "method_not_allowed",
             Self::Conflict(_) => "conflict",
             Self::PayloadTooLarge(_) => "payload_too_large",
+            Self::RangeNotSatisfiable { .. } => "range_not_satisfiable",
             Self::RateLimited { .. } => "rate_limited",
             Self::UpstreamFailed(_) | Self::MetaRefused(_) => "upstream_failed",
             Self::UpstreamTimeout(_) => "upstream_timeout",
@@ -399,6 +407,13 @@ impl IntoResponse for ApiError {
                 axum::http::header::RETRY_AFTER,
                 axum::http::HeaderValue::from(*retry_after_secs),
             );
+        }
+        if let Self::RangeNotSatisfiable { size } = &self
+            && let Ok(value) = axum::http::HeaderValue::from_str(&format!("bytes */{size}"))
+        {
+            response
+                .headers_mut()
+                .insert(axum::http::header::CONTENT_RANGE, value);
         }
         if let Self::Unavailable { code, .. } = &self
             && *code == parley_actors::cluster::NOT_OWNER

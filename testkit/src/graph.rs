@@ -21,6 +21,8 @@ use serde_json::{Value, json};
 use sha2::Sha256;
 use tokio::sync::oneshot;
 
+mod media;
+
 /// A message the fake accepted.
 #[derive(Clone, Debug)]
 pub struct SentMessage {
@@ -71,6 +73,12 @@ struct GraphState {
     number_checks: Vec<String>,
     counter: u64,
     reports: Option<Reports>,
+    /// Where the fake answers (`http://127.0.0.1:port`), for the download URLs it gives.
+    origin: String,
+    media: HashMap<String, media::FakeMedia>,
+    download_failures: usize,
+    download_pause: Duration,
+    downloads: usize,
 }
 
 /// Delivery reports the fake posts back for every message it accepts.
@@ -118,6 +126,7 @@ impl FakeGraph {
             )
             .route("/v23.0/{node}/subscribed_apps", post(subscribe))
             .route("/v23.0/{node}", get(number))
+            .route("/media-download/{id}", get(media::download))
             .with_state(shared.clone());
         #[allow(clippy::expect_used)]
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -125,6 +134,7 @@ impl FakeGraph {
             .expect("bind a loopback port");
         #[allow(clippy::expect_used)]
         let addr = listener.local_addr().expect("bound address");
+        shared.lock().origin = format!("http://{addr}");
         let (tx, rx) = oneshot::channel::<()>();
         tokio::spawn(async move {
             // Each answer leaves at once (no Nagle wait behind a delayed ACK of its head).
@@ -547,6 +557,15 @@ async fn number(
     headers: HeaderMap,
 ) -> Response {
     let token = bearer(&headers);
+    if !token.is_empty() {
+        let origin = shared.lock().origin.clone();
+        if let Some(answer) = media::lookup(&shared, &number, &origin) {
+            return answer;
+        }
+        if media::looks_like_media(&number) {
+            return meta_error(100);
+        }
+    }
     let mut state = shared.lock();
     state.number_checks.push(number.clone());
     if token.is_empty() || state.invalid_tokens.contains(&token) {

@@ -30,6 +30,7 @@ mod idempotency;
 mod identities;
 mod isolation;
 mod mcp;
+mod media;
 mod memory;
 mod metrics;
 mod operator;

@@ -69,4 +69,6 @@ pub struct ConversationDeps {
     /// Which identities this node owns (all, on a single node): the registry keeps only
     /// theirs, and sweeps look only at theirs.
     pub placement: crate::cluster::Placement,
+    /// Rung when a person's message with files is stored, so that they are fetched now.
+    pub media: crate::media::MediaBell,
 }

@@ -100,6 +100,7 @@ impl Conversations {
             text: String::new(),
             origin: TurnOrigin::FollowUp { instructions, to },
             metadata: None,
+            attachments: Vec::new(),
         };
         self.turn(workspace_id, identity_id, request).await
     }

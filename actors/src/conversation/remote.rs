@@ -56,6 +56,9 @@ pub struct TurnCall {
     /// What an API caller attached to the message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Value>,
+    /// The files the person sent with it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<crate::whatsapp::message::InboundMedia>,
 }
 
 impl TurnCall {
@@ -84,6 +87,7 @@ impl TurnCall {
             text: request.text.clone(),
             origin,
             metadata: request.metadata.clone(),
+            attachments: request.attachments.clone(),
         }
     }
 
@@ -113,6 +117,7 @@ impl TurnCall {
             text: self.text,
             origin,
             metadata: self.metadata,
+            attachments: self.attachments,
         }
     }
 }
@@ -245,6 +250,7 @@ mod tests {
             text: "hello".to_owned(),
             origin: TurnOrigin::Api { events: None },
             metadata: Some(serde_json::json!({"source": "crm"})),
+            attachments: Vec::new(),
         };
         let call = TurnCall::of((7, Uuid::from_u128(1)), &request);
         let wire = serde_json::to_string(&call).expect("json");

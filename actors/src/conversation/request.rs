@@ -23,6 +23,9 @@ pub struct TurnRequest {
     pub origin: TurnOrigin,
     /// What an API caller attached to the message; kept on the stored message.
     pub metadata: Option<Value>,
+    /// The files the person sent with it, stored with the message for the media worker to
+    /// fetch.
+    pub attachments: Vec<crate::whatsapp::message::InboundMedia>,
 }
 
 /// Who a turn answers, which decides what happens to the reply.

@@ -128,6 +128,7 @@ mod tests {
             text: "hi".to_owned(),
             origin: crate::conversation::remote::WireOrigin::Api,
             metadata: None,
+            attachments: Vec::new(),
         };
         let read = |value: Value| serde_json::from_value::<PeerCall>(value).expect("a call");
         assert!(matches!(read(envelope(&turn)), PeerCall::Turn(_)));

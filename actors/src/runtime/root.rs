@@ -17,6 +17,8 @@ use crate::flow::registry::{FlowRegistry, FlowRegistryArgs};
 use crate::flow::{FlowDeps, Flows};
 use crate::inbound::InboundDeps;
 use crate::inbound::worker::{InboundSettings, InboundWorker, InboundWorkerArgs, InboundWorkerMsg};
+use crate::media::MediaDeps;
+use crate::media::worker::{MediaMsg, MediaWorker};
 use crate::scheduler::SchedulerMsg;
 use crate::scheduler::TaskDeps;
 use crate::scheduler::registry::{SchedulerArgs, SchedulerRegistry};
@@ -34,6 +36,7 @@ pub(crate) struct Slots {
     pub(crate) flows: Slot<FlowRegistryMsg>,
     pub(crate) scheduler: Slot<SchedulerMsg>,
     pub(crate) events: Slot<DeliveryMsg>,
+    pub(crate) media: Slot<MediaMsg>,
 }
 
 impl Default for Slots {
@@ -45,6 +48,7 @@ impl Default for Slots {
             flows: Slot::new(SupervisorKind::Flows),
             scheduler: Slot::new(SupervisorKind::Scheduler),
             events: Slot::new(SupervisorKind::Events),
+            media: Slot::new(SupervisorKind::Media),
         }
     }
 }
@@ -59,12 +63,14 @@ impl Slots {
             (SupervisorKind::Flows, Some(cell)) => self.flows.publish_cell(cell),
             (SupervisorKind::Scheduler, Some(cell)) => self.scheduler.publish_cell(cell),
             (SupervisorKind::Events, Some(cell)) => self.events.publish_cell(cell),
+            (SupervisorKind::Media, Some(cell)) => self.media.publish_cell(cell),
             (SupervisorKind::Channels, None) => self.channels.publish(None),
             (SupervisorKind::Conversations, None) => self.conversations.publish(None),
             (SupervisorKind::Inbound, None) => self.inbound.publish(None),
             (SupervisorKind::Flows, None) => self.flows.publish(None),
             (SupervisorKind::Scheduler, None) => self.scheduler.publish(None),
             (SupervisorKind::Events, None) => self.events.publish(None),
+            (SupervisorKind::Media, None) => self.media.publish(None),
         }
     }
 }
@@ -82,6 +88,7 @@ pub(crate) struct RootArgs {
     pub(crate) tasks: TaskDeps,
     pub(crate) scheduler_sweep: Duration,
     pub(crate) events: Arc<DeliveryDeps>,
+    pub(crate) media: Arc<MediaDeps>,
 }
 
 /// State of the root.
@@ -278,6 +285,11 @@ async fn spawn_child(
         SupervisorKind::Events => {
             let deps = args.events.clone();
             let (actor, _) = Actor::spawn_linked(None, DeliveryWorker, deps, root).await?;
+            actor.get_cell()
+        }
+        SupervisorKind::Media => {
+            let deps = args.media.clone();
+            let (actor, _) = Actor::spawn_linked(None, MediaWorker, deps, root).await?;
             actor.get_cell()
         }
     };

@@ -30,6 +30,7 @@ async fn the_runtime_starts_every_supervisor() {
             "root/events",
             "root/flows",
             "root/inbound",
+            "root/media",
             "root/scheduler"
         ]
     );

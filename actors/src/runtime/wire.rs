@@ -136,5 +136,6 @@ fn root_args(deps: &RuntimeDeps, slots: &Slots, handles: &Handles) -> RootArgs {
         },
         scheduler_sweep: deps.scheduler_sweep,
         events: Arc::new(deps.events.clone()),
+        media: Arc::new(deps.media.clone()),
     }
 }

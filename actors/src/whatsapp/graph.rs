@@ -58,6 +58,22 @@ impl GraphError {
     }
 }
 
+/// What Meta says of a media id.
+#[derive(Clone, Debug, serde::Deserialize)]
+pub struct MediaInfo {
+    /// Where to download it from, with the channel's token; valid for five minutes.
+    pub url: String,
+    /// Its MIME type.
+    #[serde(default)]
+    pub mime_type: Option<String>,
+    /// Its SHA-256.
+    #[serde(default)]
+    pub sha256: Option<String>,
+    /// Its size in bytes.
+    #[serde(default)]
+    pub file_size: Option<u64>,
+}
+
 /// Graph API client; cheap to clone.
 #[derive(Clone, Debug)]
 pub struct GraphClient {
@@ -183,6 +199,48 @@ impl GraphClient {
         )
         .await
         .map(|_| ())
+    }
+
+    /// What Meta says of a media id: the URL to download it from (valid for five minutes),
+    /// its type, digest and size.
+    ///
+    /// # Errors
+    /// Meta's error (100 when it no longer knows the id), or why Meta could not be asked.
+    pub async fn media(&self, token: &str, media_id: &str) -> Result<MediaInfo, GraphError> {
+        if media_id.is_empty()
+            || !media_id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.')
+        {
+            return Err(GraphError::Malformed(format!(
+                "{media_id:?} is not a media id"
+            )));
+        }
+        let answer = self
+            .call(reqwest::Method::GET, media_id, token, None)
+            .await?;
+        serde_json::from_value(answer)
+            .map_err(|e| GraphError::Malformed(format!("the media answer: {e}")))
+    }
+
+    /// Starts downloading `url` (from [`GraphClient::media`]) with the channel's token: the
+    /// answer's head is read within the client's timeout, its body is the caller's to stream.
+    ///
+    /// # Errors
+    /// Meta's status (404 when the URL expired), or why Meta could not be reached.
+    pub async fn download(&self, token: &str, url: &str) -> Result<reqwest::Response, GraphError> {
+        let timeout_ms = u64::try_from(self.timeout.as_millis()).unwrap_or(u64::MAX);
+        let response =
+            tokio::time::timeout(self.timeout, self.http.get(url).bearer_auth(token).send())
+                .await
+                .map_err(|_| GraphError::Timeout(timeout_ms))?
+                .map_err(|e| GraphError::Connection(e.to_string()))?;
+        let status = response.status().as_u16();
+        if !(200..300).contains(&status) {
+            let text = response.text().await.unwrap_or_default();
+            return Err(GraphError::Api(MetaError::bare(status, &text)));
+        }
+        Ok(response)
     }
 
     async fn call(

@@ -49,13 +49,8 @@ pub enum InboundContent {
         /// The title the person tapped.
         title: String,
     },
-    /// An image, video or document, with its caption.
-    Media {
-        /// `image`, `video` or `document`.
-        kind: String,
-        /// The caption, when there is one.
-        caption: Option<String>,
-    },
+    /// A file: an image, a video, a document, an audio (or voice note) or a sticker.
+    Media(InboundMedia),
     /// A reaction to an earlier message.
     Reaction {
         /// The emoji.
@@ -70,11 +65,55 @@ pub enum InboundContent {
         /// The place's name.
         name: Option<String>,
     },
-    /// Anything else (audio, stickers, contacts, …), described to the model.
+    /// Anything else (contacts, …), described to the model.
     Other {
         /// Meta's message type.
         kind: String,
     },
+}
+
+/// A file a person sent, with its caption and what Meta said of it (payloads stored before
+/// media was kept have only the kind and caption).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InboundMedia {
+    /// `image`, `video`, `document`, `audio` or `sticker`.
+    pub kind: String,
+    /// The caption, when there is one.
+    pub caption: Option<String>,
+    /// Meta's media id, to fetch the file by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub media_id: Option<String>,
+    /// Its MIME type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+    /// Its SHA-256, as Meta gave it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// A document's file name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_name: Option<String>,
+    /// Whether an audio is a voice note.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub voice: bool,
+}
+
+impl InboundMedia {
+    /// One line saying what file the person sent, for the model and the history: the kind (a
+    /// voice note is named so), a document's name and type, and the caption.
+    pub fn describe(&self) -> String {
+        let what = match (self.kind.as_str(), &self.file_name) {
+            ("audio", _) if self.voice => "[voice note]".to_owned(),
+            ("document", Some(name)) => match &self.mime_type {
+                Some(mime) => format!("[document: {name} ({mime})]"),
+                None => format!("[document: {name}]"),
+            },
+            (kind, _) => format!("[{kind}]"),
+        };
+        match &self.caption {
+            Some(caption) => format!("{what} {caption}"),
+            None => what,
+        }
+    }
 }
 
 impl InboundMessage {
@@ -137,10 +176,18 @@ impl InboundContent {
                     .map(|title| Self::Reply { title })
             }
             "button" => text(&raw["button"]["text"]).map(|title| Self::Reply { title }),
-            "image" | "video" | "document" => Some(Self::Media {
-                kind: kind.to_owned(),
-                caption: text(&raw[kind]["caption"]).filter(|c| !c.trim().is_empty()),
-            }),
+            "image" | "video" | "document" | "audio" | "sticker" => {
+                let file = &raw[kind];
+                Some(Self::Media(InboundMedia {
+                    kind: kind.to_owned(),
+                    caption: text(&file["caption"]).filter(|c| !c.trim().is_empty()),
+                    media_id: text(&file["id"]),
+                    mime_type: text(&file["mime_type"]),
+                    sha256: text(&file["sha256"]),
+                    file_name: text(&file["filename"]),
+                    voice: file["voice"].as_bool().unwrap_or(false),
+                }))
+            }
             "reaction" => text(&raw["reaction"]["emoji"]).map(|emoji| Self::Reaction { emoji }),
             "location" => {
                 let location = &raw["location"];
@@ -161,16 +208,21 @@ impl InboundContent {
         parsed.unwrap_or_else(|| Self::Other { kind: clean(kind) })
     }
 
+    /// The file it carries, for a media message.
+    pub fn media(&self) -> Option<&InboundMedia> {
+        match self {
+            Self::Media(media) => Some(media),
+            _ => None,
+        }
+    }
+
     /// What the assistant reads: the text, the chosen reply, a caption, or a description of
     /// what was sent.
     pub fn text(&self) -> String {
         match self {
             Self::Text { body } => body.clone(),
             Self::Reply { title } => title.clone(),
-            Self::Media {
-                kind,
-                caption: Some(caption),
-            } => format!("[{kind}] {caption}"),
+            Self::Media(media) => media.describe(),
             Self::Reaction { emoji } => format!("[reacted with {emoji}]"),
             Self::Location {
                 latitude,
@@ -182,11 +234,7 @@ impl InboundContent {
                     .map(|n| format!(" ({n})"))
                     .unwrap_or_default()
             ),
-            Self::Media {
-                kind,
-                caption: None,
-            }
-            | Self::Other { kind } => {
+            Self::Other { kind } => {
                 format!("[The person sent a {kind} message that cannot be shown as text]")
             }
         }

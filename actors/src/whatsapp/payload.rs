@@ -128,8 +128,16 @@ mod tests {
                 "[image] my receipt",
             ),
             (
-                json!({"type": "audio", "audio": {"id": "a1"}}),
-                "[The person sent a audio message that cannot be shown as text]",
+                json!({"type": "audio", "audio": {"id": "a1", "voice": true}}),
+                "[voice note]",
+            ),
+            (
+                json!({"type": "document", "document": {"id": "d1", "filename": "invoice.pdf", "mime_type": "application/pdf"}}),
+                "[document: invoice.pdf (application/pdf)]",
+            ),
+            (
+                json!({"type": "contacts", "contacts": []}),
+                "[The person sent a contacts message that cannot be shown as text]",
             ),
         ];
         for (message, text) in cases {

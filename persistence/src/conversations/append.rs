@@ -20,6 +20,17 @@ pub async fn store_message(
     new: NewMessage,
     now: DateTime<Utc>,
 ) -> Result<message::Model> {
+    if !new.attachments.is_empty() {
+        // The message and its files are stored together or not at all: a transaction of
+        // its own, not a piece of a merged statement.
+        let conversation = conversation.clone();
+        return writer
+            .write_atomic(move |db| {
+                let (conversation, new) = (conversation.clone(), new.clone());
+                Box::pin(async move { append_message(db, &conversation, new, now).await })
+            })
+            .await;
+    }
     let appended = Appended {
         conversation: conversation.clone(),
         new,
@@ -91,13 +102,15 @@ pub async fn store_messages(
 pub async fn append_message(
     db: &impl ConnectionTrait,
     conversation: &conversation::Model,
-    new: NewMessage,
+    mut new: NewMessage,
     now: DateTime<Utc>,
 ) -> Result<message::Model> {
+    let files = std::mem::take(&mut new.attachments);
     let mut stored = insert_rows(db, vec![row(conversation, new, now)]).await?;
-    stored
-        .pop()
-        .ok_or_else(|| sea_orm::DbErr::RecordNotInserted.into())
+    let stored = stored.pop().ok_or(sea_orm::DbErr::RecordNotInserted)?;
+    let files = crate::attachments::rows(&stored, conversation.identity_id, &files);
+    crate::attachments::insert(db, &files).await?;
+    Ok(stored)
 }
 
 /// The row of `new` in `conversation`, every column given (the time at storage precision), so

@@ -19,6 +19,7 @@ fn says(channel_id: Uuid, text: &str) -> TurnRequest {
         text: text.to_owned(),
         origin: TurnOrigin::Api { events: None },
         metadata: None,
+        attachments: Vec::new(),
     }
 }
 

@@ -180,7 +180,17 @@ pub(super) async fn store_inbound(
         let mut message = NewMessage::from_person(request.text.clone());
         message.platform_message_id = wamid.map(str::to_owned);
         message.metadata = request.metadata.clone();
+        let received = clock::now();
+        message.attachments = request
+            .attachments
+            .iter()
+            .filter_map(|media| crate::media::new_attachment(media, received))
+            .collect();
+        let with_files = !message.attachments.is_empty();
         let stored = store_received(deps, &found.conversation, message).await?;
+        if with_files {
+            deps.media.ring();
+        }
         ids.push(stored.id);
         stored_now.push(stored);
     }
@@ -206,6 +216,7 @@ async fn store_received(
                 "channel_id": conversation.channel_id,
                 "content": message.content,
                 "platform_message_id": message.platform_message_id,
+                "attachments": message.attachments.iter().map(crate::media::pending_record).collect::<Vec<_>>(),
             })
         },
     );

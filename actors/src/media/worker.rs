@@ -1,0 +1,198 @@
+//! The media worker (`root/media`): fetches pending attachments, at most `concurrency` at a
+//! time, of the channels this node owns. It looks at the table when woken (a media message was
+//! stored here) and every `sweep` (retries, messages stored on other nodes, what a restart
+//! left). Each fetch settles its own row; the worker only keeps which rows are in flight, so
+//! that no sweep takes one twice.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use parley_persistence::attachments;
+use parley_persistence::clock;
+use parley_persistence::entities::attachment;
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use uuid::Uuid;
+
+use super::MediaDeps;
+use super::fetch::{Fetched, fetch};
+
+/// Behaviour of the media worker.
+pub(crate) struct MediaWorker;
+
+/// State of the media worker.
+pub(crate) struct MediaState {
+    deps: Arc<MediaDeps>,
+    /// Attachments being fetched.
+    running: HashSet<Uuid>,
+    /// Hears the bell and wakes the worker; ends with it.
+    listening: tokio::task::JoinHandle<()>,
+}
+
+/// Messages of the media worker.
+pub(crate) enum MediaMsg {
+    /// Media messages were stored: look now.
+    Wake,
+    /// Time to look for due fetches.
+    Sweep,
+    /// A fetch ended and settled its row.
+    Done(Uuid),
+}
+
+/// Rings the media worker when media messages were stored, so that it fetches them now
+/// rather than at its next sweep; cheap to clone. Built before the runtime (the conversations
+/// that store media messages hold one), heard by whichever worker runs now.
+#[derive(Clone, Debug, Default)]
+pub struct MediaBell(Arc<tokio::sync::Notify>);
+
+impl MediaBell {
+    /// Rings: the worker looks at the table once, however often it rang meanwhile.
+    pub fn ring(&self) {
+        self.0.notify_one();
+    }
+}
+
+impl Actor for MediaWorker {
+    type Msg = MediaMsg;
+    type State = MediaState;
+    type Arguments = Arc<MediaDeps>;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        deps: Arc<MediaDeps>,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        myself.send_interval(deps.settings.sweep, || MediaMsg::Sweep);
+        let _ = myself.send_message(MediaMsg::Sweep);
+        let (bell, worker) = (deps.bell.clone(), myself.clone());
+        let listening = tokio::spawn(async move {
+            loop {
+                bell.0.notified().await;
+                if worker.send_message(MediaMsg::Wake).is_err() {
+                    return;
+                }
+            }
+        });
+        Ok(MediaState {
+            deps,
+            running: HashSet::new(),
+            listening,
+        })
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        // Fetches in flight finish on their own and settle their rows; one cut short by the
+        // process ending stays pending and is taken again at the next start.
+        state.listening.abort();
+        Ok(())
+    }
+
+    #[tracing::instrument(name = "media", skip_all)]
+    async fn handle(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        message: Self::Msg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            MediaMsg::Wake | MediaMsg::Sweep => {}
+            MediaMsg::Done(id) => {
+                state.running.remove(&id);
+            }
+        }
+        look(state, &myself).await;
+        Ok(())
+    }
+}
+
+/// Starts fetches for due attachments while there is room.
+async fn look(state: &mut MediaState, myself: &ActorRef<MediaMsg>) {
+    let room = state
+        .deps
+        .settings
+        .concurrency
+        .saturating_sub(state.running.len());
+    if room == 0 {
+        return;
+    }
+    let held: Vec<Uuid> = state.running.iter().copied().collect();
+    let due = match attachments::due(&state.deps.db, clock::now(), room as u64 * 4, &held).await {
+        Ok(due) => due,
+        Err(error) => {
+            tracing::warn!(%error, "could not read the media to fetch");
+            return;
+        }
+    };
+    let due = state.deps.placement.keep_owned(due, |row| row.channel_id);
+    for row in due.into_iter().take(room) {
+        state.running.insert(row.id);
+        let (deps, myself) = (state.deps.clone(), myself.clone());
+        tokio::spawn(async move {
+            let id = row.id;
+            settle(&deps, &row, fetch(&deps, &row).await).await;
+            let _ = myself.send_message(MediaMsg::Done(id));
+        });
+    }
+}
+
+/// Records what became of a fetch on its row.
+#[tracing::instrument(name = "media_fetch", level = "debug", skip_all, fields(attachment_id = %row.id))]
+async fn settle(deps: &MediaDeps, row: &attachment::Model, fetched: Fetched) {
+    let now = clock::now();
+    let attempts = row.attempts.saturating_add(1);
+    let recorded = match fetched {
+        Fetched::Stored(file) => {
+            let size = u64::try_from(file.size).unwrap_or(0);
+            crate::measure::media_fetch("stored", size);
+            attachments::stored(&deps.db, row.id, file, now)
+                .await
+                .map(|_| ())
+        }
+        Fetched::Retry(why) => {
+            crate::measure::media_fetch("retried", 0);
+            tracing::info!(attachment_id = %row.id, attempts, %why, "media fetch will be tried again");
+            let wait = backoff(&deps.settings, attempts);
+            let at = now + chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::MAX);
+            attachments::retry_later(&deps.db, row.id, attempts, at, why).await
+        }
+        Fetched::Failed(why) => {
+            crate::measure::media_fetch("failed", 0);
+            tracing::warn!(attachment_id = %row.id, %why, "media not kept");
+            attachments::failed(&deps.db, row.id, attempts, why, now).await
+        }
+    };
+    if let Err(error) = recorded {
+        // The row stays as it was: the next sweep fetches it again.
+        tracing::warn!(attachment_id = %row.id, %error, "could not record a media fetch");
+    }
+}
+
+/// The wait before attempt `attempts + 1`: doubling from the base, capped.
+fn backoff(settings: &super::MediaSettings, attempts: i32) -> std::time::Duration {
+    let doublings = u32::try_from(attempts.saturating_sub(1).clamp(0, 20)).unwrap_or(20);
+    settings
+        .retry_base
+        .saturating_mul(2u32.saturating_pow(doublings))
+        .min(settings.retry_max)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn the_wait_doubles_and_is_capped() {
+        let settings = super::super::MediaSettings {
+            retry_base: Duration::from_secs(2),
+            retry_max: Duration::from_secs(60),
+            ..Default::default()
+        };
+        let waits: Vec<u64> = (1..=7).map(|a| backoff(&settings, a).as_secs()).collect();
+        assert_eq!(waits, [2, 4, 8, 16, 32, 60, 60]);
+    }
+}

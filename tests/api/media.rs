@@ -1,0 +1,384 @@
+//! Media end to end: a picture, voice note or document a person sends is stored with its
+//! message, fetched from Meta (the testkit's fake Graph API) into the media store, checked
+//! against Meta's digest and the kind's limit, and read back with `GET /media/{id}`.
+
+use parley_testkit::graph::messages_payload;
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::helpers::{TestApp, expect_error, expect_status, spawn_app, spawn_app_with};
+
+const NUMBER: &str = "106540352242922";
+const SHEENA: &str = "16505551234";
+const SHEENA_PATH: &str = "+16505551234";
+
+/// `size` bytes that are not all alike.
+fn picture(size: usize) -> Vec<u8> {
+    (0..size).map(|i| (i * 31 % 251) as u8).collect()
+}
+
+fn image_message(wamid: &str, media_id: &str, sha256: &str, caption: &str) -> Value {
+    let image = json!({"from": SHEENA, "id": wamid, "timestamp": "1749416383", "type": "image",
+                       "image": {"id": media_id, "mime_type": "image/jpeg", "sha256": sha256, "caption": caption}});
+    messages_payload(NUMBER, SHEENA, "Sheena", image)
+}
+
+/// Polls the person's messages until one carries an attachment that is no longer pending;
+/// answers that attachment.
+async fn settled_attachment(app: &TestApp) -> Value {
+    let messages = app
+        .wait_for_messages(SHEENA_PATH, |all| {
+            all.iter().any(|m| {
+                m["attachments"]
+                    .as_array()
+                    .is_some_and(|a| a.iter().any(|f| f["status"] != "pending"))
+            })
+        })
+        .await;
+    messages
+        .iter()
+        .flat_map(|m| m["attachments"].as_array().cloned().unwrap_or_default())
+        .find(|f| f["status"] != "pending")
+        .expect("a settled attachment")
+}
+
+/// Every file under the media store's directory, by path.
+fn stored_files(app: &TestApp) -> Vec<std::path::PathBuf> {
+    fn walk(dir: &std::path::Path, into: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, into);
+            } else {
+                into.push(path);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(&app.data_dir().join("media"), &mut files);
+    files
+}
+
+#[tokio::test]
+async fn a_picture_is_kept_and_read_back_with_its_type_length_etag_and_ranges() {
+    let app = spawn_app().await;
+    let channel = app.live_channel(NUMBER).await;
+    let bytes = picture(300_000);
+    let sha256 = app
+        .graph
+        .add_media("media-img-1", bytes.clone(), "image/jpeg");
+    let payload = image_message("wamid.M1", "media-img-1", &sha256, "my receipt");
+    assert_eq!(app.webhook(Some(&channel), &payload).await, 200);
+
+    // The assistant is told what was sent while the file is fetched.
+    let sent = app.wait_for_sends(1).await;
+    assert_eq!(sent[0].text(), Some("You said: [image] my receipt"));
+    let file = settled_attachment(&app).await;
+    assert_eq!(file["status"], "stored", "{file}");
+    assert_eq!(file["kind"], "image");
+    assert_eq!(file["mime_type"], "image/jpeg");
+    assert_eq!(file["size"], 300_000);
+    assert_eq!(file["caption"], "my receipt");
+    assert!(file["failure"].is_null());
+    let id = file["id"].as_str().expect("id");
+
+    let whole = app.get(&format!("/media/{id}")).await;
+    assert_eq!(whole.status(), 200);
+    assert_eq!(whole.headers()["content-type"], "image/jpeg");
+    assert_eq!(whole.headers()["content-length"], "300000");
+    assert_eq!(whole.headers()["etag"], format!("\"{sha256}\"").as_str());
+    assert_eq!(whole.headers()["accept-ranges"], "bytes");
+    assert_eq!(
+        whole.bytes().await.expect("body").as_ref(),
+        bytes.as_slice()
+    );
+
+    let part = app
+        .request(
+            Method::GET,
+            &format!("/media/{id}"),
+            Some(&app.owner.api_key),
+        )
+        .header("range", "bytes=10-19")
+        .send()
+        .await
+        .expect("range");
+    assert_eq!(part.status(), 206);
+    assert_eq!(part.headers()["content-range"], "bytes 10-19/300000");
+    assert_eq!(part.bytes().await.expect("body").as_ref(), &bytes[10..20]);
+
+    let beyond = app
+        .request(
+            Method::GET,
+            &format!("/media/{id}"),
+            Some(&app.owner.api_key),
+        )
+        .header("range", "bytes=400000-")
+        .send()
+        .await
+        .expect("range");
+    assert_eq!(beyond.headers()["content-range"], "bytes */300000");
+    expect_error(beyond, 416, "range_not_satisfiable").await;
+
+    let again = app
+        .request(
+            Method::GET,
+            &format!("/media/{id}"),
+            Some(&app.owner.api_key),
+        )
+        .header("if-none-match", format!("\"{sha256}\""))
+        .send()
+        .await
+        .expect("conditional");
+    assert_eq!(again.status(), 304);
+
+    // Kept under its content address, nothing left in staging.
+    let files = stored_files(&app);
+    let address = app
+        .data_dir()
+        .join("media")
+        .join(app.owner.workspace_id.to_string())
+        .join(&sha256);
+    assert_eq!(files, vec![address.clone()], "{files:?}");
+    assert_eq!(std::fs::read(&address).expect("file"), bytes);
+
+    // A read-only key reads it; another workspace does not see it.
+    let reader = app.key_with(&["read"]).await;
+    assert_eq!(
+        app.get_with(&format!("/media/{id}"), &reader)
+            .await
+            .status(),
+        200
+    );
+    let other = app
+        .bootstrap_another("Other Inc", "Other", "owner@other.test")
+        .await;
+    let foreign = app.get_with(&format!("/media/{id}"), &other.api_key).await;
+    expect_error(foreign, 404, "not_found").await;
+    let unknown = app.get(&format!("/media/{}", uuid::Uuid::now_v7())).await;
+    expect_error(unknown, 404, "not_found").await;
+    let malformed = app.get("/media/not-an-id").await;
+    expect_error(malformed, 400, "validation_failed").await;
+}
+
+#[tokio::test]
+async fn a_redelivered_media_message_is_downloaded_once() {
+    let app = spawn_app().await;
+    let channel = app.live_channel(NUMBER).await;
+    let sha256 = app
+        .graph
+        .add_media("media-img-2", picture(10_000), "image/jpeg");
+    let payload = image_message("wamid.M2", "media-img-2", &sha256, "twice");
+    assert_eq!(app.webhook(Some(&channel), &payload).await, 200);
+    assert_eq!(settled_attachment(&app).await["status"], "stored");
+    // Meta delivers it again; then another message, answered after it.
+    assert_eq!(app.webhook(Some(&channel), &payload).await, 200);
+    let text = json!({"from": SHEENA, "id": "wamid.M3", "type": "text", "text": {"body": "and?"}});
+    app.webhook(
+        Some(&channel),
+        &messages_payload(NUMBER, SHEENA, "Sheena", text),
+    )
+    .await;
+    app.wait_for_sends(2).await;
+    let messages = app.wait_for_messages(SHEENA_PATH, |_| true).await;
+    let files: Vec<&Value> = messages
+        .iter()
+        .flat_map(|m| m["attachments"].as_array().into_iter().flatten())
+        .collect();
+    assert_eq!(files.len(), 1, "{messages:#?}");
+    assert_eq!(app.graph.downloads(), 1);
+}
+
+#[tokio::test]
+async fn a_file_that_is_not_the_one_meta_described_is_failed_and_never_stored() {
+    let app = spawn_app().await;
+    let channel = app.live_channel(NUMBER).await;
+    let sha256 = app
+        .graph
+        .add_media("media-img-3", picture(20_000), "image/jpeg");
+    let wrong = "0".repeat(64);
+    app.graph.misdescribe_media("media-img-3", &wrong);
+    let payload = image_message("wamid.M4", "media-img-3", &wrong, "receipt");
+    app.webhook(Some(&channel), &payload).await;
+    let file = settled_attachment(&app).await;
+    assert_eq!(file["status"], "failed");
+    assert_eq!(file["failure"], "sha256_mismatch");
+    assert!(file["size"].is_null());
+    let id = file["id"].as_str().expect("id");
+    let refused = app.get(&format!("/media/{id}")).await;
+    let body = expect_error(refused, 409, "media_failed").await;
+    assert!(
+        body["message"]
+            .as_str()
+            .expect("message")
+            .contains("sha256_mismatch")
+    );
+    assert!(stored_files(&app).is_empty(), "{:?}", stored_files(&app));
+    assert_ne!(sha256, wrong);
+}
+
+#[tokio::test]
+async fn a_media_id_meta_no_longer_knows_is_failed_expired() {
+    let app = spawn_app().await;
+    let channel = app.live_channel(NUMBER).await;
+    let payload = image_message("wamid.M5", "media-gone", &"a".repeat(64), "old");
+    app.webhook(Some(&channel), &payload).await;
+    let file = settled_attachment(&app).await;
+    assert_eq!(file["status"], "failed");
+    assert_eq!(file["failure"], "expired");
+    assert_eq!(app.graph.downloads(), 0);
+}
+
+#[tokio::test]
+async fn a_download_that_fails_is_tried_again_until_the_file_is_kept() {
+    let app = spawn_app_with(|settings| {
+        settings.media.retry_base_ms = 20;
+        settings.media.sweep_ms = 20;
+    })
+    .await;
+    let channel = app.live_channel(NUMBER).await;
+    let sha256 = app
+        .graph
+        .add_media("media-img-4", picture(5_000), "image/png");
+    app.graph.fail_next_downloads(2);
+    let payload = image_message("wamid.M6", "media-img-4", &sha256, "retry");
+    app.webhook(Some(&channel), &payload).await;
+    let file = settled_attachment(&app).await;
+    assert_eq!(file["status"], "stored", "{file}");
+    assert_eq!(app.graph.downloads(), 3);
+}
+
+#[tokio::test]
+async fn a_file_over_its_kinds_limit_is_failed_too_large() {
+    let app = spawn_app_with(|settings| settings.media.image_max_bytes = 4_096).await;
+    let channel = app.live_channel(NUMBER).await;
+    let sha256 = app
+        .graph
+        .add_media("media-img-5", picture(5_000), "image/jpeg");
+    app.webhook(
+        Some(&channel),
+        &image_message("wamid.M7", "media-img-5", &sha256, "big"),
+    )
+    .await;
+    let file = settled_attachment(&app).await;
+    assert_eq!(file["status"], "failed");
+    assert_eq!(file["failure"], "too_large");
+    assert!(stored_files(&app).is_empty());
+}
+
+#[tokio::test]
+async fn a_voice_note_and_a_document_are_named_to_the_assistant_and_kept() {
+    let app = spawn_app().await;
+    let channel = app.live_channel(NUMBER).await;
+    let voice_sha = app
+        .graph
+        .add_media("media-voice", picture(8_000), "audio/ogg; codecs=opus");
+    let voice = json!({"from": SHEENA, "id": "wamid.V1", "type": "audio",
+                       "audio": {"id": "media-voice", "mime_type": "audio/ogg; codecs=opus", "sha256": voice_sha, "voice": true}});
+    app.webhook(
+        Some(&channel),
+        &messages_payload(NUMBER, SHEENA, "Sheena", voice),
+    )
+    .await;
+    let sent = app.wait_for_sends(1).await;
+    assert_eq!(sent[0].text(), Some("You said: [voice note]"));
+
+    let pdf_sha = app
+        .graph
+        .add_media("media-pdf", picture(12_000), "application/pdf");
+    let document = json!({"from": SHEENA, "id": "wamid.D1", "type": "document",
+                          "document": {"id": "media-pdf", "mime_type": "application/pdf", "sha256": pdf_sha,
+                                       "filename": "../../etc/passwd", "caption": "my invoice"}});
+    app.webhook(
+        Some(&channel),
+        &messages_payload(NUMBER, SHEENA, "Sheena", document),
+    )
+    .await;
+    let sent = app.wait_for_sends(2).await;
+    assert_eq!(
+        sent[1].text(),
+        Some("You said: [document: ../../etc/passwd (application/pdf)] my invoice")
+    );
+    let messages = app
+        .wait_for_messages(SHEENA_PATH, |all| {
+            all.iter()
+                .flat_map(|m| m["attachments"].as_array().cloned().unwrap_or_default())
+                .filter(|f| f["status"] == "stored")
+                .count()
+                == 2
+        })
+        .await;
+    let files: Vec<Value> = messages
+        .iter()
+        .flat_map(|m| m["attachments"].as_array().cloned().unwrap_or_default())
+        .collect();
+    assert_eq!(files[0]["kind"], "audio");
+    assert_eq!(files[1]["kind"], "document");
+    assert_eq!(files[1]["file_name"], "../../etc/passwd");
+    // The name a person's phone gave names no file: both live under their digests.
+    let mut stored = stored_files(&app);
+    stored.sort();
+    let media = app
+        .data_dir()
+        .join("media")
+        .join(app.owner.workspace_id.to_string());
+    let mut expected = vec![media.join(&voice_sha), media.join(&pdf_sha)];
+    expected.sort();
+    assert_eq!(stored, expected);
+    let id = files[1]["id"].as_str().expect("id");
+    let read = app.get(&format!("/media/{id}")).await;
+    assert_eq!(read.headers()["content-type"], "application/pdf");
+    expect_status_bytes(read, 12_000).await;
+}
+
+async fn expect_status_bytes(response: reqwest::Response, length: usize) {
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.bytes().await.expect("body").len(), length);
+}
+
+#[tokio::test]
+async fn a_pending_file_answers_409_until_it_is_kept() {
+    let app = spawn_app().await;
+    let channel = app.live_channel(NUMBER).await;
+    let sha256 = app
+        .graph
+        .add_media("media-img-6", picture(4 * 64 * 1024), "image/jpeg");
+    // A slow link: the file takes a while to arrive.
+    app.graph
+        .pace_downloads(std::time::Duration::from_millis(300));
+    app.webhook(
+        Some(&channel),
+        &image_message("wamid.M8", "media-img-6", &sha256, "slow"),
+    )
+    .await;
+    let messages = app
+        .wait_for_messages(SHEENA_PATH, |all| {
+            all.iter()
+                .any(|m| m["attachments"].as_array().is_some_and(|a| !a.is_empty()))
+        })
+        .await;
+    let file = messages
+        .iter()
+        .flat_map(|m| m["attachments"].as_array().cloned().unwrap_or_default())
+        .next()
+        .expect("attachment");
+    // The download takes at least a second; the message is seen well before.
+    assert_eq!(file["status"], "pending", "{file}");
+    let id = file["id"].as_str().expect("id");
+    let early = app.get(&format!("/media/{id}")).await;
+    expect_error(early, 409, "media_pending").await;
+    assert_eq!(settled_attachment(&app).await["status"], "stored");
+}
+
+#[tokio::test]
+async fn message_history_carries_no_attachments_for_text() {
+    let app = spawn_app().await;
+    let (_, channel) = app.chat_channel("Echo.", json!({})).await;
+    app.put_identity("crm-7", json!({"name": "Ana"})).await;
+    expect_status(app.chat("crm-7", &channel, "hello").await, 200).await;
+    let messages = app.wait_for_messages("crm-7", |all| all.len() >= 2).await;
+    assert!(
+        messages.iter().all(|m| m["attachments"] == json!([])),
+        "{messages:#?}"
+    );
+}
