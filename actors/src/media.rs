@@ -81,6 +81,10 @@ pub struct MediaSettings {
     pub retry_max: Duration,
     /// Largest file kept per kind.
     pub limits: MediaLimits,
+    /// Files are deleted this long after their message (`None`: kept for ever).
+    pub retention: Option<chrono::Duration>,
+    /// How often files past the retention are looked for.
+    pub retention_sweep: Duration,
 }
 
 impl Default for MediaSettings {
@@ -91,6 +95,8 @@ impl Default for MediaSettings {
             retry_base: Duration::from_secs(2),
             retry_max: Duration::from_secs(15 * 60),
             limits: MediaLimits::default(),
+            retention: None,
+            retention_sweep: Duration::from_secs(3600),
         }
     }
 }
@@ -146,4 +152,22 @@ pub(crate) fn pending_record(file: &NewAttachment) -> serde_json::Value {
         "file_name": file.file_name,
         "status": file.status(),
     })
+}
+
+/// Deletes the files at `keys` that no attachment refers to any more (a content address is
+/// shared by every copy of the same file in a workspace), once the rows that named them are
+/// gone. A file that cannot be deleted now is logged; it is named by no row.
+pub async fn delete_files(db: &DatabaseConnection, store: &MediaStore, keys: &[String]) {
+    let unreferenced = match parley_persistence::attachments::unreferenced(db, keys).await {
+        Ok(unreferenced) => unreferenced,
+        Err(error) => {
+            tracing::error!(%error, files = keys.len(), "could not tell which files to delete");
+            return;
+        }
+    };
+    for key in unreferenced {
+        if let Err(error) = store.delete(&key).await {
+            tracing::error!(%error, key, "could not delete a file");
+        }
+    }
 }

@@ -13,7 +13,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::entities::{
-    contact_point, conversation, identity, identity_stage, memory_entry, message,
+    attachment, contact_point, conversation, identity, identity_stage, memory_entry, message,
 };
 mod first_contact;
 mod journey;
@@ -302,8 +302,10 @@ fn primary_contact(
     }
 }
 
-/// Deletes the identity with its contact points, conversations, messages, memory and stage
-/// history; `false` when there was none. Run it in a transaction.
+/// Deletes the identity with its contact points, conversations, messages and their
+/// attachments' rows, memory and stage history; `false` when there was none. Run it in a
+/// transaction; the files themselves are the caller's to delete once it committed (see
+/// [`crate::attachments::keys_of_identity`]).
 ///
 /// # Errors
 /// Fails on a database error.
@@ -316,6 +318,10 @@ pub async fn delete(db: &impl ConnectionTrait, workspace_id: i64, id: Uuid) -> R
         .from(conversation::Entity)
         .and_where(conversation::Column::IdentityId.eq(id))
         .to_owned();
+    attachment::Entity::delete_many()
+        .filter(attachment::Column::IdentityId.eq(id))
+        .exec(db)
+        .await?;
     message::Entity::delete_many()
         .filter(message::Column::ConversationId.in_subquery(conversations))
         .exec(db)

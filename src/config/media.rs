@@ -41,6 +41,11 @@ pub struct MediaConfig {
     pub retry_base_ms: u64,
     /// `PARLEY_MEDIA_RETRY_MAX_SECS`: longest wait between attempts.
     pub retry_max_secs: u64,
+    /// `PARLEY_MEDIA_RETENTION_DAYS`: files are deleted this many days after their message
+    /// (0: kept for ever).
+    pub retention_days: u32,
+    /// `PARLEY_MEDIA_RETENTION_SWEEP_SECS`: how often files past the retention are looked for.
+    pub retention_sweep_secs: u64,
     /// Largest image kept, in bytes (Meta's limit by default).
     pub image_max_bytes: u64,
     /// Largest audio kept, in bytes.
@@ -67,6 +72,8 @@ impl Default for MediaConfig {
             sweep_ms: u64::try_from(settings.sweep.as_millis()).unwrap_or(2_000),
             retry_base_ms: u64::try_from(settings.retry_base.as_millis()).unwrap_or(2_000),
             retry_max_secs: settings.retry_max.as_secs(),
+            retention_days: 0,
+            retention_sweep_secs: settings.retention_sweep.as_secs(),
             image_max_bytes: limits.image,
             audio_max_bytes: limits.audio,
             video_max_bytes: limits.video,
@@ -104,6 +111,9 @@ impl MediaConfig {
             sweep: Duration::from_millis(self.sweep_ms.max(10)),
             retry_base: Duration::from_millis(self.retry_base_ms.max(1)),
             retry_max: Duration::from_secs(self.retry_max_secs.max(1)),
+            retention: (self.retention_days > 0)
+                .then(|| chrono::Duration::days(i64::from(self.retention_days))),
+            retention_sweep: Duration::from_secs(self.retention_sweep_secs.max(1)),
             limits: MediaLimits {
                 image: self.image_max_bytes,
                 audio: self.audio_max_bytes,

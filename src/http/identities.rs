@@ -184,7 +184,7 @@ async fn get_identity(
 
 /// Delete an identity.
 ///
-/// With its memory and conversations.
+/// With its memory, conversations and the files they carried.
 #[utoipa::path(
     delete,
     path = "/identity/{identity_id}",
@@ -201,12 +201,14 @@ async fn delete_identity(
     caller.require(Permission::Write)?;
     let txn = parley_persistence::begin_write(&state.db).await?;
     let found = find_identity(&txn, caller.workspace_id, &identity_id).await?;
+    let files = parley_persistence::attachments::keys_of_identity(&txn, found.id).await?;
     identities::delete(&txn, caller.workspace_id, found.id).await?;
     state
         .actors
         .store()
         .commit_identities(txn, caller.workspace_id, &[found.id])
         .await?;
+    parley_actors::media::delete_files(&state.db, state.actors.media(), &files).await;
     Ok(Envelope::ok(
         "Identity deleted successfully",
         DeletedRecord { id: found.id },

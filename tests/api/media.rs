@@ -382,3 +382,87 @@ async fn message_history_carries_no_attachments_for_text() {
         "{messages:#?}"
     );
 }
+
+#[tokio::test]
+async fn deleting_a_person_deletes_their_files_but_not_the_copy_another_person_sent() {
+    let app = spawn_app().await;
+    let channel = app.live_channel(NUMBER).await;
+    let sha256 = app
+        .graph
+        .add_media("media-shared", picture(9_000), "image/jpeg");
+    let other = "16505559876";
+    for (from, wamid) in [(SHEENA, "wamid.P1"), (other, "wamid.P2")] {
+        let image = json!({"from": from, "id": wamid, "type": "image",
+                           "image": {"id": "media-shared", "mime_type": "image/jpeg", "sha256": sha256}});
+        app.webhook(
+            Some(&channel),
+            &messages_payload(NUMBER, from, "Person", image),
+        )
+        .await;
+    }
+    for person in [SHEENA_PATH, "+16505559876"] {
+        app.wait_for_messages(person, |all| {
+            all.iter()
+                .flat_map(|m| m["attachments"].as_array().cloned().unwrap_or_default())
+                .any(|f| f["status"] == "stored")
+        })
+        .await;
+    }
+    // One file for both: its address is its digest.
+    assert_eq!(stored_files(&app).len(), 1);
+
+    expect_status(app.delete(&format!("/identity/{SHEENA_PATH}")).await, 200).await;
+    assert_eq!(
+        stored_files(&app).len(),
+        1,
+        "the other person's copy is kept"
+    );
+    expect_status(app.delete("/identity/+16505559876").await, 200).await;
+    assert!(stored_files(&app).is_empty(), "{:?}", stored_files(&app));
+}
+
+#[tokio::test]
+async fn files_past_the_retention_are_deleted_and_say_so() {
+    let app = spawn_app_with(|settings| {
+        settings.media.retention_days = 30;
+        settings.media.retention_sweep_secs = 1;
+    })
+    .await;
+    let channel = app.live_channel(NUMBER).await;
+    let sha256 = app
+        .graph
+        .add_media("media-old", picture(3_000), "image/jpeg");
+    app.webhook(
+        Some(&channel),
+        &image_message("wamid.R1", "media-old", &sha256, "old"),
+    )
+    .await;
+    let file = settled_attachment(&app).await;
+    assert_eq!(file["status"], "stored");
+    assert_eq!(stored_files(&app).len(), 1);
+    // Nothing is deleted before its time; then the message is 31 days old.
+    let db = app.db().await;
+    let back = parley_persistence::clock::now() - chrono::Duration::days(31);
+    use parley_persistence::entities::attachment;
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+    attachment::Entity::update_many()
+        .col_expr(attachment::Column::CreatedAt, back.into())
+        .filter(
+            attachment::Column::Id
+                .eq(uuid::Uuid::parse_str(file["id"].as_str().expect("id")).expect("uuid")),
+        )
+        .exec(&db)
+        .await
+        .expect("aged");
+    let messages = app
+        .wait_for_messages(SHEENA_PATH, |all| {
+            all.iter()
+                .flat_map(|m| m["attachments"].as_array().cloned().unwrap_or_default())
+                .any(|f| f["failure"] == "retention")
+        })
+        .await;
+    assert!(!messages.is_empty());
+    assert!(stored_files(&app).is_empty());
+    let id = file["id"].as_str().expect("id");
+    expect_error(app.get(&format!("/media/{id}")).await, 409, "media_failed").await;
+}

@@ -106,6 +106,7 @@ impl MediaStore {
     /// # Errors
     /// When the configuration is incomplete or unreadable.
     pub fn s3(bucket: &str, endpoint: Option<&str>, region: &str) -> Result<Self, StoreError> {
+        crate::llm::install_crypto_provider();
         let mut builder = object_store::aws::AmazonS3Builder::from_env()
             .with_bucket_name(bucket)
             .with_region(region);

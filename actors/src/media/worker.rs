@@ -26,6 +26,8 @@ pub(crate) struct MediaState {
     running: HashSet<Uuid>,
     /// Hears the bell and wakes the worker; ends with it.
     listening: tokio::task::JoinHandle<()>,
+    /// Whether a retention pass runs now (one at a time).
+    retiring: bool,
 }
 
 /// Messages of the media worker.
@@ -36,6 +38,10 @@ pub(crate) enum MediaMsg {
     Sweep,
     /// A fetch ended and settled its row.
     Done(Uuid),
+    /// Time to delete the files past the retention.
+    Retire,
+    /// A retention pass ended.
+    Retired,
 }
 
 /// Rings the media worker when media messages were stored, so that it fetches them now
@@ -62,6 +68,9 @@ impl Actor for MediaWorker {
         deps: Arc<MediaDeps>,
     ) -> Result<Self::State, ActorProcessingErr> {
         myself.send_interval(deps.settings.sweep, || MediaMsg::Sweep);
+        if deps.settings.retention.is_some() {
+            myself.send_interval(deps.settings.retention_sweep, || MediaMsg::Retire);
+        }
         let _ = myself.send_message(MediaMsg::Sweep);
         let (bell, worker) = (deps.bell.clone(), myself.clone());
         let listening = tokio::spawn(async move {
@@ -76,6 +85,7 @@ impl Actor for MediaWorker {
             deps,
             running: HashSet::new(),
             listening,
+            retiring: false,
         })
     }
 
@@ -101,6 +111,21 @@ impl Actor for MediaWorker {
             MediaMsg::Wake | MediaMsg::Sweep => {}
             MediaMsg::Done(id) => {
                 state.running.remove(&id);
+            }
+            MediaMsg::Retire => {
+                if let (false, Some(keep)) = (state.retiring, state.deps.settings.retention) {
+                    state.retiring = true;
+                    let (deps, myself) = (state.deps.clone(), myself.clone());
+                    tokio::spawn(async move {
+                        retire(&deps, keep).await;
+                        let _ = myself.send_message(MediaMsg::Retired);
+                    });
+                }
+                return Ok(());
+            }
+            MediaMsg::Retired => {
+                state.retiring = false;
+                return Ok(());
             }
         }
         look(state, &myself).await;
@@ -167,6 +192,38 @@ async fn settle(deps: &MediaDeps, row: &attachment::Model, fetched: Fetched) {
     if let Err(error) = recorded {
         // The row stays as it was: the next sweep fetches it again.
         tracing::warn!(attachment_id = %row.id, %error, "could not record a media fetch");
+    }
+}
+
+/// Deletes the files of messages older than `keep`, a batch at a time: their rows are marked
+/// first, then the files no row names any more are deleted. On a cluster every node may run
+/// it; a file two nodes delete is deleted once.
+async fn retire(deps: &MediaDeps, keep: chrono::Duration) {
+    const BATCH: u64 = 500;
+    loop {
+        let now = clock::now();
+        let due = match attachments::past_retention(&deps.db, now - keep, BATCH).await {
+            Ok(due) => due,
+            Err(error) => {
+                tracing::warn!(%error, "could not read the files past their retention");
+                return;
+            }
+        };
+        if due.is_empty() {
+            return;
+        }
+        let (ids, mut keys): (Vec<Uuid>, Vec<String>) = due.into_iter().unzip();
+        if let Err(error) = attachments::retire(&deps.db, &ids, now).await {
+            tracing::warn!(%error, "could not retire the files past their retention");
+            return;
+        }
+        keys.sort_unstable();
+        keys.dedup();
+        super::delete_files(&deps.db, &deps.store, &keys).await;
+        tracing::info!(files = ids.len(), "media past its retention deleted");
+        if (ids.len() as u64) < BATCH {
+            return;
+        }
     }
 }
 

@@ -14,8 +14,8 @@ use uuid::Uuid;
 use super::contacts_of;
 use crate::Result;
 use crate::entities::{
-    contact_point, conversation, flow_recipient, identity, identity_stage, memory_entry,
-    scheduled_task,
+    attachment, contact_point, conversation, flow_recipient, identity, identity_stage,
+    memory_entry, scheduled_task,
 };
 use crate::values::{ContactKind, ConversationMode, ConversationStatus, RecipientStatus};
 
@@ -46,6 +46,12 @@ pub async fn merge(
     conversation::Entity::update_many()
         .col_expr(conversation::Column::IdentityId, target.id.into())
         .filter(conversation::Column::IdentityId.eq(source.id))
+        .exec(db)
+        .await?;
+    // The files go with the conversations (deleting the survivor deletes them).
+    attachment::Entity::update_many()
+        .col_expr(attachment::Column::IdentityId, target.id.into())
+        .filter(attachment::Column::IdentityId.eq(source.id))
         .exec(db)
         .await?;
     settle_flow_recipients(db, target.id, source.id).await?;
