@@ -4,6 +4,7 @@
 
 mod client;
 mod sse;
+mod transcribe;
 mod types;
 
 pub use client::{LlmClient, LlmConfig, RequestSent, TokenSink};

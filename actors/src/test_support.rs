@@ -25,6 +25,7 @@ pub(crate) async fn deps() -> (ConversationDeps, tempfile::TempDir, FakeModel) {
     parley_persistence::migrate(&db).await.expect("migrations");
     let model = FakeModel::start().await;
     let llm = LlmClient::new(LlmConfig {
+        transcription_model: "whisper-1".to_owned(),
         base_url: Some(model.base_url()),
         api_key: None,
         default_model: Some("fake".to_owned()),
@@ -64,6 +65,8 @@ pub(crate) async fn deps() -> (ConversationDeps, tempfile::TempDir, FakeModel) {
         events: crate::events::Events::default(),
         placement: crate::cluster::Placement::single(),
         media: crate::media::MediaBell::default(),
+        media_store: crate::media::MediaStore::local(&dir.path().join("media"))
+            .expect("media store"),
     };
     (deps, dir, model)
 }
@@ -120,7 +123,7 @@ pub(crate) async fn runtime_deps() -> (RuntimeDeps, tempfile::TempDir, FakeModel
         },
         media: crate::media::MediaDeps {
             db: conversations.db.clone(),
-            store: crate::media::MediaStore::local(&dir.path().join("media")).expect("media store"),
+            store: conversations.media_store.clone(),
             graph: channels.graph.clone(),
             secrets: channels.secrets.clone(),
             settings: crate::media::MediaSettings::default(),

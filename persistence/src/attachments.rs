@@ -356,3 +356,34 @@ pub async fn retire(db: &impl ConnectionTrait, ids: &[Uuid], now: DateTime<Utc>)
         .await?;
     Ok(())
 }
+
+/// Records what the audio `attachment_id` says, and makes its message read `content` (the
+/// history shows the words), in one transaction.
+///
+/// # Errors
+/// Fails on a database error; nothing is changed then.
+pub async fn transcribed(
+    db: &sea_orm::DatabaseConnection,
+    attachment_id: Uuid,
+    message_id: Uuid,
+    transcript: &str,
+    content: &str,
+) -> Result<()> {
+    let txn = crate::begin_write(db).await?;
+    attachment::Entity::update_many()
+        .col_expr(
+            attachment::Column::Transcript,
+            Some(transcript.to_owned()).into(),
+        )
+        .col_expr(attachment::Column::UpdatedAt, Utc::now().into())
+        .filter(attachment::Column::Id.eq(attachment_id))
+        .exec(&txn)
+        .await?;
+    message::Entity::update_many()
+        .col_expr(message::Column::Content, content.to_owned().into())
+        .filter(message::Column::Id.eq(message_id))
+        .exec(&txn)
+        .await?;
+    txn.commit().await?;
+    Ok(())
+}

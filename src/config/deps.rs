@@ -56,7 +56,7 @@ impl Settings {
         };
         let channels = self.channel_deps(&shared);
         RuntimeDeps {
-            conversations: self.conversation_deps(&shared),
+            conversations: self.conversation_deps(&shared, &media),
             media: MediaDeps {
                 db: shared.db.clone(),
                 store: media,
@@ -89,9 +89,10 @@ impl Settings {
         }
     }
 
-    fn conversation_deps(&self, shared: &Shared) -> ConversationDeps {
+    fn conversation_deps(&self, shared: &Shared, media: &MediaStore) -> ConversationDeps {
         let llm = &self.llm;
         let client = LlmClient::new(LlmConfig {
+            transcription_model: llm.transcription_model.clone(),
             base_url: llm.base_url.clone(),
             api_key: llm.api_key.as_ref().map(|k| k.expose().to_owned()),
             default_model: llm.model.clone(),
@@ -129,6 +130,7 @@ impl Settings {
             events: shared.events.clone(),
             placement: shared.placement.clone(),
             media: shared.bell.clone(),
+            media_store: media.clone(),
         }
     }
 

@@ -157,6 +157,9 @@ pub struct LlmSettings {
     pub retry_backoff_ms: u64,
     /// Most model calls with tool use in one turn.
     pub max_tool_rounds: u32,
+    /// `PARLEY_LLM_TRANSCRIPTION_MODEL`: the model that transcribes voice notes and audio
+    /// (`{url}/audio/transcriptions`), for assistants with `settings.transcribe`.
+    pub transcription_model: String,
 }
 
 impl Default for LlmSettings {
@@ -169,6 +172,7 @@ impl Default for LlmSettings {
             max_retries: 2,
             retry_backoff_ms: 500,
             max_tool_rounds: 8,
+            transcription_model: "whisper-1".to_owned(),
         }
     }
 }

@@ -21,4 +21,4 @@ pub mod process;
 
 pub use graph::{FakeGraph, SentMessage};
 pub use mcp::{FakeMcp, McpFlavour, McpRequest, ToolBehaviour};
-pub use model::{FakeModel, FakeToolCall, Reply, StreamTimes};
+pub use model::{FakeModel, FakeToolCall, Reply, StreamTimes, Transcription};

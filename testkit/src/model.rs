@@ -2,7 +2,11 @@
 //! chunks, tool-call fragments, a usage chunk, `[DONE]`) or not.
 //!
 //! Replies come from a script, one per request, in order; with an empty script the model
-//! answers `You said: <the last user message>`, which makes every turn checkable.
+//! answers `You said: <the last user message>`, which makes every turn checkable (images the
+//! message carries are described after its text: `[image: image/png, 300000 bytes]`).
+//!
+//! And `POST {base}/audio/transcriptions` (multipart `file` and `model`): answers the
+//! transcript set with [`FakeModel::set_transcript`], or one naming what it was given.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -65,6 +69,23 @@ struct Script {
     between_tokens: Duration,
     /// When the last streamed text reply's first and last tokens were handed to the response.
     last_stream: Option<StreamTimes>,
+    /// What every transcription answers (`None`: a description of the audio).
+    transcript: Option<String>,
+    /// Transcriptions asked for.
+    transcriptions: Vec<Transcription>,
+}
+
+/// A transcription the fake was asked for.
+#[derive(Clone, Debug)]
+pub struct Transcription {
+    /// The `model` field.
+    pub model: String,
+    /// The file's name.
+    pub file_name: String,
+    /// The file's type.
+    pub mime_type: String,
+    /// The file's size.
+    pub bytes: usize,
 }
 
 /// When the fake received a streamed text request and handed its first and last content
@@ -112,6 +133,7 @@ impl FakeModel {
         let app = Router::new()
             .route("/v1/chat/completions", post(chat_completions))
             .route("/chat/completions", post(chat_completions))
+            .route("/v1/audio/transcriptions", post(transcriptions))
             .with_state(shared.clone());
         #[allow(clippy::expect_used)]
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -171,6 +193,16 @@ impl FakeModel {
     /// before the stream's end is sent, so a client that has read the end finds its own.
     pub fn last_stream(&self) -> Option<StreamTimes> {
         self.shared.lock().last_stream
+    }
+
+    /// Answers every transcription with `text`.
+    pub fn set_transcript(&self, text: &str) {
+        self.shared.lock().transcript = Some(text.to_owned());
+    }
+
+    /// Every transcription asked for, in order.
+    pub fn transcriptions(&self) -> Vec<Transcription> {
+        self.shared.lock().transcriptions.clone()
     }
 
     /// The last request body received.
@@ -367,9 +399,74 @@ fn echo(request: &Value) -> String {
     let last_user = request["messages"]
         .as_array()
         .and_then(|messages| messages.iter().rev().find(|m| m["role"] == "user"))
-        .and_then(|m| m["content"].as_str())
+        .map(|m| said(&m["content"]))
         .unwrap_or_default();
     format!("You said: {last_user}")
+}
+
+/// What a message's content says: its text, or its parts' texts and a line for each image.
+fn said(content: &Value) -> String {
+    let Some(parts) = content.as_array() else {
+        return content.as_str().unwrap_or_default().to_owned();
+    };
+    let said: Vec<String> = parts
+        .iter()
+        .map(|part| match part["type"].as_str() {
+            Some("image_url") => describe_image(part["image_url"]["url"].as_str().unwrap_or("")),
+            _ => part["text"].as_str().unwrap_or_default().to_owned(),
+        })
+        .collect();
+    said.join(" ")
+}
+
+/// `[image: <type>, <n> bytes]` of a `data:` URL, `[image: <url>]` of any other.
+fn describe_image(url: &str) -> String {
+    use base64::Engine;
+    let Some((head, data)) = url.strip_prefix("data:").and_then(|u| u.split_once(',')) else {
+        return format!("[image: {url}]");
+    };
+    let mime = head.trim_end_matches(";base64");
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(data)
+        .map_or(0, |b| b.len());
+    format!("[image: {mime}, {bytes} bytes]")
+}
+
+async fn transcriptions(
+    State(shared): State<Arc<Shared>>,
+    mut form: axum::extract::Multipart,
+) -> Response {
+    let (mut model, mut file) = (String::new(), None);
+    while let Ok(Some(field)) = form.next_field().await {
+        match field.name() {
+            Some("model") => model = field.text().await.unwrap_or_default(),
+            Some("file") => {
+                let name = field.file_name().unwrap_or_default().to_owned();
+                let mime = field.content_type().unwrap_or_default().to_owned();
+                let bytes = field.bytes().await.map_or(0, |b| b.len());
+                file = Some((name, mime, bytes));
+            }
+            _ => {}
+        }
+    }
+    let Some((file_name, mime_type, bytes)) = file else {
+        return error(StatusCode::BAD_REQUEST, "no file");
+    };
+    if model.is_empty() {
+        return error(StatusCode::BAD_REQUEST, "no model");
+    }
+    let mut script = shared.lock();
+    let text = script
+        .transcript
+        .clone()
+        .unwrap_or_else(|| format!("(a {mime_type} recording of {bytes} bytes)"));
+    script.transcriptions.push(Transcription {
+        model,
+        file_name,
+        mime_type,
+        bytes,
+    });
+    axum::Json(json!({"text": text})).into_response()
 }
 
 fn count_prompt_tokens(request: &Value) -> u64 {

@@ -466,3 +466,152 @@ async fn files_past_the_retention_are_deleted_and_say_so() {
     let id = file["id"].as_str().expect("id");
     expect_error(app.get(&format!("/media/{id}")).await, 409, "media_failed").await;
 }
+
+/// A live channel whose worker's assistant has `settings`.
+async fn channel_with(app: &TestApp, settings: Value) -> String {
+    let channel = app
+        .created(
+            "/channels/waba",
+            json!({"name": "Main line", "accessToken": crate::helpers::TOKEN,
+                   "phoneNumberId": NUMBER, "businessId": "waba-1"}),
+        )
+        .await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let worker = app.worker("Support").await;
+    app.created(
+        &format!("/workers/{worker}/assistants"),
+        json!({"name": "Ana", "instructions": "Be helpful.", "settings": settings}),
+    )
+    .await;
+    let synced = app
+        .send_json(
+            Method::POST,
+            &format!("/channels/{channel}/worker/{worker}"),
+            &json!({}),
+        )
+        .await;
+    expect_status(synced, 200).await;
+    channel
+}
+
+#[tokio::test]
+async fn with_vision_the_model_sees_the_picture_itself() {
+    let app = spawn_app().await;
+    let channel = channel_with(&app, json!({"vision": true})).await;
+    let bytes = picture(2_000);
+    let sha256 = app.graph.add_media("media-see", bytes.clone(), "image/png");
+    let image = json!({"from": SHEENA, "id": "wamid.V9", "type": "image",
+                       "image": {"id": "media-see", "mime_type": "image/png", "sha256": sha256, "caption": "what is this?"}});
+    app.webhook(
+        Some(&channel),
+        &messages_payload(NUMBER, SHEENA, "Sheena", image),
+    )
+    .await;
+    let sent = app.wait_for_sends(1).await;
+    // The fake model describes the image it was given, after the caption.
+    assert_eq!(
+        sent[0].text(),
+        Some("You said: [image] what is this? [image: image/png, 2000 bytes]")
+    );
+    let request = app.model.last_request().expect("a model request");
+    let last = request["messages"]
+        .as_array()
+        .expect("messages")
+        .last()
+        .cloned()
+        .expect("last");
+    let url = last["content"][1]["image_url"]["url"]
+        .as_str()
+        .expect("an image part");
+    use base64::Engine;
+    let sent_bytes = base64::engine::general_purpose::STANDARD
+        .decode(
+            url.strip_prefix("data:image/png;base64,")
+                .expect("a data URL"),
+        )
+        .expect("base64");
+    assert_eq!(sent_bytes, bytes);
+}
+
+#[tokio::test]
+async fn with_transcription_the_model_reads_what_a_voice_note_says_and_the_history_keeps_it() {
+    let app = spawn_app().await;
+    let channel = channel_with(&app, json!({"transcribe": true})).await;
+    app.model
+        .set_transcript("I would like a table for two tonight");
+    let sha256 = app
+        .graph
+        .add_media("media-hear", picture(6_000), "audio/ogg; codecs=opus");
+    let voice = json!({"from": SHEENA, "id": "wamid.V10", "type": "audio",
+                       "audio": {"id": "media-hear", "mime_type": "audio/ogg; codecs=opus", "sha256": sha256, "voice": true}});
+    app.webhook(
+        Some(&channel),
+        &messages_payload(NUMBER, SHEENA, "Sheena", voice),
+    )
+    .await;
+    let sent = app.wait_for_sends(1).await;
+    assert_eq!(
+        sent[0].text(),
+        Some("You said: [voice note] I would like a table for two tonight")
+    );
+    let heard = app.model.transcriptions();
+    assert_eq!(heard.len(), 1);
+    assert_eq!(heard[0].model, "whisper-1");
+    assert_eq!(heard[0].bytes, 6_000);
+    assert_eq!(heard[0].file_name, "audio.ogg");
+    // The history shows the words, and the attachment keeps them.
+    let messages = app
+        .wait_for_messages(SHEENA_PATH, |all| all.len() >= 2)
+        .await;
+    assert_eq!(
+        messages[0]["content"],
+        "[voice note] I would like a table for two tonight"
+    );
+    assert_eq!(
+        messages[0]["attachments"][0]["transcript"],
+        "I would like a table for two tonight"
+    );
+    // The next turn's history reads the words too.
+    let text =
+        json!({"from": SHEENA, "id": "wamid.V11", "type": "text", "text": {"body": "at 8?"}});
+    app.webhook(
+        Some(&channel),
+        &messages_payload(NUMBER, SHEENA, "Sheena", text),
+    )
+    .await;
+    app.wait_for_sends(2).await;
+    let request = app.model.last_request().expect("request");
+    let history: Vec<&str> = request["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    assert!(
+        history.contains(&"[voice note] I would like a table for two tonight"),
+        "{history:?}"
+    );
+}
+
+#[tokio::test]
+async fn without_vision_or_transcription_the_model_reads_a_description_and_nothing_is_transcribed()
+{
+    let app = spawn_app().await;
+    let channel = app.live_channel(NUMBER).await;
+    let sha256 = app
+        .graph
+        .add_media("media-plain", picture(1_000), "audio/ogg");
+    let voice = json!({"from": SHEENA, "id": "wamid.V12", "type": "audio",
+                       "audio": {"id": "media-plain", "mime_type": "audio/ogg", "sha256": sha256, "voice": true}});
+    app.webhook(
+        Some(&channel),
+        &messages_payload(NUMBER, SHEENA, "Sheena", voice),
+    )
+    .await;
+    let sent = app.wait_for_sends(1).await;
+    assert_eq!(sent[0].text(), Some("You said: [voice note]"));
+    assert_eq!(settled_attachment(&app).await["status"], "stored");
+    assert!(app.model.transcriptions().is_empty());
+}

@@ -71,4 +71,6 @@ pub struct ConversationDeps {
     pub placement: crate::cluster::Placement,
     /// Rung when a person's message with files is stored, so that they are fetched now.
     pub media: crate::media::MediaBell,
+    /// Where the person's files are kept, for the model to see or hear them.
+    pub media_store: crate::media::MediaStore,
 }

@@ -6,6 +6,7 @@ pub(super) mod place;
 mod reply;
 mod tool_round;
 mod toolbox;
+mod understand;
 
 use litemap::Entry;
 use parley_persistence::conversations::{self};
@@ -19,6 +20,7 @@ use self::place::{Found, Place, find_thread, remember_stored, store_inbound};
 use self::reply::ReplyPlan;
 use self::tool_round::{Ran, ToolRound};
 use self::toolbox::Toolbox;
+use self::understand::Understood;
 use super::context::Context;
 use super::history::{KeptHistory, last_turns};
 use super::route::Routed;
@@ -55,7 +57,31 @@ pub(crate) async fn run(
     if found.conversation.mode == ConversationMode::Human {
         return hold(deps, context, routed, &found, batch).await;
     }
-    let messages = prompt(deps, &mut *context, stages, routed, &found, batch).await?;
+    // Files the model should see or hear: the person's messages are stored first, and the
+    // turn waits for their files.
+    let early = if understand::wanted(&routed.settings, batch) {
+        let (ids, mut stored_now) = store_inbound(deps, &found, batch).await?;
+        let understood = understand::understand(deps, &routed.settings, &ids, &stored_now).await;
+        for stored in &mut stored_now {
+            if let Some(said) = understood.said.get(&stored.id) {
+                stored.content.clone_from(said);
+            }
+        }
+        Some(((ids, stored_now), understood))
+    } else {
+        None
+    };
+    let understood = early.as_ref().map(|(_, understood)| understood);
+    let messages = prompt(
+        deps,
+        &mut *context,
+        stages,
+        routed,
+        &found,
+        batch,
+        understood,
+    )
+    .await?;
     let context_of_call = CallContext {
         workspace_id: context.identity.workspace_id,
         assistant_id: Some(routed.assistant.id),
@@ -84,6 +110,9 @@ pub(crate) async fn run(
     let (sent, request_gone) = RequestSent::channel();
     let (stored, first) = tokio::join!(
         async {
+            if let Some((stored, _)) = early {
+                return Ok(stored);
+            }
             let _ = request_gone.await;
             if !streams.is_empty() {
                 tokio::time::sleep(STREAMED_STORE_AFTER).await;
@@ -288,15 +317,19 @@ async fn prompt(
     routed: &Routed,
     found: &Found,
     batch: &[TurnRequest],
+    understood: Option<&Understood>,
 ) -> Result<Vec<ChatMessage>, TurnError> {
     let turns = routed.settings.history_turns();
     let kept = kept_history(deps, context, routed.channel.id, found).await?;
-    // The batch's messages are stored after this (or, resumed, may be kept already).
+    // The batch's messages are stored after this (or, resumed, may be kept already; or,
+    // with files to understand, were stored before it).
     let resumed = found.resumed.as_ref().map(|m| m.id);
+    let this_turn =
+        |id: Uuid| Some(id) == resumed || understood.is_some_and(|u| u.stored.contains(&id));
     let earlier: Vec<_> = kept
         .messages()
         .iter()
-        .filter(|m| Some(m.id) != resumed)
+        .filter(|m| !this_turn(m.id))
         .cloned()
         .collect();
     // What the next turn needs: this turn's messages and the turns before them.
@@ -317,10 +350,19 @@ async fn prompt(
     let text: Vec<&str> = batch
         .iter()
         .filter(|r| r.follow_up().is_none())
-        .map(|r| r.text.as_str())
+        .enumerate()
+        .map(|(i, r)| {
+            understood
+                .and_then(|u| u.said_by(i))
+                .unwrap_or(r.text.as_str())
+        })
         .collect();
     if !text.is_empty() {
-        messages.push(ChatMessage::user(text.join("\n")));
+        let mut said = ChatMessage::user(text.join("\n"));
+        if let Some(understood) = understood {
+            said.images.clone_from(&understood.images);
+        }
+        messages.push(said);
     }
     for instructions in batch.iter().filter_map(TurnRequest::follow_up) {
         messages.push(ChatMessage::system(format!(

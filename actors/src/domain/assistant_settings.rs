@@ -28,6 +28,12 @@ pub struct AssistantSettings {
     /// A conversation handed to a person returns to the assistant after this many minutes
     /// without a person acting in it (1 to 43200, 30 days).
     pub handoff_timeout_minutes: u32,
+    /// Whether pictures the person sends go to the model as images (the model must take
+    /// them); otherwise it reads a one-line description.
+    pub vision: bool,
+    /// Whether voice notes and audio are transcribed (`/audio/transcriptions`) and the model
+    /// reads the words; otherwise it reads a one-line description.
+    pub transcribe: bool,
 }
 
 impl Default for AssistantSettings {
@@ -41,6 +47,8 @@ impl Default for AssistantSettings {
             fallback_message: None,
             handoff: false,
             handoff_timeout_minutes: 720,
+            vision: false,
+            transcribe: false,
         }
     }
 }
@@ -148,6 +156,8 @@ mod tests {
             fallback_message: Some(String::new()),
             handoff: true,
             handoff_timeout_minutes: 0,
+            vision: true,
+            transcribe: true,
         };
         let fields: Vec<_> = settings.problems().iter().map(|p| p.field).collect();
         assert_eq!(

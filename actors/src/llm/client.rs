@@ -29,6 +29,8 @@ pub struct LlmConfig {
     pub default_model: Option<String>,
     /// Longest wait for an answer (non-streaming) or for the next chunk (streaming).
     pub timeout: Duration,
+    /// The model that transcribes audio (`POST {base_url}/audio/transcriptions`).
+    pub transcription_model: String,
     /// Further attempts after a retryable failure.
     pub max_retries: u32,
     /// First retry delay; doubles per attempt.
@@ -38,8 +40,8 @@ pub struct LlmConfig {
 /// Chat Completions client; cheap to clone.
 #[derive(Clone, Debug)]
 pub struct LlmClient {
-    http: reqwest::Client,
-    config: Arc<LlmConfig>,
+    pub(super) http: reqwest::Client,
+    pub(super) config: Arc<LlmConfig>,
 }
 
 /// Where a streaming call's content fragments go as they arrive. The turn's listeners are one;
@@ -205,7 +207,7 @@ impl LlmClient {
         tokio::time::sleep(delay).await;
     }
 
-    fn timeout_error(&self) -> LlmError {
+    pub(super) fn timeout_error(&self) -> LlmError {
         LlmError::Timeout(u64::try_from(self.config.timeout.as_millis()).unwrap_or(u64::MAX))
     }
 
@@ -263,7 +265,10 @@ impl LlmClient {
         Ok(builder)
     }
 
-    async fn send(&self, builder: reqwest::RequestBuilder) -> Result<reqwest::Response, LlmError> {
+    pub(super) async fn send(
+        &self,
+        builder: reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, LlmError> {
         let response = tokio::time::timeout(self.config.timeout, builder.send())
             .await
             .map_err(|_| self.timeout_error())?
@@ -361,6 +366,7 @@ mod tests {
 
     fn client(model: &FakeModel, timeout_ms: u64) -> LlmClient {
         LlmClient::new(LlmConfig {
+            transcription_model: "whisper-1".to_owned(),
             base_url: Some(model.base_url()),
             api_key: Some("sk-test".to_owned()),
             default_model: Some("fake-1".to_owned()),
@@ -517,6 +523,7 @@ mod tests {
     /// A client of a model at `address` that tries each call once.
     fn client_without_retries(address: std::net::SocketAddr) -> LlmClient {
         LlmClient::new(LlmConfig {
+            transcription_model: "whisper-1".to_owned(),
             base_url: Some(format!("http://{address}")),
             api_key: None,
             default_model: None,
@@ -594,6 +601,7 @@ mod tests {
     #[tokio::test]
     async fn without_a_base_url_every_call_says_so() {
         let client = LlmClient::new(LlmConfig {
+            transcription_model: "whisper-1".to_owned(),
             base_url: None,
             api_key: None,
             default_model: None,

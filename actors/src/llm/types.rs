@@ -3,8 +3,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// One message of the conversation sent to the model.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// One message of the conversation sent to the model. With `images`, its content goes as
+/// parts: the text, then each image (`{"type":"image_url","image_url":{"url":…}}`).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
 pub struct ChatMessage {
     /// `system`, `user`, `assistant` or `tool`.
     pub role: String,
@@ -17,6 +18,40 @@ pub struct ChatMessage {
     /// For a tool result, the call it answers.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
+    /// Images the person sent with it, as URLs (`data:` URLs of the kept files).
+    #[serde(skip)]
+    pub images: Vec<String>,
+}
+
+impl Serialize for ChatMessage {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("role", &self.role)?;
+        if self.images.is_empty() {
+            if let Some(content) = &self.content {
+                map.serialize_entry("content", content)?;
+            }
+        } else {
+            let text = self
+                .content
+                .iter()
+                .map(|text| serde_json::json!({"type": "text", "text": text}));
+            let images = self
+                .images
+                .iter()
+                .map(|url| serde_json::json!({"type": "image_url", "image_url": {"url": url}}));
+            let parts: Vec<Value> = text.chain(images).collect();
+            map.serialize_entry("content", &parts)?;
+        }
+        if !self.tool_calls.is_empty() {
+            map.serialize_entry("tool_calls", &self.tool_calls)?;
+        }
+        if let Some(id) = &self.tool_call_id {
+            map.serialize_entry("tool_call_id", id)?;
+        }
+        map.end()
+    }
 }
 
 impl ChatMessage {
@@ -27,6 +62,7 @@ impl ChatMessage {
             content: Some(content.into()),
             tool_calls: Vec::new(),
             tool_call_id: None,
+            images: Vec::new(),
         }
     }
 
@@ -52,6 +88,7 @@ impl ChatMessage {
             content,
             tool_calls: calls,
             tool_call_id: None,
+            images: Vec::new(),
         }
     }
 
@@ -62,6 +99,7 @@ impl ChatMessage {
             content: Some(content.into()),
             tool_calls: Vec::new(),
             tool_call_id: Some(call_id.to_owned()),
+            images: Vec::new(),
         }
     }
 }
