@@ -32,6 +32,7 @@ mod middleware;
 pub(crate) mod openapi;
 mod pagination;
 mod peer;
+mod response;
 mod sandbox;
 mod scheduled_tasks;
 mod send;

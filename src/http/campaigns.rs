@@ -94,33 +94,8 @@ async fn check_template(
             ),
         ));
     }
-    let found = if wanted.language_given {
-        named
-            .iter()
-            .find(|t| t["language"] == fields.template_language.as_str())
-            .ok_or_else(|| {
-                ApiError::invalid_field(
-                    ["templateLanguage"],
-                    format!(
-                        "the template {} has no {} version",
-                        fields.template_name, fields.template_language
-                    ),
-                )
-            })?
-    } else {
-        match named.as_slice() {
-            [only] => {
-                fields.template_language = only["language"].as_str().unwrap_or_default().to_owned();
-                only
-            }
-            _ => {
-                return Err(ApiError::invalid_field(
-                    ["templateLanguage"],
-                    "is required: the template exists in several languages",
-                ));
-            }
-        }
-    };
+    let found = in_language(&named, wanted)?;
+    let fields = &wanted.fields;
     // Only an approved template can be sent (a template under review, rejected, paused or
     // disabled at Meta would fail every recipient).
     let status = found["status"].as_str().unwrap_or("UNKNOWN");
@@ -133,6 +108,44 @@ async fn check_template(
             ),
         ));
     }
+    parameters_fill(found, wanted)
+}
+
+/// The version of the template in the campaign's language; without one given, the only
+/// version there is (its language becomes the campaign's).
+fn in_language<'t>(named: &[&'t Value], wanted: &mut Wanted) -> Result<&'t Value> {
+    let fields = &mut wanted.fields;
+    if wanted.language_given {
+        return named
+            .iter()
+            .copied()
+            .find(|t| t["language"] == fields.template_language.as_str())
+            .ok_or_else(|| {
+                ApiError::invalid_field(
+                    ["templateLanguage"],
+                    format!(
+                        "the template {} has no {} version",
+                        fields.template_name, fields.template_language
+                    ),
+                )
+            });
+    }
+    match named {
+        [only] => {
+            fields.template_language = only["language"].as_str().unwrap_or_default().to_owned();
+            Ok(only)
+        }
+        _ => Err(ApiError::invalid_field(
+            ["templateLanguage"],
+            "is required: the template exists in several languages",
+        )),
+    }
+}
+
+/// Every parameter the campaign fills is one of the template's, and every placeholder of the
+/// template gets a value (its expression, or the template's example value).
+fn parameters_fill(found: &Value, wanted: &Wanted) -> Result<()> {
+    let fields = &wanted.fields;
     let needed = params::needed(found);
     let known: Vec<String> = needed.iter().map(|n| n.name.clone()).collect();
     let mut problems = Problems::default();
@@ -147,7 +160,6 @@ async fn check_template(
             );
         }
     }
-    // Every placeholder gets a value: its expression, or the template's example value.
     let per_person = fields.params_strategy == ParamsStrategy::UseContactAssociation;
     for parameter in &needed {
         let expressed = per_person && wanted.expressions.contains(&parameter.name);

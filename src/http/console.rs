@@ -68,10 +68,13 @@ const POLICY: &str = "default-src 'self'; script-src 'self'; style-src 'self'; i
 
 async fn guarded(mut response: Response) -> Response {
     let headers = response.headers_mut();
-    headers.insert(
-        HeaderName::from_static("content-security-policy"),
-        HeaderValue::from_static(POLICY),
-    );
+    // A file a person sent keeps its own, stricter policy.
+    if !headers.contains_key("content-security-policy") {
+        headers.insert(
+            HeaderName::from_static("content-security-policy"),
+            HeaderValue::from_static(POLICY),
+        );
+    }
     headers.insert(
         HeaderName::from_static("x-content-type-options"),
         HeaderValue::from_static("nosniff"),

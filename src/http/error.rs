@@ -2,6 +2,7 @@
 //! How each domain error of the actors becomes one is in `domain`.
 
 mod domain;
+mod named;
 
 use axum::Json;
 use axum::http::StatusCode;
@@ -204,66 +205,6 @@ impl ApiError {
         Self::Conflict("A resource with the same unique value already exists".to_owned())
     }
 
-    /// 409 `conversation_in_human_mode`: a person has the conversation; the assistant does not
-    /// answer until it is resumed.
-    pub(crate) fn in_human_mode() -> Self {
-        Self::ConflictCode {
-            code: "conversation_in_human_mode",
-            message: "A person has taken this conversation over; the assistant does not answer \
-                      it until it is resumed (POST /conversation/{identity_id}/resume/{channel_id})"
-                .to_owned(),
-        }
-    }
-
-    /// 503 `not_owner`: on a cluster, this node does not own `what` (its partition moved);
-    /// the forwarding node reads the leases again and retries once.
-    pub(crate) fn not_owner(what: &str) -> Self {
-        Self::Unavailable {
-            code: parley_actors::cluster::NOT_OWNER,
-            message: format!(
-                "This node does not own the {what} any more; ask again and its owner answers"
-            ),
-        }
-    }
-
-    /// 409 `outside_service_window`: free text outside WhatsApp's 24-hour window.
-    pub(crate) fn outside_service_window() -> Self {
-        Self::ConflictCode {
-            code: "outside_service_window",
-            message: "The person has not written on this channel in the last 24 hours: WhatsApp \
-                      takes only an approved template now (POST /channels/{channel_id}/waba/send)"
-                .to_owned(),
-        }
-    }
-
-    /// 504: the language model did not answer in time.
-    pub(crate) fn model_timed_out() -> Self {
-        Self::UpstreamTimeout(
-            "The language model did not answer in time; the message is kept".to_owned(),
-        )
-    }
-
-    /// 502: the language model failed after its retries.
-    pub(crate) fn model_failed() -> Self {
-        Self::UpstreamFailed("The language model failed to answer; the message is kept".to_owned())
-    }
-
-    /// 504: Meta did not answer a send in time (the send goes on).
-    pub(crate) fn send_timed_out() -> Self {
-        Self::UpstreamTimeout(
-            "Meta did not answer in time; the send goes on and its outcome is recorded on the \
-             message"
-                .to_owned(),
-        )
-    }
-
-    /// 502: Meta could not be asked about a channel's credentials.
-    pub(crate) fn credentials_unverified() -> Self {
-        Self::UpstreamFailed(
-            "Meta could not be reached to verify the channel's credentials".to_owned(),
-        )
-    }
-
     /// 503 `not_ready`: a part of the service is (re)starting.
     pub(crate) fn not_ready(message: impl Into<String>) -> Self {
         Self::Unavailable {
@@ -429,26 +370,5 @@ impl IntoResponse for ApiError {
                 .insert(InternalErrorReport(format!("{cause:#}")));
         }
         response
-    }
-}
-
-impl From<PersistenceError> for ApiError {
-    fn from(err: PersistenceError) -> Self {
-        match err {
-            PersistenceError::Conflict(_) => Self::taken(),
-            // A concurrent delete won the race: what this request refers to is gone.
-            PersistenceError::Vanished(_) => Self::NotFound("A resource this request refers to"),
-            PersistenceError::Unavailable(db) => {
-                // The cause stays in the log; the caller hears that it may try again.
-                tracing::warn!(error = %db, "the database is unavailable");
-                Self::Unavailable {
-                    code: "storage_unavailable",
-                    message: "The database cannot be reached or written right now; try again \
-                              shortly"
-                        .to_owned(),
-                }
-            }
-            PersistenceError::Database(db) => Self::Internal(anyhow::Error::new(db)),
-        }
     }
 }

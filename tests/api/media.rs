@@ -615,3 +615,91 @@ async fn without_vision_or_transcription_the_model_reads_a_description_and_nothi
     assert_eq!(settled_attachment(&app).await["status"], "stored");
     assert!(app.model.transcriptions().is_empty());
 }
+
+#[tokio::test]
+async fn the_console_shows_a_picture_plays_a_voice_note_and_links_a_document() {
+    let app = spawn_app().await;
+    let channel = app.live_channel(NUMBER).await;
+    let sent = [
+        ("media-c-img", "image", "image/jpeg", json!({})),
+        (
+            "media-c-voice",
+            "audio",
+            "audio/ogg",
+            json!({"voice": true}),
+        ),
+        (
+            "media-c-doc",
+            "document",
+            "application/pdf",
+            json!({"filename": "invoice.pdf"}),
+        ),
+    ];
+    for (n, (id, kind, mime, extra)) in sent.iter().enumerate() {
+        let sha256 = app.graph.add_media(id, picture(1_000 + n), mime);
+        let mut file = json!({"id": id, "mime_type": mime, "sha256": sha256});
+        if let (Some(file), Some(extra)) = (file.as_object_mut(), extra.as_object()) {
+            file.extend(extra.clone());
+        }
+        let message =
+            json!({"from": SHEENA, "id": format!("wamid.C{n}"), "type": kind, (*kind): file});
+        app.webhook(
+            Some(&channel),
+            &messages_payload(NUMBER, SHEENA, "Sheena", message),
+        )
+        .await;
+    }
+    let messages = app
+        .wait_for_messages(SHEENA_PATH, |all| {
+            all.iter()
+                .flat_map(|m| m["attachments"].as_array().cloned().unwrap_or_default())
+                .filter(|f| f["status"] == "stored")
+                .count()
+                == 3
+        })
+        .await;
+    let files: Vec<Value> = messages
+        .iter()
+        .flat_map(|m| m["attachments"].as_array().cloned().unwrap_or_default())
+        .collect();
+    let id_of = |kind: &str| {
+        files
+            .iter()
+            .find(|f| f["kind"] == kind)
+            .and_then(|f| f["id"].as_str())
+            .expect("file")
+            .to_owned()
+    };
+    let (image, voice, document) = (id_of("image"), id_of("audio"), id_of("document"));
+    let conversation = messages[0]["conversation_id"]
+        .as_str()
+        .expect("conversation");
+
+    let mut tab = crate::console::Tab::new(&app);
+    tab.sign_in(&app.owner.api_key).await;
+    let page = tab
+        .get(&format!("/console/conversations/{conversation}"))
+        .await;
+    for shown in [
+        format!(r#"<img src="/console/media/{image}""#),
+        format!(r#"<audio controls preload="none" src="/console/media/{voice}">"#),
+        format!(r#"href="/console/media/{document}" download="invoice.pdf">invoice.pdf</a>"#),
+    ] {
+        assert!(page.body.contains(&shown), "{shown} in {}", page.body);
+    }
+    let picture_read = tab.get(&format!("/console/media/{image}")).await;
+    assert_eq!(picture_read.status, 200);
+    let pdf = tab.get(&format!("/console/media/{document}")).await;
+    assert_eq!(pdf.status, 200);
+
+    // Without a session, or from another workspace, nothing is served.
+    let mut stranger = crate::console::Tab::new(&app);
+    let refused = stranger.get(&format!("/console/media/{image}")).await;
+    assert_ne!(refused.status, 200);
+    let other = app
+        .bootstrap_another("Other Inc", "Other", "owner@other.test")
+        .await;
+    stranger.sign_in(&other.api_key).await;
+    let foreign = stranger.get(&format!("/console/media/{image}")).await;
+    assert_eq!(foreign.status, 404);
+}

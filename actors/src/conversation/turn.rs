@@ -3,26 +3,23 @@
 //! built-in tools in a bounded loop, store and answer the reply.
 
 pub(super) mod place;
+mod prompt;
 mod reply;
 mod tool_round;
 mod toolbox;
 mod understand;
 
-use litemap::Entry;
-use parley_persistence::conversations::{self};
 use parley_persistence::entities::{conversation, stage};
 use parley_persistence::{ConversationMode, clock};
 use tokio::sync::mpsc;
 use tracing::Instrument;
-use uuid::Uuid;
 
 use self::place::{Found, Place, find_thread, remember_stored, store_inbound};
+use self::prompt::prompt;
 use self::reply::ReplyPlan;
 use self::tool_round::{Ran, ToolRound};
 use self::toolbox::Toolbox;
-use self::understand::Understood;
 use super::context::Context;
-use super::history::{KeptHistory, last_turns};
 use super::route::Routed;
 use super::{ConversationDeps, ToolCallRecord, TurnError, TurnEvent, TurnOutcome, TurnRequest};
 use crate::llm::{
@@ -30,9 +27,6 @@ use crate::llm::{
 };
 use crate::mcp::CallContext;
 use crate::outbound::Parcel;
-
-/// Stored messages read back to build history; far more than any `history_turns` needs.
-const HISTORY_WINDOW: u64 = 400;
 
 /// How long after a streamed turn's request has gone to the model the person's messages are
 /// stored. The request's trip to the model is the first token's; a commit started at once
@@ -57,20 +51,7 @@ pub(crate) async fn run(
     if found.conversation.mode == ConversationMode::Human {
         return hold(deps, context, routed, &found, batch).await;
     }
-    // Files the model should see or hear: the person's messages are stored first, and the
-    // turn waits for their files.
-    let early = if understand::wanted(&routed.settings, batch) {
-        let (ids, mut stored_now) = store_inbound(deps, &found, batch).await?;
-        let understood = understand::understand(deps, &routed.settings, &ids, &stored_now).await;
-        for stored in &mut stored_now {
-            if let Some(said) = understood.said.get(&stored.id) {
-                stored.content.clone_from(said);
-            }
-        }
-        Some(((ids, stored_now), understood))
-    } else {
-        None
-    };
+    let early = understand::store_first(deps, routed, &found, batch).await?;
     let understood = early.as_ref().map(|(_, understood)| understood);
     let messages = prompt(
         deps,
@@ -305,104 +286,6 @@ impl Turn<'_> {
             parcel: Parcel::of(&stored),
         })
     }
-}
-
-/// The model's messages: rendered instructions, the last whole turns, the new text. Built
-/// before the batch's messages are stored.
-#[tracing::instrument(name = "prompt", level = "debug", skip_all)]
-async fn prompt(
-    deps: &ConversationDeps,
-    context: &mut Context,
-    stages: &[stage::Model],
-    routed: &Routed,
-    found: &Found,
-    batch: &[TurnRequest],
-    understood: Option<&Understood>,
-) -> Result<Vec<ChatMessage>, TurnError> {
-    let turns = routed.settings.history_turns();
-    let kept = kept_history(deps, context, routed.channel.id, found).await?;
-    // The batch's messages are stored after this (or, resumed, may be kept already; or,
-    // with files to understand, were stored before it).
-    let resumed = found.resumed.as_ref().map(|m| m.id);
-    let this_turn =
-        |id: Uuid| Some(id) == resumed || understood.is_some_and(|u| u.stored.contains(&id));
-    let earlier: Vec<_> = kept
-        .messages()
-        .iter()
-        .filter(|m| !this_turn(m.id))
-        .cloned()
-        .collect();
-    // What the next turn needs: this turn's messages and the turns before them.
-    kept.keep_last_turns(turns.saturating_add(batch.len()));
-    let mut system = routed
-        .instructions
-        .render(context.template_context(stages))
-        .map_err(TurnError::Template)?;
-    // Instructions that do not place the memory and stage themselves still get them, after.
-    if !routed.instructions.places_context()
-        && let Some(block) = context.context_block(stages)
-    {
-        system.push_str("\n\n");
-        system.push_str(&block);
-    }
-    let mut messages = vec![ChatMessage::system(system)];
-    messages.extend(last_turns(&earlier, turns));
-    let text: Vec<&str> = batch
-        .iter()
-        .filter(|r| r.follow_up().is_none())
-        .enumerate()
-        .map(|(i, r)| {
-            understood
-                .and_then(|u| u.said_by(i))
-                .unwrap_or(r.text.as_str())
-        })
-        .collect();
-    if !text.is_empty() {
-        let mut said = ChatMessage::user(text.join("\n"));
-        if let Some(understood) = understood {
-            said.images.clone_from(&understood.images);
-        }
-        messages.push(said);
-    }
-    for instructions in batch.iter().filter_map(TurnRequest::follow_up) {
-        messages.push(ChatMessage::system(format!(
-            "Write a follow-up message to the person now, without waiting for them to write. \
-             Instructions: {instructions}"
-        )));
-    }
-    Ok(messages)
-}
-
-/// The conversation's recent messages as the actor keeps them: the whole window the first
-/// time (or when the conversation changed), then only what others stored since, when they did.
-/// A conversation this turn started has no messages to read; whatever others store in it from
-/// now on is announced like any other.
-#[tracing::instrument(name = "kept_history", level = "debug", skip_all)]
-async fn kept_history<'c>(
-    deps: &ConversationDeps,
-    context: &'c mut Context,
-    channel_id: Uuid,
-    found: &Found,
-) -> Result<&'c mut KeptHistory, TurnError> {
-    let conversation_id = found.conversation.id;
-    let window = || async {
-        if found.started {
-            return Ok(Vec::new());
-        }
-        conversations::recent_messages(&deps.db, conversation_id, HISTORY_WINDOW).await
-    };
-    let kept = match context.histories.entry(channel_id) {
-        Entry::Occupied(kept) if kept.get().conversation_id == conversation_id => kept.into_mut(),
-        Entry::Occupied(mut kept) => {
-            kept.insert(KeptHistory::loaded(conversation_id, window().await?));
-            kept.into_mut()
-        }
-        Entry::Vacant(slot) => slot.insert(KeptHistory::loaded(conversation_id, window().await?)),
-    };
-    if let Some(since) = kept.refresh_from() {
-        kept.add(conversations::messages_since(&deps.db, conversation_id, since).await?);
-    }
-    Ok(kept)
 }
 
 /// Calls the model, streaming its tokens to every listener when there are listeners.

@@ -172,39 +172,16 @@ async fn judge(
     };
     let verdict = Verdict::new(prepared, recipient);
     Ok(match error {
-        OutboundError::NotSent { error, .. } => match error {
-            SendError::Refused(meta) => {
-                if meta.code == Some(STOPPED_MARKETING) {
-                    let (ws, events) = (prepared.flow.workspace_id, sender.outbox.events());
-                    let (identity_id, why) = (recipient.identity_id, "stopped_marketing");
-                    crate::people::opt_out(&sender.db, events, ws, identity_id, why).await?;
-                }
-                let outcome = if meta.kind().is_retryable() {
-                    verdict.retry_or_fail(meta.code, meta.message)
-                } else {
-                    verdict.failed(meta.code, meta.message)
-                };
-                (outcome, None)
+        OutboundError::NotSent { error, .. } => {
+            if let SendError::Refused(meta) = &error
+                && meta.code == Some(STOPPED_MARKETING)
+            {
+                let (ws, events) = (prepared.flow.workspace_id, sender.outbox.events());
+                let (identity_id, why) = (recipient.identity_id, "stopped_marketing");
+                crate::people::opt_out(&sender.db, events, ws, identity_id, why).await?;
             }
-            SendError::WindowClosed => (
-                verdict.failed(Some(OUTSIDE_WINDOW), error.to_string()),
-                None,
-            ),
-            SendError::CredentialsInvalid(message) => (
-                verdict.failed(Some(INVALID_TOKEN), message.clone()),
-                Some(Fatal(format!(
-                    "the channel's credentials are invalid (190): {message}"
-                ))),
-            ),
-            SendError::Inactive | SendError::UnknownChannel => (
-                verdict.failed(None, error.to_string()),
-                Some(Fatal(error.to_string())),
-            ),
-            SendError::Unavailable(message) => (verdict.retry_or_fail(None, message), None),
-            SendError::Storage(detail) => (verdict.wait_for_database(&detail), None),
-            SendError::NotOwner => (verdict.retry_or_fail(None, error.to_string()), None),
-            SendError::AlreadyTaken => (verdict.failed(None, error.to_string()), None),
-        },
+            judge_not_sent(&verdict, error)
+        }
         // A flow sends templates, which the window does not hold back.
         error @ OutboundError::OutsideWindow => (
             verdict.failed(Some(OUTSIDE_WINDOW), error.to_string()),
@@ -232,6 +209,38 @@ async fn judge(
             Some(Fatal(error.to_string())),
         ),
     })
+}
+
+/// What a send the channel did not make means for the recipient and the flow.
+fn judge_not_sent(verdict: &Verdict, error: SendError) -> (SendOutcome, Option<Fatal>) {
+    match error {
+        SendError::Refused(meta) => {
+            let outcome = if meta.kind().is_retryable() {
+                verdict.retry_or_fail(meta.code, meta.message)
+            } else {
+                verdict.failed(meta.code, meta.message)
+            };
+            (outcome, None)
+        }
+        SendError::WindowClosed => (
+            verdict.failed(Some(OUTSIDE_WINDOW), error.to_string()),
+            None,
+        ),
+        SendError::CredentialsInvalid(message) => (
+            verdict.failed(Some(INVALID_TOKEN), message.clone()),
+            Some(Fatal(format!(
+                "the channel's credentials are invalid (190): {message}"
+            ))),
+        ),
+        SendError::Inactive | SendError::UnknownChannel => (
+            verdict.failed(None, error.to_string()),
+            Some(Fatal(error.to_string())),
+        ),
+        SendError::Unavailable(message) => (verdict.retry_or_fail(None, message), None),
+        SendError::Storage(detail) => (verdict.wait_for_database(&detail), None),
+        SendError::NotOwner => (verdict.retry_or_fail(None, error.to_string()), None),
+        SendError::AlreadyTaken => (verdict.failed(None, error.to_string()), None),
+    }
 }
 
 /// What a recipient's record says of a send the database failed (never the database's own

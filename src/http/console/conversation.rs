@@ -11,8 +11,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use parley_actors::thread::Thread;
-use parley_persistence::entities::{conversation, message};
-use parley_persistence::{ConversationStatus, Direction, Role, clock};
+use parley_persistence::entities::conversation;
+use parley_persistence::{ConversationStatus, clock};
 use parley_persistence::{conversations, identities, inbox};
 use serde::Deserialize;
 use serde_json::Value;
@@ -23,8 +23,11 @@ use crate::http::error::ApiError;
 use crate::http::lookup::channel_of;
 use crate::http::validation::{Problems, optional_text, text_field};
 
+mod lines;
+
+use self::lines::{Line, line};
 use super::session::Console;
-use super::view::{Done, Shell, author, when};
+use super::view::{Done, Shell};
 use super::{CarriesCsrf, Failure, Plain, acting, live, named, page, page_with, see_other};
 
 /// Messages a conversation page shows (the newest).
@@ -54,19 +57,7 @@ pub(super) fn router() -> Router<AppState> {
         .route("/console/conversations/{id}/handoff", post(hand_over))
         .route("/console/conversations/{id}/resume", post(give_back))
         .route("/console/conversations/{id}/reply", post(reply))
-}
-
-/// A message as the page shows it.
-pub(super) struct Line {
-    kind: &'static str,
-    author: &'static str,
-    text: String,
-    /// Tool calls the assistant asked for (names), folded with their arguments.
-    tools: String,
-    detail: String,
-    status: &'static str,
-    error: String,
-    at: String,
+        .route("/console/media/{id}", get(media))
 }
 
 /// What the live part of the page shows: how the conversation is answered, and its messages.
@@ -179,98 +170,33 @@ async fn render(
 async fn live_part(state: &AppState, found: &conversation::Model) -> Result<Live, Failure> {
     let idle_since = clock::now() - state.settings.actors.conversation_idle();
     let messages = conversations::recent_messages(&state.db, found.id, SHOWN).await?;
+    let ids: Vec<Uuid> = messages.iter().map(|m| m.id).collect();
+    let mut files = parley_persistence::attachments::of_messages(&state.db, &ids).await?;
     Ok(Live {
         mode: found.mode.as_str(),
         open: found.status == ConversationStatus::Open && found.last_message_at > idle_since,
         reason: found.handoff_reason.clone().unwrap_or_default(),
-        lines: messages.into_iter().map(line).collect(),
+        lines: messages
+            .into_iter()
+            .map(|m| {
+                let carried = files.remove(&m.id).unwrap_or_default();
+                line(m, carried)
+            })
+            .collect(),
     })
 }
 
-fn line(m: message::Model) -> Line {
-    let kind = match m.role {
-        Role::User => "person",
-        Role::Assistant => "assistant",
-        Role::Tool => "tool",
-        Role::Operator => "operator",
-        Role::System => "system",
-    };
-    let tools = m.tool_calls.as_ref().map(tool_names).unwrap_or_default();
-    let detail = match (&m.tool_calls, m.role) {
-        (Some(calls), _) => readable_calls(calls),
-        (None, Role::Tool) => readable(&m.content),
-        _ => String::new(),
-    };
-    // What went to the person through the channel has a status worth showing; a tool call or
-    // its result never left.
-    let outbound = m.direction == Direction::Outbound
-        && matches!(m.role, Role::Assistant | Role::Operator)
-        && m.tool_calls.is_none();
-    Line {
-        kind,
-        author: author(m.role),
-        text: if m.role == Role::Tool {
-            String::new()
-        } else {
-            m.content
-        },
-        tools,
-        detail,
-        status: if outbound { m.status.as_str() } else { "" },
-        error: m
-            .error
-            .as_ref()
-            .and_then(|e| e.get("title").or_else(|| e.get("message")))
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned(),
-        at: when(m.created_at),
-    }
-}
-
-/// An assistant's tool calls as a person reads them: each tool's name, then its arguments
-/// laid out (the model writes them as a JSON string; shown as the JSON they are).
-fn readable_calls(calls: &Value) -> String {
-    calls
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|call| {
-            let name = call
-                .pointer("/function/name")
-                .and_then(Value::as_str)
-                .unwrap_or("a tool");
-            let arguments = call
-                .pointer("/function/arguments")
-                .and_then(Value::as_str)
-                .map(readable)
-                .unwrap_or_default();
-            format!("{name}\n{arguments}")
-        })
-        .collect::<Vec<_>>()
-        .join("\n\n")
-}
-
-/// `text` laid out as JSON when it is JSON, as it is otherwise.
-fn readable(text: &str) -> String {
-    serde_json::from_str::<Value>(text)
-        .ok()
-        .and_then(|value| serde_json::to_string_pretty(&value).ok())
-        .unwrap_or_else(|| text.to_owned())
-}
-
-/// The names of the tools of an assistant's `tool_calls`.
-fn tool_names(calls: &Value) -> String {
-    calls
-        .as_array()
-        .map(|calls| {
-            calls
-                .iter()
-                .filter_map(|c| c.pointer("/function/name").and_then(Value::as_str))
-                .collect::<Vec<_>>()
-                .join(", ")
-        })
-        .unwrap_or_default()
+/// A file a person sent, from the console's session: shown in place (a picture, a voice
+/// note, a video) or downloaded (a document).
+async fn media(
+    State(state): State<AppState>,
+    console: Console,
+    Path(id): Path<String>,
+    headers: axum::http::HeaderMap,
+) -> Result<Response, Failure> {
+    let id = crate::http::validation::parse_uuid(&id, "id")?;
+    let workspace_id = console.caller.workspace_id;
+    Ok(crate::http::response::serve_attachment(&state, workspace_id, id, &headers).await?)
 }
 
 #[derive(Debug, Deserialize)]

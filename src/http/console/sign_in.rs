@@ -118,30 +118,11 @@ async fn sign_in(
         ));
     }
     let hash = hash_api_key(key);
+    let peer = extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(peer)| peer.ip());
     let Some(caller) = caller_of(&state, &hash).await? else {
-        let peer = extensions
-            .get::<ConnectInfo<SocketAddr>>()
-            .map(|ConnectInfo(peer)| peer.ip());
-        let refusal = state.auth_failures.refuse_from(peer);
-        let status = refusal.status();
-        let (sentence, outcome) = if status == StatusCode::TOO_MANY_REQUESTS {
-            (
-                "Too many keys were refused from your address; wait a minute and try again.",
-                "throttled",
-            )
-        } else {
-            (
-                "That key was not accepted: it is mistyped, revoked or expired.",
-                "refused",
-            )
-        };
-        crate::metrics::console_sign_in(outcome);
-        let mut page = refused(status, sentence);
-        if let Some(wait) = refusal.retry_after_secs() {
-            page.headers_mut()
-                .insert(axum::http::header::RETRY_AFTER, wait.into());
-        }
-        return Ok(page);
+        return Ok(key_refused(&state, peer));
     };
     if !caller.permissions.contains(Permission::Read) {
         return Ok(refused(
@@ -149,9 +130,6 @@ async fn sign_in(
             "That key may not read its workspace, so the console has nothing to show it.",
         ));
     }
-    let peer = extensions
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|ConnectInfo(peer)| peer.ip());
     if let Err(wait) = state.console.admit_sign_in(peer) {
         crate::metrics::console_sign_in("throttled");
         let mut page = refused(
@@ -174,6 +152,45 @@ async fn sign_in(
             "The console holds as many sessions as it can; try again later.",
         ));
     };
+    let mut response = see_other("/console/conversations");
+    response
+        .headers_mut()
+        .insert(SET_COOKIE, session_cookie(&state, &token)?);
+    tracing::info!(
+        workspace_id = caller.workspace_id,
+        "console session started"
+    );
+    Ok(response)
+}
+
+/// A key that was not accepted: counted against the address like any failed
+/// authentication, and said so (or, past the address's limit, that it must wait).
+fn key_refused(state: &AppState, peer: Option<std::net::IpAddr>) -> Response {
+    let refusal = state.auth_failures.refuse_from(peer);
+    let status = refusal.status();
+    let (sentence, outcome) = if status == StatusCode::TOO_MANY_REQUESTS {
+        (
+            "Too many keys were refused from your address; wait a minute and try again.",
+            "throttled",
+        )
+    } else {
+        (
+            "That key was not accepted: it is mistyped, revoked or expired.",
+            "refused",
+        )
+    };
+    crate::metrics::console_sign_in(outcome);
+    let mut page = refused(status, sentence);
+    if let Some(wait) = refusal.retry_after_secs() {
+        page.headers_mut()
+            .insert(axum::http::header::RETRY_AFTER, wait.into());
+    }
+    page
+}
+
+/// The session's cookie: HttpOnly, SameSite=Strict, for the console's paths, Secure behind
+/// https, living as long as the longest session.
+fn session_cookie(state: &AppState, token: &str) -> Result<HeaderValue, ApiError> {
     let secure = state
         .settings
         .server
@@ -185,15 +202,8 @@ async fn sign_in(
         state.console.longest().as_secs(),
         if secure { "; Secure" } else { "" }
     );
-    let mut response = see_other("/console/conversations");
-    let value = HeaderValue::from_str(&cookie)
-        .map_err(|error| ApiError::Internal(anyhow::anyhow!("the session cookie: {error}")))?;
-    response.headers_mut().insert(SET_COOKIE, value);
-    tracing::info!(
-        workspace_id = caller.workspace_id,
-        "console session started"
-    );
-    Ok(response)
+    HeaderValue::from_str(&cookie)
+        .map_err(|error| ApiError::Internal(anyhow::anyhow!("the session cookie: {error}")))
 }
 
 fn refused(status: StatusCode, sentence: &str) -> Response {

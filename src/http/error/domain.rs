@@ -10,6 +10,8 @@ use parley_actors::store::StoreError;
 use parley_actors::whatsapp::{GraphError, MetaError};
 use parley_actors::{RuntimeError, TurnError};
 
+use parley_persistence::PersistenceError;
+
 use super::ApiError;
 
 impl From<RuntimeError> for ApiError {
@@ -182,6 +184,27 @@ impl From<TurnError> for ApiError {
             TurnError::Template(_) | TurnError::Storage(_) => {
                 Self::Internal(anyhow::anyhow!(error))
             }
+        }
+    }
+}
+
+impl From<PersistenceError> for ApiError {
+    fn from(err: PersistenceError) -> Self {
+        match err {
+            PersistenceError::Conflict(_) => Self::taken(),
+            // A concurrent delete won the race: what this request refers to is gone.
+            PersistenceError::Vanished(_) => Self::NotFound("A resource this request refers to"),
+            PersistenceError::Unavailable(db) => {
+                // The cause stays in the log; the caller hears that it may try again.
+                tracing::warn!(error = %db, "the database is unavailable");
+                Self::Unavailable {
+                    code: "storage_unavailable",
+                    message: "The database cannot be reached or written right now; try again \
+                              shortly"
+                        .to_owned(),
+                }
+            }
+            PersistenceError::Database(db) => Self::Internal(anyhow::Error::new(db)),
         }
     }
 }

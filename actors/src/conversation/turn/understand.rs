@@ -17,8 +17,9 @@ use parley_persistence::entities::{attachment, message};
 use parley_persistence::values::{AttachmentStatus, MediaKind};
 use uuid::Uuid;
 
-use crate::conversation::deps::ConversationDeps;
-use crate::conversation::request::TurnRequest;
+use super::place::{Found, store_inbound};
+use crate::conversation::route::Routed;
+use crate::conversation::{ConversationDeps, TurnError, TurnRequest};
 use crate::domain::AssistantSettings;
 
 /// Longest a turn waits for the files it should understand.
@@ -48,8 +49,38 @@ impl Understood {
     }
 }
 
+/// What the batch's messages stored by [`store_first`] are: the id of every one, and the rows
+/// stored now (as [`super::place::store_inbound`] answers them).
+pub(crate) type Stored = (Vec<Uuid>, Vec<message::Model>);
+
+/// When the assistant should see or hear a file of `batch`: stores the person's messages
+/// before the prompt is built and waits for their files; answers them (their contents with
+/// any transcript) and what was understood. `None` when there is nothing to understand: the
+/// messages are stored while the model reads them, as always.
+///
+/// # Errors
+/// When the messages cannot be stored.
+pub(crate) async fn store_first(
+    deps: &ConversationDeps,
+    routed: &Routed,
+    found: &Found,
+    batch: &[TurnRequest],
+) -> Result<Option<(Stored, Understood)>, TurnError> {
+    if !wanted(&routed.settings, batch) {
+        return Ok(None);
+    }
+    let (ids, mut stored_now) = store_inbound(deps, found, batch).await?;
+    let understood = understand(deps, &routed.settings, &ids, &stored_now).await;
+    for stored in &mut stored_now {
+        if let Some(said) = understood.said.get(&stored.id) {
+            stored.content.clone_from(said);
+        }
+    }
+    Ok(Some(((ids, stored_now), understood)))
+}
+
 /// Whether `settings` ask to understand any file of `batch`.
-pub(crate) fn wanted(settings: &AssistantSettings, batch: &[TurnRequest]) -> bool {
+fn wanted(settings: &AssistantSettings, batch: &[TurnRequest]) -> bool {
     batch
         .iter()
         .flat_map(|request| &request.attachments)
@@ -66,7 +97,7 @@ fn wants(settings: &AssistantSettings, kind: Option<MediaKind>) -> bool {
 
 /// Waits for the files of `stored` and reads what the settings ask of them.
 #[tracing::instrument(name = "understand", level = "debug", skip_all)]
-pub(crate) async fn understand(
+async fn understand(
     deps: &ConversationDeps,
     settings: &AssistantSettings,
     ids: &[Uuid],
