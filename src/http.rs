@@ -38,6 +38,7 @@ mod scheduled_tasks;
 mod send;
 mod stages;
 mod templates;
+mod uploads;
 mod validation;
 mod webhooks;
 mod workers;
@@ -121,7 +122,13 @@ pub fn router(state: AppState) -> Router {
         .merge(scheduled_tasks::router())
         .route_layer(acting);
     openapi::with_idempotency_key(upstream_bound.get_openapi_mut());
-    let (routes, routed) = plain.merge(upstream_bound).split_for_parts();
+    // Uploads take bodies up to the largest file WhatsApp sends, and wait on Meta under their
+    // own limit.
+    let largest = state.settings.media.settings().limits.largest();
+    let (routes, routed) = plain
+        .merge(upstream_bound)
+        .merge(uploads::router(largest))
+        .split_for_parts();
     let routes = routes
         .merge(openapi::routes(openapi::document(routed)))
         .merge(console::router())

@@ -239,8 +239,11 @@ async fn admit(state: &ChannelState, outgoing: &Outgoing) -> Result<Option<Strin
     }
     // A reply quoting the person's message answers inside the window by construction (and
     // Meta refuses it with 131047 otherwise); free text that answers nothing is checked here.
-    if let (OutboundContent::Text { context: None, .. }, Some(identity_id)) =
-        (&outgoing.content, outgoing.identity_id)
+    let free_form = matches!(
+        outgoing.content,
+        OutboundContent::Text { context: None, .. } | OutboundContent::Media(_)
+    );
+    if let (true, Some(identity_id)) = (free_form, outgoing.identity_id)
         && !service_window_open(&state.deps.db, identity_id, channel.id).await?
     {
         return Err(SendError::WindowClosed);

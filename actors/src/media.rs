@@ -7,6 +7,7 @@
 
 mod fetch;
 pub mod store;
+pub mod upload;
 pub(crate) mod worker;
 
 use std::sync::Arc;
@@ -56,6 +57,20 @@ impl Default for MediaLimits {
 }
 
 impl MediaLimits {
+    /// The largest limit of any kind.
+    pub fn largest(&self) -> u64 {
+        [
+            self.image,
+            self.audio,
+            self.video,
+            self.document,
+            self.sticker,
+        ]
+        .into_iter()
+        .max()
+        .unwrap_or(0)
+    }
+
     /// The limit of `kind`.
     pub fn of(&self, kind: MediaKind) -> u64 {
         match kind {

@@ -185,6 +185,11 @@ impl ActorRuntime {
         &self.media
     }
 
+    /// Meta's Graph API, for what goes to Meta before any actor is involved (an upload).
+    pub fn graph(&self) -> &crate::whatsapp::GraphClient {
+        &self.graph
+    }
+
     /// The database the actors use.
     pub fn db(&self) -> &DatabaseConnection {
         &self.db

@@ -14,7 +14,7 @@ mod text;
 
 pub use error::{MetaError, MetaErrorKind};
 pub use graph::{GraphClient, GraphError};
-pub use outgoing::{OutboundContent, Outgoing, TemplateMessage};
+pub use outgoing::{OutboundContent, Outgoing, OutgoingMedia, TemplateMessage};
 pub use template::{
     RenderedTemplate, TemplateParameters, TemplateRef, render_body, wire_components,
 };

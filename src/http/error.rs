@@ -115,6 +115,14 @@ pub(crate) enum ApiError {
         /// The file's size, for `Content-Range: bytes */{size}`.
         size: u64,
     },
+    /// 413 `file_too_large`: a file is over its kind's limit.
+    #[error("Invalid request: {field} {message}")]
+    FileTooLarge {
+        /// The field that carried it.
+        field: &'static str,
+        /// What is wrong, as a phrase after the field's name.
+        message: String,
+    },
     /// 413: the body is over the configured limit.
     #[error("Request body is larger than the limit of {0} bytes")]
     PayloadTooLarge(usize),
@@ -229,7 +237,7 @@ impl ApiError {
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::Conflict(_) | Self::ConflictCode { .. } => StatusCode::CONFLICT,
-            Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::PayloadTooLarge(_) | Self::FileTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::RangeNotSatisfiable { .. } => StatusCode::RANGE_NOT_SATISFIABLE,
             Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::UpstreamFailed(_) | Self::MetaRefused(_) | Self::BadGateway { .. } => {
@@ -262,6 +270,7 @@ impl ApiError {
             Self::MethodNotAllowed => "method_not_allowed",
             Self::Conflict(_) => "conflict",
             Self::PayloadTooLarge(_) => "payload_too_large",
+            Self::FileTooLarge { .. } => "file_too_large",
             Self::RangeNotSatisfiable { .. } => "range_not_satisfiable",
             Self::RateLimited { .. } => "rate_limited",
             Self::UpstreamFailed(_) | Self::MetaRefused(_) => "upstream_failed",
@@ -327,6 +336,9 @@ impl ApiError {
                 code: refusal.code,
             }],
             Self::BadRequest { details, .. } | Self::BadGateway { details, .. } => details.clone(),
+            Self::FileTooLarge { field, message } => {
+                vec![FieldError::new([*field], message.clone())]
+            }
             _ => Vec::new(),
         };
         ErrorBody {

@@ -9,6 +9,10 @@ use uuid::Uuid;
 use crate::domain::{TEXT_LIMIT, free_form_limit, within_free_form_limit};
 use crate::http::error::{ApiError, FieldError, PathSegment};
 
+mod media;
+
+pub(crate) use self::media::outgoing_media;
+
 /// What a free-form value over the limit is told (the value is never echoed).
 pub(crate) fn too_large() -> String {
     format!("must be at most {} bytes of JSON", free_form_limit())
@@ -42,6 +46,11 @@ impl Problems {
         message: impl Into<String>,
     ) {
         self.0.push(FieldError::new(path, message));
+    }
+
+    /// How many problems are recorded.
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
     }
 
     /// The recorded problems as one checked field: none, or all of them.

@@ -79,6 +79,8 @@ struct GraphState {
     download_failures: usize,
     download_pause: Duration,
     downloads: usize,
+    uploads: Vec<media::Upload>,
+    upload_errors: VecDeque<i64>,
 }
 
 /// Delivery reports the fake posts back for every message it accepts.
@@ -127,6 +129,7 @@ impl FakeGraph {
             .route("/v23.0/{node}/subscribed_apps", post(subscribe))
             .route("/v23.0/{node}", get(number))
             .route("/media-download/{id}", get(media::download))
+            .route("/v23.0/{node}/media", post(media::upload))
             .with_state(shared.clone());
         #[allow(clippy::expect_used)]
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -368,6 +371,7 @@ fn meta_error(code: i64) -> Response {
             "(#131056) (Business Account, Consumer Account) pair rate limit hit",
         ),
         131047 => (StatusCode::BAD_REQUEST, "Re-engagement message"),
+        131053 => (StatusCode::BAD_REQUEST, "Media upload error"),
         131026 => (StatusCode::BAD_REQUEST, "Message undeliverable"),
         100 => (StatusCode::BAD_REQUEST, "(#100) Invalid parameter"),
         _ => (

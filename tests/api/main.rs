@@ -31,6 +31,7 @@ mod identities;
 mod isolation;
 mod mcp;
 mod media;
+mod media_out;
 mod media_s3;
 mod memory;
 mod metrics;

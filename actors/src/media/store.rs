@@ -58,6 +58,13 @@ pub struct Staged {
     pub size: u64,
 }
 
+impl Staged {
+    /// Where it is staged, to read it back before it is kept or thrown away.
+    pub fn key(&self) -> &str {
+        self.path.as_ref()
+    }
+}
+
 /// A read of a kept file: its bytes (all of them, or the range asked for), the range they
 /// are, and the file's whole size.
 pub struct Read {

@@ -15,7 +15,16 @@ use super::{OutboundError, Outbox, Retries, Sent, detached};
 use crate::channel::service_window_open;
 use crate::people;
 use crate::thread::Thread;
-use crate::whatsapp::OutboundContent;
+use crate::whatsapp::{OutboundContent, OutgoingMedia};
+
+/// What an operator sends: words, or a file (with its caption).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OperatorReply {
+    /// Free text.
+    Text(String),
+    /// A file.
+    Media(OutgoingMedia),
+}
 
 impl Outbox {
     /// Sends free text to an identity on a channel (the channel's actor refuses it outside the
@@ -47,14 +56,35 @@ impl Outbox {
         text: String,
         message_id: Option<Uuid>,
     ) -> Result<Sent, OutboundError> {
+        self.free_form_as(role, thread, OperatorReply::Text(text), message_id)
+            .await
+    }
+
+    /// Free text or a file to the thread's identity at its phone, stored as written by
+    /// `role` (a file as its description).
+    async fn free_form_as(
+        &self,
+        role: Role,
+        thread: Thread,
+        reply: OperatorReply,
+        message_id: Option<Uuid>,
+    ) -> Result<Sent, OutboundError> {
         let phone = people::phone_of(&self.db, thread.identity_id)
             .await?
             .ok_or(OutboundError::NoPhone)?;
-        let content = OutboundContent::Text {
-            body: text.clone(),
-            context: None,
+        let shown = match reply {
+            OperatorReply::Text(text) => (
+                OutboundContent::Text {
+                    body: text.clone(),
+                    context: None,
+                },
+                text,
+            ),
+            OperatorReply::Media(media) => {
+                let text = media.shown();
+                (OutboundContent::Media(media), text)
+            }
         };
-        let shown = (content, text);
         self.send_as(role, thread, &phone, shown, message_id, Retries::Channel)
             .await
     }
@@ -65,39 +95,41 @@ impl Outbox {
     ///
     /// # Errors
     /// [`OutboundError::ChannelInactive`], [`OutboundError::TimedOut`], or as
-    /// [`Outbox::send_operator_text`].
+    /// [`Outbox::send_operator`].
     pub async fn reply_as_operator(
         &self,
         channel: &channel::Model,
         thread: Thread,
-        text: String,
+        reply: OperatorReply,
         patience: Duration,
     ) -> Result<Sent, OutboundError> {
         if !channel.active {
             return Err(OutboundError::ChannelInactive);
         }
-        tokio::time::timeout(patience, self.send_operator_text(thread, text))
+        tokio::time::timeout(patience, self.send_operator(thread, reply))
             .await
             .map_err(|_| OutboundError::TimedOut)?
     }
 
-    /// Sends an operator's `text` to the thread's identity, inside WhatsApp's 24-hour window
-    /// only (refused before anything is stored otherwise).
+    /// Sends an operator's text or file to the thread's identity, inside WhatsApp's 24-hour
+    /// window only (refused before anything is stored otherwise).
     ///
     /// # Errors
     /// [`OutboundError::OutsideWindow`], [`OutboundError::NoPhone`], or as
     /// [`Outbox::send_text`].
-    pub async fn send_operator_text(
+    pub async fn send_operator(
         &self,
         thread: Thread,
-        text: String,
+        reply: OperatorReply,
     ) -> Result<Sent, OutboundError> {
         let outbox = self.clone();
         let sent = detached(async move {
             if !service_window_open(&outbox.db, thread.identity_id, thread.channel_id).await? {
                 return Err(OutboundError::OutsideWindow);
             }
-            let sent = outbox.text_as(Role::Operator, thread, text, None).await?;
+            let sent = outbox
+                .free_form_as(Role::Operator, thread, reply, None)
+                .await?;
             let (conversation_id, now) = (sent.conversation_id, clock::now());
             outbox
                 .writer

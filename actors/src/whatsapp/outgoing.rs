@@ -19,6 +19,59 @@ pub enum OutboundContent {
     },
     /// An approved template; allowed any time.
     Template(TemplateMessage),
+    /// A file (a picture, an audio, a video, a document or a sticker); only inside the 24-hour
+    /// window, like free text.
+    Media(OutgoingMedia),
+}
+
+/// A file to send: uploaded to Meta (its media id) or at a public link Meta fetches.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutgoingMedia {
+    /// `image`, `audio`, `video`, `document` or `sticker`.
+    pub kind: String,
+    /// Meta's id of an uploaded file.
+    pub media_id: Option<String>,
+    /// A public `https` link to the file (Meta calls it less reliable than an upload).
+    pub link: Option<String>,
+    /// The caption (images, videos and documents only).
+    pub caption: Option<String>,
+    /// A document's file name, as the person will see it.
+    pub file_name: Option<String>,
+}
+
+impl OutgoingMedia {
+    /// What the conversation shows of it: the kind, a document's name, the caption.
+    pub fn shown(&self) -> String {
+        let what = match (&*self.kind, &self.file_name) {
+            ("document", Some(name)) => format!("[document: {name}]"),
+            (kind, _) => format!("[{kind}]"),
+        };
+        match &self.caption {
+            Some(caption) => format!("{what} {caption}"),
+            None => what,
+        }
+    }
+
+    /// The object of the Cloud API body named by the kind.
+    fn wire(&self) -> Value {
+        let mut file = serde_json::Map::new();
+        if let Some(id) = &self.media_id {
+            file.insert("id".to_owned(), json!(id));
+        } else if let Some(link) = &self.link {
+            file.insert("link".to_owned(), json!(link));
+        }
+        if let Some(caption) = self
+            .caption
+            .as_ref()
+            .filter(|_| self.kind != "audio" && self.kind != "sticker")
+        {
+            file.insert("caption".to_owned(), json!(caption));
+        }
+        if let Some(name) = self.file_name.as_ref().filter(|_| self.kind == "document") {
+            file.insert("filename".to_owned(), json!(name));
+        }
+        Value::Object(file)
+    }
 }
 
 /// A template with its parameters, ready to send.
@@ -61,6 +114,12 @@ impl Outgoing {
                 }
                 wire
             }
+            OutboundContent::Media(media) => {
+                let mut wire = json!({"messaging_product": "whatsapp", "recipient_type": "individual",
+                                      "to": self.to, "type": media.kind});
+                wire[media.kind.as_str()] = media.wire();
+                wire
+            }
             OutboundContent::Template(template) => json!({
                 "messaging_product": "whatsapp", "recipient_type": "individual", "to": self.to,
                 "type": "template",
@@ -99,6 +158,41 @@ mod tests {
         assert_eq!(wire["context"]["message_id"], "wamid.1");
         assert_eq!(wire["text"]["preview_url"], false);
         assert_eq!(wire["recipient_type"], "individual");
+    }
+
+    #[test]
+    fn a_file_goes_by_its_id_or_link_with_a_caption_and_a_documents_name() {
+        let outgoing = |media: OutgoingMedia| Outgoing {
+            to: "16505551234".to_owned(),
+            identity_id: None,
+            content: OutboundContent::Media(media),
+        };
+        let document = OutgoingMedia {
+            kind: "document".to_owned(),
+            media_id: Some("4490709327384033".to_owned()),
+            link: None,
+            caption: Some("Your invoice".to_owned()),
+            file_name: Some("invoice.pdf".to_owned()),
+        };
+        let wire = outgoing(document.clone()).wire_body();
+        assert_eq!(wire["type"], "document");
+        assert_eq!(
+            wire["document"],
+            json!({"id": "4490709327384033", "caption": "Your invoice", "filename": "invoice.pdf"})
+        );
+        assert_eq!(document.shown(), "[document: invoice.pdf] Your invoice");
+        let voice = OutgoingMedia {
+            kind: "audio".to_owned(),
+            media_id: None,
+            link: Some("https://example.com/a.ogg".to_owned()),
+            caption: Some("ignored".to_owned()),
+            file_name: None,
+        };
+        // Meta takes no caption on an audio.
+        assert_eq!(
+            outgoing(voice).wire_body()["audio"],
+            json!({"link": "https://example.com/a.ogg"})
+        );
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use parley_actors::outbound::Sent;
+use parley_actors::outbound::{OperatorReply, Sent};
 use parley_actors::thread::Thread;
 use parley_persistence::clock;
 use serde::Deserialize;
@@ -18,10 +18,10 @@ use crate::domain::Permission;
 use crate::http::AppState;
 use crate::http::auth::Caller;
 use crate::http::envelope::Envelope;
-use crate::http::error::{Refusal, Result};
+use crate::http::error::{ApiError, Refusal, Result};
 use crate::http::extract::{Json, Path};
 use crate::http::lookup::{find_channel, identity_id_of};
-use crate::http::validation::{Problems, optional_text, parse_uuid, text_field};
+use crate::http::validation::{Problems, optional_text, outgoing_media, parse_uuid, text_field};
 
 use super::ConversationRecord;
 use utoipa_axum::router::OpenApiRouter;
@@ -117,9 +117,30 @@ fn record(
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 struct ReplyBody {
-    /// What the operator says: not blank, at most 4096 characters.
-    #[schema(required = true, value_type = String, min_length = 1, max_length = 4096)]
+    /// What the operator says: not blank, at most 4096 characters. Required without `media`;
+    /// with it, the file's caption when `media` has none.
+    #[schema(value_type = Option<String>, min_length = 1, max_length = 4096)]
     text: Option<Value>,
+    /// A file to send instead of text: an upload's `media_id`
+    /// (`POST /channels/{channel_id}/waba/media`) or a public `https` `link`.
+    #[schema(value_type = Option<OutgoingMediaBody>)]
+    media: Option<Value>,
+}
+
+/// A file to send.
+#[derive(Debug, utoipa::ToSchema)]
+#[allow(dead_code)] // The schema of `media`; the body is read as JSON and checked by hand.
+struct OutgoingMediaBody {
+    /// `image`, `audio`, `video`, `document` or `sticker`.
+    kind: String,
+    /// Meta's id of an uploaded file (give this or `link`).
+    media_id: Option<String>,
+    /// A public `https` link to the file (give this or `media_id`).
+    link: Option<String>,
+    /// At most 1,024 characters; not on an audio or a sticker.
+    caption: Option<String>,
+    /// A document's name, as the person will see it.
+    file_name: Option<String>,
 }
 
 /// Send an operator's message.
@@ -146,8 +167,29 @@ async fn reply(
 ) -> Result<Envelope<Sent>> {
     caller.require(Permission::Write)?;
     let mut problems = Problems::default();
-    let text = text_field(&mut problems, "text", body.text.as_ref());
+    let reply = match &body.media {
+        Some(media) => {
+            let hub = state.actors.mcp();
+            let media = outgoing_media(&mut problems, hub.egress(), "media", media);
+            let caption = body
+                .text
+                .as_ref()
+                .map(|_| text_field(&mut problems, "text", body.text.as_ref()));
+            media.map(|mut media| {
+                if media.caption.is_none() {
+                    media.caption = caption;
+                }
+                OperatorReply::Media(media)
+            })
+        }
+        None => Some(OperatorReply::Text(text_field(
+            &mut problems,
+            "text",
+            body.text.as_ref(),
+        ))),
+    };
     problems.finish()?;
+    let reply = reply.ok_or_else(|| ApiError::invalid_field(["media"], "is not a file to send"))?;
     let channel = find_channel(&state, &caller, &channel_id).await?;
     let identity_id = identity_id_of(&state, &caller, &identity_id).await?;
     let thread = Thread {
@@ -158,7 +200,7 @@ async fn reply(
     let patience = Duration::from_secs(state.settings.server.send_timeout_secs);
     let outbox = state.actors.outbox();
     let sent = outbox
-        .reply_as_operator(&channel, thread, text, patience)
+        .reply_as_operator(&channel, thread, reply, patience)
         .await?;
     Ok(Envelope::ok("Operator message sent", sent))
 }

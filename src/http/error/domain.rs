@@ -25,6 +25,9 @@ impl From<GraphError> for ApiError {
     /// Meta's refusal is a 502 carrying Meta's code; no answer in time a 504.
     fn from(error: GraphError) -> Self {
         match error {
+            GraphError::Api(refusal) if matches!(refusal.code, Some(131052 | 131053)) => {
+                Self::media_refused(refusal)
+            }
             GraphError::Api(refusal) => Self::MetaRefused(refusal),
             GraphError::Timeout(_) => Self::UpstreamTimeout(error.to_string()),
             other => Self::UpstreamFailed(other.to_string()),
@@ -36,6 +39,9 @@ impl From<SendError> for ApiError {
     /// A send that did not go out, as the API answers it.
     fn from(error: SendError) -> Self {
         match error {
+            SendError::Refused(refusal) if matches!(refusal.code, Some(131052 | 131053)) => {
+                Self::media_refused(refusal)
+            }
             SendError::Refused(refusal) => Self::MetaRefused(refusal),
             SendError::WindowClosed => Self::outside_service_window(),
             SendError::CredentialsInvalid(_) => {

@@ -63,4 +63,24 @@ impl ApiError {
             "Meta could not be reached to verify the channel's credentials".to_owned(),
         )
     }
+
+    /// 502 `media_refused`: Meta would not take or fetch a file (131053: a type or size it
+    /// refuses; 131052: it could not download it); Meta's code and words in `details`.
+    pub(crate) fn media_refused(refusal: parley_actors::whatsapp::MetaError) -> Self {
+        let code = refusal.code;
+        Self::BadGateway {
+            code: "media_refused",
+            message: format!("Meta refused the file: {}", refusal.message),
+            details: vec![super::FieldError {
+                path: Vec::new(),
+                message: refusal.message,
+                code,
+            }],
+        }
+    }
+
+    /// 413 `file_too_large`: the file at `field` is over its kind's limit.
+    pub(crate) fn file_too_large(field: &'static str, message: String) -> Self {
+        Self::FileTooLarge { field, message }
+    }
 }

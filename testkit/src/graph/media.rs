@@ -134,6 +134,92 @@ impl FakeGraph {
     pub fn downloads(&self) -> usize {
         self.shared.lock().downloads
     }
+
+    /// Every upload accepted, in order.
+    pub fn uploads(&self) -> Vec<Upload> {
+        self.shared.lock().uploads.clone()
+    }
+
+    /// Answers the next uploads with these Meta error codes (131053: a file Meta refuses).
+    pub fn fail_next_uploads(&self, codes: impl IntoIterator<Item = i64>) {
+        self.shared.lock().upload_errors.extend(codes);
+    }
+}
+
+/// A file uploaded to the fake.
+#[derive(Clone, Debug)]
+pub struct Upload {
+    /// The number it was uploaded for.
+    pub phone_number_id: String,
+    /// The id answered.
+    pub id: String,
+    /// The `type` field.
+    pub mime_type: String,
+    /// The file part's name.
+    pub file_name: String,
+    /// The file's size.
+    pub size: usize,
+    /// The file's SHA-256, hex.
+    pub sha256: String,
+}
+
+/// `POST /{phone-number-id}/media`: a multipart upload (`messaging_product`, `type`, `file`);
+/// answers `{"id"}`. The file is kept, so that its id can be looked up and downloaded.
+pub(super) async fn upload(
+    State(shared): State<Arc<Shared>>,
+    Path(number): Path<String>,
+    headers: HeaderMap,
+    mut form: axum::extract::Multipart,
+) -> Response {
+    if bearer(&headers).is_empty() {
+        return meta_error(190);
+    }
+    let (mut product, mut mime_type, mut file) = (String::new(), String::new(), None);
+    while let Ok(Some(field)) = form.next_field().await {
+        match field.name() {
+            Some("messaging_product") => product = field.text().await.unwrap_or_default(),
+            Some("type") => mime_type = field.text().await.unwrap_or_default(),
+            Some("file") => {
+                let name = field.file_name().unwrap_or_default().to_owned();
+                match field.bytes().await {
+                    Ok(bytes) => file = Some((name, bytes)),
+                    Err(_) => return meta_error(100),
+                }
+            }
+            _ => {}
+        }
+    }
+    let Some((file_name, bytes)) = file else {
+        return meta_error(100);
+    };
+    if product != "whatsapp" || mime_type.is_empty() {
+        return meta_error(100);
+    }
+    let mut state = shared.lock();
+    if let Some(code) = state.upload_errors.pop_front() {
+        return meta_error(code);
+    }
+    state.counter += 1;
+    let id = format!("media-up-{}", state.counter);
+    let content = Content::Kept(bytes.clone());
+    let sha256 = content.digest();
+    state.media.insert(
+        id.clone(),
+        FakeMedia {
+            content,
+            mime_type: mime_type.clone(),
+            sha256: sha256.clone(),
+        },
+    );
+    state.uploads.push(Upload {
+        phone_number_id: number,
+        id: id.clone(),
+        mime_type,
+        file_name,
+        size: bytes.len(),
+        sha256,
+    });
+    axum::Json(json!({"id": id})).into_response()
 }
 
 /// `GET /{media-id}` for a media id the fake holds; `None` when it holds no such media (the

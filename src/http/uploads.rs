@@ -1,0 +1,191 @@
+//! `POST /channels/{channel_id}/waba/media`: a file the business will send, uploaded for the
+//! channel's number. The file is checked before anything reaches Meta (a type WhatsApp takes,
+//! within its kind's limit: 400 or 413 naming `file`) while it streams to staging, never held
+//! whole in memory; then it streams to Meta, whose media id the answer carries. These routes
+//! take bodies up to the largest file WhatsApp sends and wait on Meta under their own limit.
+
+use axum::extract::multipart::Field;
+use axum::extract::{DefaultBodyLimit, Multipart, State};
+use parley_actors::media::store::{Staged, WriteError};
+use parley_actors::media::upload::{kind_of_type, upload};
+use parley_persistence::values::MediaKind;
+use serde::Serialize;
+
+use crate::domain::Permission;
+use crate::http::AppState;
+use crate::http::auth::Caller;
+use crate::http::envelope::Envelope;
+use crate::http::error::{ApiError, Refusal, Result};
+use crate::http::extract::Path;
+use crate::http::lookup::find_channel;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+/// Bytes a multipart body may carry beyond its file (boundaries, the other fields).
+const FORM_OVERHEAD: usize = 64 * 1024;
+
+pub(crate) fn router(largest_file: u64) -> OpenApiRouter<AppState> {
+    let limit = usize::try_from(largest_file)
+        .unwrap_or(usize::MAX)
+        .saturating_add(FORM_OVERHEAD);
+    OpenApiRouter::new()
+        .routes(routes!(upload_media))
+        .route_layer(DefaultBodyLimit::max(limit))
+}
+
+/// What an upload answers.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+struct UploadedRecord {
+    /// The id a send names (`media.media_id`); Meta keeps an upload 30 days.
+    media_id: String,
+    /// `image`, `audio`, `video`, `document` or `sticker`.
+    kind: String,
+    /// The file's type, as uploaded.
+    mime_type: String,
+    /// Its size in bytes.
+    size: u64,
+}
+
+/// The multipart form of an upload.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)] // The schema of the form; the body is read field by field.
+struct UploadForm {
+    /// The file, with its `Content-Type`: JPEG or PNG images, WebP stickers, AAC, AMR, MPEG,
+    /// MP4 or OGG audio, MP4 or 3GPP video, text, PDF and Office documents.
+    #[schema(value_type = String, format = Binary)]
+    file: Vec<u8>,
+    /// The file's type, when its part has none (give it before `file`).
+    #[schema(value_type = Option<String>)]
+    r#type: Option<String>,
+}
+
+/// Upload a file to send.
+///
+/// Checked before it reaches Meta: a type WhatsApp takes (400 naming `file` otherwise) within
+/// its kind's limit (image 5 MB, audio and video 16 MB, document 100 MB, sticker 500 KB; 413
+/// naming `file`). Answers the media id that operator replies name in `media.media_id`.
+#[utoipa::path(
+    post,
+    path = "/channels/{channel_id}/waba/media",
+    tag = "messages",
+    params(("channel_id" = String, Path, format = Uuid, description = "Channel id")),
+    request_body(content = UploadForm, content_type = "multipart/form-data"),
+    responses(
+        (status = 201, body = Envelope<UploadedRecord>),
+        (status = 400, body = Refusal), (status = 413, body = Refusal),
+        (status = 409, body = Refusal), (status = 502, body = Refusal),
+    ),
+)]
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id, channel_id = %channel_id))]
+async fn upload_media(
+    caller: Caller,
+    State(state): State<AppState>,
+    Path(channel_id): Path<String>,
+    mut form: Multipart,
+) -> Result<Envelope<UploadedRecord>> {
+    caller.require(Permission::Write)?;
+    let channel = find_channel(&state, &caller, &channel_id).await?;
+    if !channel.active {
+        return Err(ApiError::Conflict("The channel is not active".to_owned()));
+    }
+    let mut declared: Option<String> = None;
+    loop {
+        let field = form
+            .next_field()
+            .await
+            .map_err(|e| {
+                ApiError::invalid_field(["file"], format!("could not be read: {}", e.body_text()))
+            })?
+            .ok_or_else(|| ApiError::invalid_field(["file"], "is required"))?;
+        match field.name() {
+            Some("type") => {
+                declared = Some(field.text().await.unwrap_or_default().trim().to_owned());
+            }
+            Some("file") => {
+                let checked = Checked::of(declared.as_deref(), &field)?;
+                let staged = stage(&state, field, &checked).await?;
+                let size = staged.size;
+                let token = channel
+                    .access_token_encrypted
+                    .as_deref()
+                    .and_then(|sealed| state.secrets.open(sealed).ok());
+                let media_id = upload(
+                    state.actors.media(),
+                    state.actors.graph(),
+                    &channel,
+                    token.as_deref(),
+                    staged,
+                    &checked.mime_type,
+                    &checked.file_name,
+                )
+                .await?;
+                let record = UploadedRecord {
+                    media_id,
+                    kind: checked.kind.as_str().to_owned(),
+                    mime_type: checked.mime_type,
+                    size,
+                };
+                return Ok(Envelope::created("Media uploaded", record));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// What an upload's file part is: a type WhatsApp takes, its kind, and the name it goes by
+/// (its last path segment, never a path).
+struct Checked {
+    mime_type: String,
+    kind: MediaKind,
+    file_name: String,
+}
+
+impl Checked {
+    /// The file part `field`, typed by `declared` (the form's `type`) or its own type.
+    fn of(declared: Option<&str>, field: &Field<'_>) -> Result<Self> {
+        let mime_type = declared
+            .map(str::to_owned)
+            .or_else(|| field.content_type().map(str::to_owned))
+            .unwrap_or_default();
+        let kind = kind_of_type(&mime_type).ok_or_else(|| {
+            ApiError::invalid_field(
+                ["file"],
+                format!(
+                    "is of type {mime_type:?}, which WhatsApp does not send (JPEG or PNG \
+                     images, WebP stickers, AAC, AMR, MPEG, MP4 or OGG audio, MP4 or 3GPP \
+                     video, text, PDF or Office documents)"
+                ),
+            )
+        })?;
+        let file_name = field
+            .file_name()
+            .map(|n| n.rsplit(['/', '\\']).next().unwrap_or(n).to_owned())
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| kind.as_str().to_owned());
+        Ok(Self {
+            mime_type,
+            kind,
+            file_name,
+        })
+    }
+}
+
+/// Writes the file part to staging within its kind's limit (413 naming `file` past it).
+async fn stage(state: &AppState, field: Field<'_>, checked: &Checked) -> Result<Staged> {
+    let limit = state.settings.media.settings().limits.of(checked.kind);
+    match state.actors.media().stage(Box::pin(field), limit).await {
+        Ok(staged) => Ok(staged),
+        Err(WriteError::TooLarge { limit }) => Err(ApiError::file_too_large(
+            "file",
+            format!(
+                "is larger than the {limit} bytes WhatsApp takes for {}",
+                checked.kind.as_str()
+            ),
+        )),
+        Err(WriteError::Source(error)) => Err(ApiError::invalid_field(
+            ["file"],
+            format!("could not be read: {}", error.body_text()),
+        )),
+        Err(WriteError::Store(error)) => Err(ApiError::Internal(error.into())),
+    }
+}
