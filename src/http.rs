@@ -124,10 +124,11 @@ pub fn router(state: AppState) -> Router {
     openapi::with_idempotency_key(upstream_bound.get_openapi_mut());
     // Uploads take bodies up to the largest file WhatsApp sends, and wait on Meta under their
     // own limit.
-    let largest = state.settings.media.settings().limits.largest();
+    let form_limit = uploads::form_limit(state.settings.media.settings().limits.largest());
     let (routes, routed) = plain
         .merge(upstream_bound)
-        .merge(uploads::router(largest))
+        .merge(uploads::router(form_limit))
+        .merge(sandbox::media_router(form_limit))
         .split_for_parts();
     let routes = routes
         .merge(openapi::routes(openapi::document(routed)))

@@ -1,5 +1,6 @@
 //! Extractors whose rejections use our error body: JSON bodies (with the path of a bad field),
-//! raw bodies, path parameters and query strings (with the name of a bad parameter).
+//! raw bodies, path parameters and query strings (with the name of a bad parameter), and files
+//! in multipart forms ([`upload`]).
 
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};
@@ -9,6 +10,8 @@ use axum::http::{HeaderMap, StatusCode};
 use serde::de::DeserializeOwned;
 
 use crate::http::error::{ApiError, FieldError, PathSegment};
+
+pub(crate) mod upload;
 
 /// A JSON request body. Missing or wrong content type, malformed JSON and wrong field types are
 /// all 400s naming what is wrong; an oversized body is a 413.

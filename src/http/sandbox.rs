@@ -3,10 +3,14 @@
 //! delivered it; `GET /channels/{id}/sandbox/outbox` lists what the channel sent (recorded and
 //! marked delivered).
 
-use axum::extract::State;
+use axum::extract::{Multipart, State};
 use chrono::{DateTime, Utc};
+use parley_actors::media::MediaStore;
+use parley_actors::media::upload::SANDBOX_MEDIA_PREFIX;
+use parley_actors::whatsapp::message::InboundMedia;
 use parley_actors::whatsapp::payload::{InboundContent, InboundMessage};
 use parley_persistence::entities::message;
+use parley_persistence::values::MediaKind;
 use parley_persistence::{Integration, MessageStatus, Role, clock, deliveries, webhook_events};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -17,6 +21,7 @@ use crate::http::auth::Caller;
 use crate::http::envelope::Envelope;
 use crate::http::error::Refusal;
 use crate::http::error::{ApiError, Result};
+use crate::http::extract::upload::{CheckedFile, next_field, stage_file};
 use crate::http::extract::{Json, Path, Query};
 use crate::http::lookup::find_channel;
 use crate::http::pagination::{ListQuery, PageResponse};
@@ -28,6 +33,14 @@ pub(crate) fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(inject_inbound))
         .routes(routes!(list_outbox))
+}
+
+/// The route of a person's file, which takes bodies up to `body_limit` (the largest file
+/// WhatsApp sends, with its form).
+pub(crate) fn media_router(body_limit: usize) -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(inject_media))
+        .route_layer(axum::extract::DefaultBodyLimit::max(body_limit))
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -77,13 +90,30 @@ async fn inject_inbound(
     }
     problems.finish()?;
     let phone = phone.ok_or_else(|| ApiError::invalid_field(["from"], "is required"))?;
+    let content = InboundContent::Text { body: body.text };
+    let accepted = inject(&state, &channel, phone, name, content).await?;
+    Ok(Envelope::created(
+        "Message accepted; the assistant's reply will appear in the outbox",
+        accepted,
+    ))
+}
+
+/// Stores a person's message on a sandbox channel as a webhook event and hands it to the
+/// inbound worker, as the webhook does.
+pub(crate) async fn inject(
+    state: &AppState,
+    channel: &parley_persistence::entities::channel::Model,
+    from: Phone,
+    name: Option<String>,
+    content: InboundContent,
+) -> Result<InboundAccepted> {
     let wamid = format!("sandbox.in.{}", Uuid::now_v7());
     let message = InboundMessage {
         wamid: wamid.clone(),
-        from: phone,
+        from,
         profile_name: name,
         sent_at: Some(Utc::now()),
-        content: InboundContent::Text { body: body.text },
+        content,
     };
     let payload = serde_json::to_value(&message)
         .map_err(|e| ApiError::Internal(anyhow::anyhow!("storing a sandbox message: {e}")))?;
@@ -101,20 +131,17 @@ async fn inject_inbound(
     .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("a fresh sandbox message id collided")))?;
     let event_id = event.id;
     state.actors.inbound().dispatch(event);
-    Ok(Envelope::created(
-        "Message accepted; the assistant's reply will appear in the outbox",
-        InboundAccepted {
-            event_id,
-            platform_message_id: wamid,
-        },
-    ))
+    Ok(InboundAccepted {
+        event_id,
+        platform_message_id: wamid,
+    })
 }
 
 /// A person's message the sandbox took, as a webhook event (camelCase, like every channel
 /// body).
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
-struct InboundAccepted {
+pub(crate) struct InboundAccepted {
     /// The stored event the inbound worker answers.
     event_id: Uuid,
     /// The WhatsApp-style id the sandbox gave the message.
@@ -179,4 +206,96 @@ async fn list_outbox(
         paged,
         OutboxRecord::from,
     ))
+}
+
+/// The multipart form of a person's file on a sandbox channel.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)] // The schema of the form; the body is read field by field.
+struct SandboxMediaForm {
+    /// The person's phone number (E.164 recommended); give it before `file`.
+    from: String,
+    /// Their profile name.
+    name: Option<String>,
+    /// The caption they wrote (images, videos and documents).
+    caption: Option<String>,
+    /// Whether an audio is a voice note (`true`).
+    voice: Option<String>,
+    /// The file, with its `Content-Type` (as `POST /channels/{channel_id}/waba/media` takes).
+    #[schema(value_type = String, format = Binary)]
+    file: Vec<u8>,
+}
+
+/// Make a person send a file on a sandbox channel.
+///
+/// As if WhatsApp had delivered a picture, voice note, video, document or sticker: the file is
+/// kept at once, the message goes through the pipeline like any other, and the synced worker's
+/// assistant answers. The fields before `file` say who sent it.
+#[utoipa::path(
+    post,
+    path = "/channels/{channel_id}/sandbox/inbound/media",
+    tag = "sandbox",
+    params(("channel_id" = String, Path, format = Uuid, description = "Channel id")),
+    request_body(content = SandboxMediaForm, content_type = "multipart/form-data"),
+    responses(
+        (status = 201, body = Envelope<InboundAccepted>),
+        (status = 400, body = Refusal), (status = 413, body = Refusal), (status = 409, body = Refusal),
+    ),
+)]
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id, channel_id = %channel_id))]
+async fn inject_media(
+    caller: Caller,
+    State(state): State<AppState>,
+    Path(channel_id): Path<String>,
+    mut form: Multipart,
+) -> Result<Envelope<InboundAccepted>> {
+    caller.require(Permission::Write)?;
+    let channel = find_channel(&state, &caller, &channel_id).await?;
+    if channel.integration != parley_persistence::Integration::Sandbox {
+        return Err(ApiError::Conflict(
+            "Messages can be injected only into sandbox channels".to_owned(),
+        ));
+    }
+    let mut said = std::collections::HashMap::new();
+    loop {
+        let field = next_field(&mut form).await?;
+        let Some(name) = field.name().map(str::to_owned) else {
+            continue;
+        };
+        if name != "file" {
+            said.insert(
+                name,
+                field.text().await.unwrap_or_default().trim().to_owned(),
+            );
+            continue;
+        }
+        let from = said.remove("from").unwrap_or_default();
+        let from = crate::domain::Phone::try_from(from.as_str())
+            .map_err(|e| ApiError::invalid_field(["from"], e.to_string()))?;
+        let checked = CheckedFile::of(said.get("type").map(String::as_str), &field)?;
+        let staged = stage_file(&state, field, &checked).await?;
+        let sha256 = staged.sha256.clone();
+        let key = MediaStore::key(channel.workspace_id, &sha256);
+        state
+            .actors
+            .media()
+            .keep(staged, &key)
+            .await
+            .map_err(|e| ApiError::Internal(e.into()))?;
+        let media = InboundMedia {
+            kind: checked.kind.as_str().to_owned(),
+            caption: said.remove("caption").filter(|c| !c.is_empty()),
+            media_id: Some(format!("{SANDBOX_MEDIA_PREFIX}{sha256}")),
+            mime_type: Some(checked.mime_type),
+            sha256: Some(sha256),
+            file_name: (checked.kind == MediaKind::Document).then_some(checked.file_name),
+            voice: said.get("voice").is_some_and(|v| v == "true"),
+        };
+        let name = said.remove("name").filter(|n| !n.is_empty());
+        let content = InboundContent::Media(media);
+        let accepted = inject(&state, &channel, from, name, content).await?;
+        return Ok(Envelope::created(
+            "File accepted; the assistant's reply will appear in the outbox",
+            accepted,
+        ));
+    }
 }

@@ -4,11 +4,8 @@
 //! whole in memory; then it streams to Meta, whose media id the answer carries. These routes
 //! take bodies up to the largest file WhatsApp sends and wait on Meta under their own limit.
 
-use axum::extract::multipart::Field;
 use axum::extract::{DefaultBodyLimit, Multipart, State};
-use parley_actors::media::store::{Staged, WriteError};
-use parley_actors::media::upload::{kind_of_type, upload};
-use parley_persistence::values::MediaKind;
+use parley_actors::media::upload::upload;
 use serde::Serialize;
 
 use crate::domain::Permission;
@@ -17,6 +14,7 @@ use crate::http::auth::Caller;
 use crate::http::envelope::Envelope;
 use crate::http::error::{ApiError, Refusal, Result};
 use crate::http::extract::Path;
+use crate::http::extract::upload::{CheckedFile, next_field, stage_file};
 use crate::http::lookup::find_channel;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -24,13 +22,17 @@ use utoipa_axum::routes;
 /// Bytes a multipart body may carry beyond its file (boundaries, the other fields).
 const FORM_OVERHEAD: usize = 64 * 1024;
 
-pub(crate) fn router(largest_file: u64) -> OpenApiRouter<AppState> {
-    let limit = usize::try_from(largest_file)
+/// The body limit of a form that carries a file of at most `largest_file` bytes.
+pub(crate) fn form_limit(largest_file: u64) -> usize {
+    usize::try_from(largest_file)
         .unwrap_or(usize::MAX)
-        .saturating_add(FORM_OVERHEAD);
+        .saturating_add(FORM_OVERHEAD)
+}
+
+pub(crate) fn router(body_limit: usize) -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(upload_media))
-        .route_layer(DefaultBodyLimit::max(limit))
+        .route_layer(DefaultBodyLimit::max(body_limit))
 }
 
 /// What an upload answers.
@@ -90,20 +92,14 @@ async fn upload_media(
     }
     let mut declared: Option<String> = None;
     loop {
-        let field = form
-            .next_field()
-            .await
-            .map_err(|e| {
-                ApiError::invalid_field(["file"], format!("could not be read: {}", e.body_text()))
-            })?
-            .ok_or_else(|| ApiError::invalid_field(["file"], "is required"))?;
+        let field = next_field(&mut form).await?;
         match field.name() {
             Some("type") => {
                 declared = Some(field.text().await.unwrap_or_default().trim().to_owned());
             }
             Some("file") => {
-                let checked = Checked::of(declared.as_deref(), &field)?;
-                let staged = stage(&state, field, &checked).await?;
+                let checked = CheckedFile::of(declared.as_deref(), &field)?;
+                let staged = stage_file(&state, field, &checked).await?;
                 let size = staged.size;
                 let token = channel
                     .access_token_encrypted
@@ -129,63 +125,5 @@ async fn upload_media(
             }
             _ => {}
         }
-    }
-}
-
-/// What an upload's file part is: a type WhatsApp takes, its kind, and the name it goes by
-/// (its last path segment, never a path).
-struct Checked {
-    mime_type: String,
-    kind: MediaKind,
-    file_name: String,
-}
-
-impl Checked {
-    /// The file part `field`, typed by `declared` (the form's `type`) or its own type.
-    fn of(declared: Option<&str>, field: &Field<'_>) -> Result<Self> {
-        let mime_type = declared
-            .map(str::to_owned)
-            .or_else(|| field.content_type().map(str::to_owned))
-            .unwrap_or_default();
-        let kind = kind_of_type(&mime_type).ok_or_else(|| {
-            ApiError::invalid_field(
-                ["file"],
-                format!(
-                    "is of type {mime_type:?}, which WhatsApp does not send (JPEG or PNG \
-                     images, WebP stickers, AAC, AMR, MPEG, MP4 or OGG audio, MP4 or 3GPP \
-                     video, text, PDF or Office documents)"
-                ),
-            )
-        })?;
-        let file_name = field
-            .file_name()
-            .map(|n| n.rsplit(['/', '\\']).next().unwrap_or(n).to_owned())
-            .filter(|n| !n.is_empty())
-            .unwrap_or_else(|| kind.as_str().to_owned());
-        Ok(Self {
-            mime_type,
-            kind,
-            file_name,
-        })
-    }
-}
-
-/// Writes the file part to staging within its kind's limit (413 naming `file` past it).
-async fn stage(state: &AppState, field: Field<'_>, checked: &Checked) -> Result<Staged> {
-    let limit = state.settings.media.settings().limits.of(checked.kind);
-    match state.actors.media().stage(Box::pin(field), limit).await {
-        Ok(staged) => Ok(staged),
-        Err(WriteError::TooLarge { limit }) => Err(ApiError::file_too_large(
-            "file",
-            format!(
-                "is larger than the {limit} bytes WhatsApp takes for {}",
-                checked.kind.as_str()
-            ),
-        )),
-        Err(WriteError::Source(error)) => Err(ApiError::invalid_field(
-            ["file"],
-            format!("could not be read: {}", error.body_text()),
-        )),
-        Err(WriteError::Store(error)) => Err(ApiError::Internal(error.into())),
     }
 }

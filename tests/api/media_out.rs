@@ -228,3 +228,86 @@ async fn a_file_outside_the_window_is_refused_and_nothing_is_stored() {
     expect_error(refused, 409, "outside_service_window").await;
     assert!(app.graph.sent().is_empty());
 }
+
+#[tokio::test]
+async fn a_sandbox_takes_a_persons_file_and_sends_the_businesss_offline() {
+    let app = spawn_app().await;
+    let (_, channel) = app
+        .chat_channel("Be helpful.", json!({"settings": {"vision": true}}))
+        .await;
+    let bytes: Vec<u8> = (0..4_000).map(|i| (i % 13) as u8).collect();
+    let form = Form::new()
+        .text("from", "+351912000222")
+        .text("name", "Rita")
+        .text("caption", "is this the right part?")
+        .part(
+            "file",
+            Part::bytes(bytes.clone())
+                .file_name("part.jpg")
+                .mime_str("image/jpeg")
+                .expect("mime"),
+        );
+    let accepted = app
+        .request(
+            Method::POST,
+            &format!("/channels/{channel}/sandbox/inbound/media"),
+            Some(&app.owner.api_key),
+        )
+        .multipart(form)
+        .send()
+        .await
+        .expect("inject");
+    expect_status(accepted, 201).await;
+    // The assistant saw the picture itself, offline.
+    let messages = app
+        .wait_for_messages("+351912000222", |all| all.len() >= 2)
+        .await;
+    assert_eq!(
+        messages[1]["content"],
+        "You said: [image] is this the right part? [image: image/jpeg, 4000 bytes]"
+    );
+    let kept = &messages[0]["attachments"][0];
+    assert_eq!(kept["status"], "stored", "{kept}");
+    let id = kept["id"].as_str().expect("id");
+    let read = app.get(&format!("/media/{id}")).await;
+    assert_eq!(read.status(), 200);
+    assert_eq!(read.bytes().await.expect("body").as_ref(), bytes.as_slice());
+
+    // The business answers with a file of its own, uploaded to the sandbox.
+    let uploaded = upload(
+        &app,
+        &channel,
+        file(vec![9; 2_000], "guide.pdf", "application/pdf"),
+    )
+    .await;
+    let media_id = expect_status(uploaded, 201).await["data"]["media_id"]
+        .as_str()
+        .expect("media_id")
+        .to_owned();
+    let sent = app
+        .send_json(
+            Method::POST,
+            &format!("/conversation/+351912000222/reply/{channel}"),
+            &json!({"media": {"kind": "document", "media_id": media_id, "file_name": "guide.pdf"},
+                    "text": "Here is the guide"}),
+        )
+        .await;
+    expect_status(sent, 200).await;
+    let outbox: Value = app
+        .get(&format!("/channels/{channel}/sandbox/outbox"))
+        .await
+        .json()
+        .await
+        .expect("outbox");
+    let texts: Vec<&str> = outbox["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .filter_map(|m| m["text"].as_str().or(m["content"].as_str()))
+        .collect();
+    assert!(
+        texts.contains(&"[document: guide.pdf] Here is the guide"),
+        "{outbox:#}"
+    );
+    assert!(app.graph.uploads().is_empty(), "nothing went to Meta");
+}

@@ -13,7 +13,8 @@ use parley_persistence::entities::{attachment, channel};
 use parley_persistence::{channels, clock};
 
 use super::MediaDeps;
-use super::store::{MediaStore, WriteError};
+use super::store::{MediaStore, StoreError, WriteError};
+use super::upload::SANDBOX_MEDIA_PREFIX;
 use crate::whatsapp::{GraphError, MetaErrorKind};
 
 /// What became of a fetch.
@@ -39,6 +40,9 @@ pub(crate) async fn fetch(deps: &MediaDeps, row: &attachment::Model) -> Fetched 
     let Some(media_id) = row.meta_media_id.as_deref() else {
         return Fetched::Failed("no_media_id".to_owned());
     };
+    if let Some(sha256) = media_id.strip_prefix(SANDBOX_MEDIA_PREFIX) {
+        return kept_by_sandbox(deps, row, sha256).await;
+    }
     let channel = match channels::find_in_any_workspace(&deps.db, row.channel_id).await {
         Ok(Some(channel)) => channel,
         Ok(None) => return Fetched::Failed("channel_deleted".to_owned()),
@@ -86,6 +90,25 @@ pub(crate) async fn fetch(deps: &MediaDeps, row: &attachment::Model) -> Fetched 
         size: i64::try_from(size).unwrap_or(i64::MAX),
         mime_type: row.mime_type.is_none().then_some(info.mime_type).flatten(),
     })
+}
+
+/// A file a person sent on a sandbox channel: the sandbox kept it at its content address when
+/// it took the message, so there is nothing to download.
+async fn kept_by_sandbox(deps: &MediaDeps, row: &attachment::Model, sha256: &str) -> Fetched {
+    if sha256.len() != 64 || !sha256.chars().all(|c| c.is_ascii_hexdigit()) {
+        return Fetched::Failed("no_media_id".to_owned());
+    }
+    let key = MediaStore::key(row.workspace_id, sha256);
+    match deps.store.size(&key).await {
+        Ok(size) => Fetched::Stored(StoredFile {
+            storage_key: key,
+            sha256: sha256.to_owned(),
+            size: i64::try_from(size).unwrap_or(i64::MAX),
+            mime_type: None,
+        }),
+        Err(StoreError::Missing) => Fetched::Failed("expired".to_owned()),
+        Err(error) => Fetched::Retry(error.to_string()),
+    }
 }
 
 /// What Meta's refusal of a media lookup means: an id it no longer knows has expired; a

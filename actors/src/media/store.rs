@@ -234,6 +234,18 @@ impl MediaStore {
         })
     }
 
+    /// The size of the file at `key`.
+    ///
+    /// # Errors
+    /// [`StoreError::Missing`] when there is no such file; a store failure.
+    pub async fn size(&self, key: &str) -> Result<u64, StoreError> {
+        match self.inner.head(&Path::from(key)).await {
+            Ok(meta) => Ok(meta.size),
+            Err(object_store::Error::NotFound { .. }) => Err(StoreError::Missing),
+            Err(error) => Err(error.into()),
+        }
+    }
+
     /// Deletes the file at `key` (nothing when there is none).
     ///
     /// # Errors
