@@ -27,7 +27,7 @@ use uuid::Uuid;
 
 pub use self::parcel::{Parcel, pending};
 pub use self::reports::{DeliveryWatcher, Reports};
-pub use self::text::OperatorReply;
+pub use self::text::FreeForm;
 use crate::changes::{Announcer, Change};
 use crate::channel::{Accepted, Channels, SendError, SendRequest};
 use crate::domain::Phone;

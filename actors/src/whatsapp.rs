@@ -4,6 +4,7 @@
 
 pub mod error;
 pub mod graph;
+pub mod media_request;
 pub mod message;
 pub mod outgoing;
 pub mod payload;

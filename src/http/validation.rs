@@ -11,7 +11,7 @@ use crate::http::error::{ApiError, FieldError, PathSegment};
 
 mod media;
 
-pub(crate) use self::media::outgoing_media;
+pub(crate) use self::media::{egress_allows, outgoing_media};
 
 /// What a free-form value over the limit is told (the value is never echoed).
 pub(crate) fn too_large() -> String {

@@ -565,3 +565,51 @@ async fn a_time_without_offset_is_read_in_the_tasks_timezone_and_a_stage_may_be_
         "{error}"
     );
 }
+
+#[tokio::test]
+async fn a_task_sends_a_file_by_a_link_the_egress_policy_allows() {
+    let app = spawn_app().await;
+    let channel = open_window(&app).await;
+    let send = |media: Value| {
+        json!({"name": "Invoice", "task_type": "send_message", "scheduled_at": in_ms(300),
+               "payload": {"identity_id": "p0", "channel_id": channel, "media": media}})
+    };
+    let refusals = [
+        (
+            json!({"kind": "document", "link": "http://files.example.com/a.pdf"}),
+            ["payload", "media", "link"],
+        ),
+        (
+            json!({"kind": "document", "link": "https://10.0.0.7/a.pdf"}),
+            ["payload", "media", "link"],
+        ),
+        (
+            json!({"kind": "gif", "media_id": "1"}),
+            ["payload", "media", "kind"],
+        ),
+    ];
+    for (media, field) in refusals {
+        let refused = app
+            .send_json(Method::POST, "/scheduled-tasks", &send(media))
+            .await;
+        let body = expect_error(refused, 400, "validation_failed").await;
+        assert_eq!(body["details"][0]["path"], json!(field), "{body}");
+    }
+    let mut both = send(json!({"kind": "image", "media_id": "1"}));
+    both["payload"]["message"] = json!("Hi");
+    let refused = app.send_json(Method::POST, "/scheduled-tasks", &both).await;
+    let body = expect_error(refused, 400, "validation_failed").await;
+    assert_eq!(body["details"][0]["path"], json!(["payload", "media"]));
+
+    let file = send(json!({"kind": "document", "link": "https://files.example.com/invoice.pdf",
+                           "file_name": "invoice.pdf", "caption": "Your invoice"}));
+    let made = task(&app, file).await;
+    assert_eq!(made["payload"]["media"]["file_name"], "invoice.pdf");
+    let done = wait_task(&app, &id(&made), |t| t["status"] == "completed").await;
+    assert_eq!(done["run_count"], 1, "{done}");
+    let sent = outbox(&app, &channel).await;
+    assert!(
+        sent.contains(&"[document: invoice.pdf] Your invoice".to_owned()),
+        "{sent:?}"
+    );
+}

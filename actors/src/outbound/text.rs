@@ -17,9 +17,10 @@ use crate::people;
 use crate::thread::Thread;
 use crate::whatsapp::{OutboundContent, OutgoingMedia};
 
-/// What an operator sends: words, or a file (with its caption).
+/// What a free-form message carries (an operator's, a task's): words, or a file (with its
+/// caption).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum OperatorReply {
+pub enum FreeForm {
     /// Free text.
     Text(String),
     /// A file.
@@ -27,37 +28,25 @@ pub enum OperatorReply {
 }
 
 impl Outbox {
-    /// Sends free text to an identity on a channel (the channel's actor refuses it outside the
-    /// 24-hour window), recorded in the identity's conversation like every message, under
-    /// `message_id` when the caller names it (a task run's).
+    /// Sends free text or a file to an identity on a channel (the channel's actor refuses it
+    /// outside the 24-hour window), recorded in the identity's conversation like every message,
+    /// under `message_id` when the caller names it (a task run's).
     ///
     /// # Errors
     /// [`OutboundError::NoPhone`], or as [`Outbox::send_template`].
-    pub async fn send_text(
+    pub async fn send_free_form(
         &self,
         thread: Thread,
-        text: String,
+        content: FreeForm,
         message_id: Option<Uuid>,
     ) -> Result<Sent, OutboundError> {
         let outbox = self.clone();
         detached(async move {
             outbox
-                .text_as(Role::Assistant, thread, text, message_id)
+                .free_form_as(Role::Assistant, thread, content, message_id)
                 .await
         })
         .await
-    }
-
-    /// Free text to the thread's identity at its phone, stored as written by `role`.
-    async fn text_as(
-        &self,
-        role: Role,
-        thread: Thread,
-        text: String,
-        message_id: Option<Uuid>,
-    ) -> Result<Sent, OutboundError> {
-        self.free_form_as(role, thread, OperatorReply::Text(text), message_id)
-            .await
     }
 
     /// Free text or a file to the thread's identity at its phone, stored as written by
@@ -66,21 +55,21 @@ impl Outbox {
         &self,
         role: Role,
         thread: Thread,
-        reply: OperatorReply,
+        reply: FreeForm,
         message_id: Option<Uuid>,
     ) -> Result<Sent, OutboundError> {
         let phone = people::phone_of(&self.db, thread.identity_id)
             .await?
             .ok_or(OutboundError::NoPhone)?;
         let shown = match reply {
-            OperatorReply::Text(text) => (
+            FreeForm::Text(text) => (
                 OutboundContent::Text {
                     body: text.clone(),
                     context: None,
                 },
                 text,
             ),
-            OperatorReply::Media(media) => {
+            FreeForm::Media(media) => {
                 let text = media.shown();
                 (OutboundContent::Media(media), text)
             }
@@ -100,7 +89,7 @@ impl Outbox {
         &self,
         channel: &channel::Model,
         thread: Thread,
-        reply: OperatorReply,
+        reply: FreeForm,
         patience: Duration,
     ) -> Result<Sent, OutboundError> {
         if !channel.active {
@@ -116,11 +105,11 @@ impl Outbox {
     ///
     /// # Errors
     /// [`OutboundError::OutsideWindow`], [`OutboundError::NoPhone`], or as
-    /// [`Outbox::send_text`].
+    /// [`Outbox::send_free_form`].
     pub async fn send_operator(
         &self,
         thread: Thread,
-        reply: OperatorReply,
+        reply: FreeForm,
     ) -> Result<Sent, OutboundError> {
         let outbox = self.clone();
         let sent = detached(async move {

@@ -5,19 +5,20 @@ use parley_persistence::TaskType;
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
-use crate::whatsapp::TemplateParameters;
+use crate::outbound::FreeForm;
+use crate::whatsapp::{OutgoingMedia, TemplateParameters};
 
 /// What a task does, with its parameters.
 #[derive(Clone, Debug, PartialEq)]
 pub enum TaskPayload {
-    /// Free text to an identity on a channel.
+    /// Free text or a file to an identity on a channel.
     SendMessage {
         /// The identity (its id, external id, phone or e-mail; stored as its id).
         identity: String,
         /// The channel.
         channel_id: Uuid,
-        /// The text.
-        message: String,
+        /// The text (`message`) or the file (`media`).
+        content: FreeForm,
     },
     /// A template to an identity on a channel.
     SendTemplate {
@@ -95,8 +96,13 @@ impl TaskPayload {
             Self::SendMessage {
                 identity,
                 channel_id,
-                message,
+                content: FreeForm::Text(message),
             } => json!({"identity_id": identity, "channel_id": channel_id, "message": message}),
+            Self::SendMessage {
+                identity,
+                channel_id,
+                content: FreeForm::Media(media),
+            } => json!({"identity_id": identity, "channel_id": channel_id, "media": media}),
             Self::SendTemplate {
                 identity,
                 channel_id,
@@ -139,7 +145,7 @@ impl Fields<'_> {
             TaskType::SendMessage => TaskPayload::SendMessage {
                 identity: self.text("identity_id", 512),
                 channel_id: self.uuid("channel_id"),
-                message: self.text("message", MAX_TEXT),
+                content: self.free_form(),
             },
             TaskType::SendTemplate => TaskPayload::SendTemplate {
                 identity: self.text("identity_id", 512),
@@ -202,6 +208,31 @@ impl Fields<'_> {
             Some(_) => self.problem(field, "must be a string"),
         }
         String::new()
+    }
+
+    /// `message` or `media`, exactly one.
+    fn free_form(&mut self) -> FreeForm {
+        let given = |field| self.object.get(field).filter(|v| !v.is_null());
+        match (given("message"), given("media")) {
+            (Some(_), Some(_)) => {
+                self.problem("media", "is sent instead of a message: give one of them");
+            }
+            (None, Some(media)) => match OutgoingMedia::parse(media) {
+                Ok(media) => return FreeForm::Media(media),
+                Err(found) => {
+                    for (field, problem) in found {
+                        let path = if field.is_empty() {
+                            "media".to_owned()
+                        } else {
+                            format!("media.{field}")
+                        };
+                        self.problems.push((path, problem));
+                    }
+                }
+            },
+            _ => return FreeForm::Text(self.text("message", MAX_TEXT)),
+        }
+        FreeForm::Text(String::new())
     }
 
     fn template_language(&mut self, field: &str) -> String {
@@ -318,9 +349,27 @@ mod tests {
             Ok(TaskPayload::SendMessage {
                 identity: "crm-42".into(),
                 channel_id: channel,
-                message: "Hi".into()
+                content: FreeForm::Text("Hi".into())
             })
         );
+        let file = TaskPayload::parse(
+            TaskType::SendMessage,
+            &json!({"identity_id": "crm-42", "channel_id": channel,
+                    "media": {"kind": "image", "media_id": "77", "caption": "Yours"}}),
+        )
+        .expect("parses");
+        let TaskPayload::SendMessage { content: FreeForm::Media(media), .. } = &file else {
+            panic!("a file");
+        };
+        assert_eq!(media.media_id.as_deref(), Some("77"));
+        assert_eq!(TaskPayload::parse(TaskType::SendMessage, &file.to_json()), Ok(file));
+        let both = TaskPayload::parse(
+            TaskType::SendMessage,
+            &json!({"identity_id": "a", "channel_id": channel, "message": "Hi",
+                    "media": {"kind": "video"}}),
+        )
+        .expect_err("refused");
+        assert_eq!(both[0].0, "media");
         let template = TaskPayload::parse(
             TaskType::SendTemplate,
             &json!({"identity_id": "crm-42", "channel_id": channel, "template_name": "t",

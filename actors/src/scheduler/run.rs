@@ -50,14 +50,17 @@ pub(super) async fn execute(
         TaskPayload::SendMessage {
             identity,
             channel_id,
-            message,
+            content,
         } => {
             let thread = Thread {
                 workspace_id: ws,
                 identity_id: identity_id(&identity)?,
                 channel_id,
             };
-            let sent = deps.outbox.send_text(thread, message, Some(run_id)).await;
+            let sent = deps
+                .outbox
+                .send_free_form(thread, content, Some(run_id))
+                .await;
             Ok(sent_json(&sent.map_err(|e| e.to_string())?))
         }
         TaskPayload::SendTemplate {

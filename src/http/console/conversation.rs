@@ -10,7 +10,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use parley_actors::outbound::OperatorReply;
+use parley_actors::outbound::FreeForm;
 use parley_actors::thread::Thread;
 use parley_persistence::entities::conversation;
 use parley_persistence::{ConversationStatus, clock};
@@ -307,7 +307,7 @@ async fn send(
     let patience = Duration::from_secs(state.settings.server.send_timeout_secs);
     let outbox = state.actors.outbox();
     Ok(outbox
-        .reply_as_operator(&channel, thread, OperatorReply::Text(text), patience)
+        .reply_as_operator(&channel, thread, FreeForm::Text(text), patience)
         .await?)
 }
 

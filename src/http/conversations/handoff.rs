@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use parley_actors::outbound::{OperatorReply, Sent};
+use parley_actors::outbound::{FreeForm, Sent};
 use parley_actors::thread::Thread;
 use parley_persistence::clock;
 use serde::Deserialize;
@@ -179,10 +179,10 @@ async fn reply(
                 if media.caption.is_none() {
                     media.caption = caption;
                 }
-                OperatorReply::Media(media)
+                FreeForm::Media(media)
             })
         }
-        None => Some(OperatorReply::Text(text_field(
+        None => Some(FreeForm::Text(text_field(
             &mut problems,
             "text",
             body.text.as_ref(),

@@ -138,7 +138,8 @@ fn payload(task_type: TaskType, raw: Option<&Value>) -> Checked<TaskPayload> {
                 if field.is_empty() {
                     FieldError::new(["payload"], problem)
                 } else {
-                    FieldError::new(["payload", field.as_str()], problem)
+                    let path = std::iter::once("payload").chain(field.split('.'));
+                    FieldError::new(path, problem)
                 }
             })
             .collect()

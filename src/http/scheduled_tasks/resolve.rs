@@ -2,10 +2,11 @@
 //! payload's field when it is not there, else the payload with its references resolved.
 
 use parley_actors::flow::FlowConfig;
+use parley_actors::outbound::FreeForm;
 use parley_actors::scheduler::TaskPayload;
 use parley_actors::store::identities::StageRef;
 use parley_actors::whatsapp::template::check_parameters;
-use parley_actors::whatsapp::{TemplateParameters, TemplateRef};
+use parley_actors::whatsapp::{OutgoingMedia, TemplateParameters, TemplateRef};
 use parley_persistence::{campaigns, channels, stages};
 use serde_json::Value;
 use uuid::Uuid;
@@ -13,6 +14,7 @@ use uuid::Uuid;
 use crate::http::AppState;
 use crate::http::error::{ApiError, FieldError, Result};
 use crate::http::lookup::{resolve_contacts, resolve_identity};
+use crate::http::validation::{Problems, egress_allows};
 
 /// Finds what a payload refers to in the workspace (a 400 naming the payload's field when it
 /// is not there) and answers the payload with its references resolved (identity paths and
@@ -28,12 +30,20 @@ impl Resolver<'_> {
             TaskPayload::SendMessage {
                 identity,
                 channel_id,
-                message,
-            } => TaskPayload::SendMessage {
-                identity: self.identity(&identity).await?,
-                channel_id: self.channel(channel_id, "channel_id").await?,
-                message,
-            },
+                content,
+            } => {
+                if let FreeForm::Media(OutgoingMedia { link: Some(link), .. }) = &content {
+                    let mut problems = Problems::default();
+                    let hub = self.state.actors.mcp();
+                    egress_allows(&mut problems, hub.egress(), ["payload", "media", "link"], link);
+                    problems.finish()?;
+                }
+                TaskPayload::SendMessage {
+                    identity: self.identity(&identity).await?,
+                    channel_id: self.channel(channel_id, "channel_id").await?,
+                    content,
+                }
+            }
             TaskPayload::SendTemplate {
                 identity,
                 channel_id,
