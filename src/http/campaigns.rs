@@ -4,9 +4,8 @@
 
 use axum::extract::State;
 use chrono::{DateTime, Utc};
-use parley_actors::flow::params::{self};
 use parley_persistence::campaigns::{self, CampaignFilter};
-use parley_persistence::entities::{campaign, channel};
+use parley_persistence::entities::campaign;
 use parley_persistence::{CampaignStatus, ParamsStrategy, clock};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -25,8 +24,10 @@ use crate::http::validation::{Problems, uuid_of};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+mod template;
 mod wanted;
 
+use self::template::check_template;
 use self::wanted::{CampaignBody, NewCampaignBody, Wanted};
 
 pub(crate) fn router() -> OpenApiRouter<AppState> {
@@ -70,108 +71,6 @@ impl From<campaign::Model> for CampaignRecord {
             updated_at: c.updated_at,
         }
     }
-}
-
-/// Checks the template at Meta (or the sandbox channel's own) for the channel: it exists (in the language, or in exactly one
-/// when none is given), and every parameter the campaign fills is one of its parameters.
-async fn check_template(
-    state: &AppState,
-    channel: &channel::Model,
-    wanted: &mut Wanted,
-) -> Result<()> {
-    let fields = &mut wanted.fields;
-    let listed = state.actors.channels().list_templates(channel.id).await?;
-    let named: Vec<&Value> = listed
-        .iter()
-        .filter(|t| t["name"] == fields.template_name.as_str())
-        .collect();
-    if named.is_empty() {
-        return Err(ApiError::invalid_field(
-            ["templateName"],
-            format!(
-                "names no template of this channel at Meta: {}",
-                fields.template_name
-            ),
-        ));
-    }
-    let found = in_language(&named, wanted)?;
-    let fields = &wanted.fields;
-    // Only an approved template can be sent (a template under review, rejected, paused or
-    // disabled at Meta would fail every recipient).
-    let status = found["status"].as_str().unwrap_or("UNKNOWN");
-    if !status.eq_ignore_ascii_case("APPROVED") {
-        return Err(ApiError::invalid_field(
-            ["templateName"],
-            format!(
-                "the template {} ({}) is {status} at Meta; only approved templates can be sent",
-                fields.template_name, fields.template_language
-            ),
-        ));
-    }
-    parameters_fill(found, wanted)
-}
-
-/// The version of the template in the campaign's language; without one given, the only
-/// version there is (its language becomes the campaign's).
-fn in_language<'t>(named: &[&'t Value], wanted: &mut Wanted) -> Result<&'t Value> {
-    let fields = &mut wanted.fields;
-    if wanted.language_given {
-        return named
-            .iter()
-            .copied()
-            .find(|t| t["language"] == fields.template_language.as_str())
-            .ok_or_else(|| {
-                ApiError::invalid_field(
-                    ["templateLanguage"],
-                    format!(
-                        "the template {} has no {} version",
-                        fields.template_name, fields.template_language
-                    ),
-                )
-            });
-    }
-    match named {
-        [only] => {
-            fields.template_language = only["language"].as_str().unwrap_or_default().to_owned();
-            Ok(only)
-        }
-        _ => Err(ApiError::invalid_field(
-            ["templateLanguage"],
-            "is required: the template exists in several languages",
-        )),
-    }
-}
-
-/// Every parameter the campaign fills is one of the template's, and every placeholder of the
-/// template gets a value (its expression, or the template's example value).
-fn parameters_fill(found: &Value, wanted: &Wanted) -> Result<()> {
-    let fields = &wanted.fields;
-    let needed = params::needed(found);
-    let known: Vec<String> = needed.iter().map(|n| n.name.clone()).collect();
-    let mut problems = Problems::default();
-    for parameter in &wanted.expressions {
-        if !known.contains(parameter) {
-            problems.add(
-                ["templateParameters", parameter.as_str()],
-                format!(
-                    "is not a parameter of the template (it has: {})",
-                    known.join(", ")
-                ),
-            );
-        }
-    }
-    let per_person = fields.params_strategy == ParamsStrategy::UseContactAssociation;
-    for parameter in &needed {
-        let expressed = per_person && wanted.expressions.contains(&parameter.name);
-        if !expressed && parameter.example.is_none() {
-            problems.add(
-                ["templateParameters", parameter.name.as_str()],
-                "is needed by the template, which has no example value for it: give it a \
-                 source expression (and templateParamsStrategy USE_CONTACT_ASSOCIATION)",
-            );
-        }
-    }
-    problems.finish()
 }
 
 /// Create a template campaign.

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use axum::extract::State;
 use parley_actors::outbound::{OutboundError, Sent, TemplateSend};
+use parley_actors::whatsapp::template::header_links;
 use parley_actors::whatsapp::{TemplateParameters, TemplateRef};
 use parley_persistence::MessageStatus;
 use serde::{Deserialize, Serialize};
@@ -21,7 +22,7 @@ use crate::http::error::{ApiError, PathSegment, Result};
 use crate::http::extract::{Json, Path};
 use crate::http::lookup::find_channel;
 use crate::http::validation::Problems;
-use crate::http::validation::is_template_language;
+use crate::http::validation::{egress_allows, is_template_language};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -57,7 +58,9 @@ struct SendBody {
     #[schema(pattern = "^[a-z]{2,3}(_[A-Z]{2})?$", example = "en_US")]
     template_language: String,
     /// `header`, `body` and `button`, each an array of parameter objects: exactly one per
-    /// placeholder of the template's body and text header (none for a template without).
+    /// placeholder of the template's body and text header (none for a template without); a
+    /// template with an IMAGE, VIDEO or DOCUMENT header takes its file as the one header
+    /// parameter, `{"type": "image", "image": {"id": an upload's media id}}` (or `"link"`).
     #[schema(value_type = Option<Object>)]
     template_components: Option<Value>,
 }
@@ -100,6 +103,15 @@ async fn send_template(
         );
     }
     let parameters = send_parameters(&mut problems, body.template_components);
+    for link in header_links(&parameters) {
+        let hub = state.actors.mcp();
+        egress_allows(
+            &mut problems,
+            hub.egress(),
+            ["templateComponents", "header"],
+            link,
+        );
+    }
     problems.finish()?;
     let phone =
         phone.ok_or_else(|| ApiError::invalid_field(["identity", "phone"], "is required"))?;

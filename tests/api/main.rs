@@ -33,6 +33,7 @@ mod mcp;
 mod media;
 mod media_out;
 mod media_s3;
+mod media_templates;
 mod memory;
 mod metrics;
 mod operator;

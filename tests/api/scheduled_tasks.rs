@@ -601,8 +601,10 @@ async fn a_task_sends_a_file_by_a_link_the_egress_policy_allows() {
     let body = expect_error(refused, 400, "validation_failed").await;
     assert_eq!(body["details"][0]["path"], json!(["payload", "media"]));
 
-    let file = send(json!({"kind": "document", "link": "https://files.example.com/invoice.pdf",
-                           "file_name": "invoice.pdf", "caption": "Your invoice"}));
+    let file = send(
+        json!({"kind": "document", "link": "https://files.example.com/invoice.pdf",
+                           "file_name": "invoice.pdf", "caption": "Your invoice"}),
+    );
     let made = task(&app, file).await;
     assert_eq!(made["payload"]["media"]["file_name"], "invoice.pdf");
     let done = wait_task(&app, &id(&made), |t| t["status"] == "completed").await;

@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde_json::{Map, Value, json};
 
 use crate::whatsapp::TemplateParameters;
+use crate::whatsapp::template::{HeaderFile, media_header};
 
 /// One link of a fallback chain.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -31,6 +32,8 @@ pub enum Source {
     Stage,
     /// The template's example value.
     Default,
+    /// The file a media header shows, the same for every person.
+    File(HeaderFile),
 }
 
 /// A parsed source expression: sources tried in order.
@@ -83,14 +86,32 @@ pub fn parse_all(
 ) -> Result<BTreeMap<String, Expression>, (String, String)> {
     let mut parsed = BTreeMap::new();
     for (name, expression) in parameters {
-        let text = expression
-            .as_str()
-            .ok_or_else(|| (name.clone(), "must be a string".to_owned()))?;
-        let expression = Expression::parse(text).map_err(|problem| (name.clone(), problem))?;
+        let expression = parse_one(name, expression).map_err(|problem| (name.clone(), problem))?;
         parsed.insert(name.clone(), expression);
     }
     Ok(parsed)
 }
+
+/// One parameter's expression: a string for text, and for `header` an object naming the file
+/// of a media header (`{"media_id": …}` or `{"link": …}`).
+///
+/// # Errors
+/// What is wrong with it.
+pub fn parse_one(name: &str, expression: &Value) -> Result<Expression, String> {
+    match expression {
+        Value::String(text) => Expression::parse(text),
+        Value::Object(_) if name == MEDIA_HEADER => {
+            HeaderFile::parse(expression).map(|file| Expression(vec![Source::File(file)]))
+        }
+        Value::Object(_) => Err(format!(
+            "must be a string (an object names the file of a media header, as `{MEDIA_HEADER}`)"
+        )),
+        _ => Err("must be a string".to_owned()),
+    }
+}
+
+/// The parameter name of a media header's file.
+pub const MEDIA_HEADER: &str = "header";
 
 /// Where a parameter goes in the send.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -101,6 +122,8 @@ enum Slot {
     Header(usize),
     /// `{{name}}` of the body.
     Named(String),
+    /// The file of an IMAGE, VIDEO or DOCUMENT header (its kind).
+    File(&'static str),
 }
 
 /// A parameter a template needs and its example value.
@@ -113,9 +136,26 @@ pub struct Needed {
     pub example: Option<String>,
 }
 
+impl Needed {
+    /// The kind of file this parameter is, for a media header's (`image`, `video`, `document`).
+    pub fn file_kind(&self) -> Option<&'static str> {
+        match self.slot {
+            Slot::File(kind) => Some(kind),
+            _ => None,
+        }
+    }
+}
+
 /// The parameters `template` (Meta's definition) needs, in send order.
 pub fn needed(template: &Value) -> Vec<Needed> {
     let mut found = Vec::new();
+    if let Some(kind) = media_header(template) {
+        found.push(Needed {
+            name: MEDIA_HEADER.to_owned(),
+            slot: Slot::File(kind),
+            example: None,
+        });
+    }
     for component in template["components"].as_array().into_iter().flatten() {
         let kind = component["type"]
             .as_str()
@@ -224,6 +264,7 @@ impl Person {
                 .try_fold(&self.metadata, |value, segment| value.get(segment))
                 .and_then(scalar_text),
             Source::Memory(key) => self.memory.get(key).and_then(scalar_text),
+            Source::File(_) => None,
         };
         text.filter(|t| !t.trim().is_empty())
     }
@@ -277,6 +318,14 @@ pub fn fill(
             Filling::Defaults => &default,
             Filling::PerPerson(expressions) => expressions.get(&parameter.name).unwrap_or(&default),
         };
+        if let Slot::File(kind) = parameter.slot {
+            let file = expression.0.iter().find_map(|source| match source {
+                Source::File(file) => Some(file.parameter(kind)),
+                _ => None,
+            });
+            header.push(file.ok_or_else(|| parameter.name.clone())?);
+            continue;
+        }
         let value = expression
             .0
             .iter()
@@ -288,6 +337,7 @@ pub fn fill(
                 body.push(json!({"type": "text", "parameter_name": name, "text": value}));
             }
             Slot::Header(_) => header.push(json!({"type": "text", "text": value})),
+            Slot::File(_) => {}
         }
     }
     let mut parameters = TemplateParameters::new();

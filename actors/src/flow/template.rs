@@ -57,7 +57,16 @@ pub(super) async fn template_of(
 /// How the campaign fills each recipient's parameters.
 pub(super) fn filling_of(campaign: &campaign::Model) -> Filling {
     match campaign.params_strategy {
-        ParamsStrategy::UseDefault => Filling::Defaults,
+        // Example values for every text; a media header's file is the campaign's either way.
+        ParamsStrategy::UseDefault => campaign.template_parameters[params::MEDIA_HEADER]
+            .as_object()
+            .and_then(|_| {
+                let file = &campaign.template_parameters[params::MEDIA_HEADER];
+                params::parse_one(params::MEDIA_HEADER, file).ok()
+            })
+            .map_or(Filling::Defaults, |file| {
+                Filling::PerPerson([(params::MEDIA_HEADER.to_owned(), file)].into())
+            }),
         ParamsStrategy::UseContactAssociation => {
             let expressions = campaign
                 .template_parameters

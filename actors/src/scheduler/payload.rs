@@ -358,11 +358,18 @@ mod tests {
                     "media": {"kind": "image", "media_id": "77", "caption": "Yours"}}),
         )
         .expect("parses");
-        let TaskPayload::SendMessage { content: FreeForm::Media(media), .. } = &file else {
+        let TaskPayload::SendMessage {
+            content: FreeForm::Media(media),
+            ..
+        } = &file
+        else {
             panic!("a file");
         };
         assert_eq!(media.media_id.as_deref(), Some("77"));
-        assert_eq!(TaskPayload::parse(TaskType::SendMessage, &file.to_json()), Ok(file));
+        assert_eq!(
+            TaskPayload::parse(TaskType::SendMessage, &file.to_json()),
+            Ok(file)
+        );
         let both = TaskPayload::parse(
             TaskType::SendMessage,
             &json!({"identity_id": "a", "channel_id": channel, "message": "Hi",

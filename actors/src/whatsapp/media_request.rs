@@ -126,16 +126,21 @@ mod tests {
     fn a_file_names_one_source_and_what_its_kind_takes() {
         let media = OutgoingMedia::parse(&json!({"kind": "document", "media_id": "123",
                                                  "file_name": "receipt.pdf", "caption": "Yours"}))
-        .unwrap();
+        .expect("parses");
         assert_eq!(media.file_name.as_deref(), Some("receipt.pdf"));
-        let problems =
-            OutgoingMedia::parse(&json!({"kind": "audio", "media_id": "1", "link": "https://x",
-                                         "caption": "no", "file_name": "a.ogg"}))
-            .unwrap_err();
+        let problems = OutgoingMedia::parse(
+            &json!({"kind": "audio", "media_id": "1", "link": "https://x",
+                                         "caption": "no", "file_name": "a.ogg"}),
+        )
+        .expect_err("refused");
         let fields: Vec<&str> = problems.iter().map(|(f, _)| *f).collect();
         assert_eq!(fields, ["", "caption", "file_name"]);
-        let problems = OutgoingMedia::parse(&json!({"kind": "gif", "link": "http://x"})).unwrap_err();
-        assert_eq!(problems.iter().map(|(f, _)| *f).collect::<Vec<_>>(), ["kind", "link"]);
+        let problems =
+            OutgoingMedia::parse(&json!({"kind": "gif", "link": "http://x"})).expect_err("refused");
+        assert_eq!(
+            problems.iter().map(|(f, _)| *f).collect::<Vec<_>>(),
+            ["kind", "link"]
+        );
         assert!(OutgoingMedia::parse(&json!("a picture")).is_err());
         assert!(OutgoingMedia::parse(&json!({"kind": "image", "media_id": "../etc"})).is_err());
     }

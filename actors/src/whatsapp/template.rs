@@ -30,31 +30,37 @@ pub struct RenderedTemplate {
     pub text: String,
 }
 
+mod header;
+
+pub use self::header::{HeaderFile, header_links, media_header};
+
 /// The parameters of a send do not fit its template's placeholders.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "needs exactly {expected} parameters for the template's {component} placeholders, got {given}"
-)]
+#[error("{problem}")]
 pub struct ParameterMismatch {
     /// The component: `body` or `header`.
     pub component: &'static str,
-    /// How many placeholders it has.
-    pub expected: usize,
-    /// How many values the send gives.
-    pub given: usize,
+    /// What it needs that the send does not give.
+    pub problem: String,
 }
 
 /// Checks that `parameters` give exactly one value per placeholder of `template`'s BODY and
 /// text HEADER (Meta refuses a send that gives more or fewer, and a transcript would show an
-/// unfilled `{{n}}`).
+/// unfilled `{{n}}`), and the file of a media HEADER.
 ///
 /// # Errors
-/// The first component whose count does not fit.
+/// The first component whose parameters do not fit.
 pub fn check_parameters(
     template: &Value,
     parameters: &TemplateParameters,
 ) -> Result<(), ParameterMismatch> {
+    if let Some(kind) = media_header(template) {
+        header::header_file(kind, parameters)?;
+    }
     for (component, expected) in placeholder_counts(template) {
+        if component == "header" && media_header(template).is_some() {
+            continue;
+        }
         let given = parameters
             .get(component)
             .and_then(Value::as_array)
@@ -62,8 +68,10 @@ pub fn check_parameters(
         if given != expected {
             return Err(ParameterMismatch {
                 component,
-                expected,
-                given,
+                problem: format!(
+                    "needs exactly {expected} parameters for the template's {component} \
+                     placeholders, got {given}"
+                ),
             });
         }
     }
@@ -143,7 +151,10 @@ impl TemplateRef {
                 language: self.language.clone(),
                 components: wire_components(parameters),
             },
-            text: render_body(template, parameters),
+            text: match media_header(template) {
+                Some(kind) => format!("[{kind}] {}", render_body(template, parameters)),
+                None => render_body(template, parameters),
+            },
         }
     }
 }

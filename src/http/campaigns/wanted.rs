@@ -1,7 +1,7 @@
 //! A campaign's body checked once: for a create alone, for a PATCH laid over the campaign it
 //! changes. The template itself is checked against Meta by the handler.
 
-use parley_actors::flow::params::Expression;
+use parley_actors::flow::params;
 use parley_persistence::campaigns::CampaignFields;
 use parley_persistence::entities::campaign;
 use parley_persistence::{CampaignStatus, ParamsStrategy};
@@ -19,6 +19,31 @@ crate::http::openapi::string_schema!(
     pattern = r"^\s*(name|phone|email|external_id|stage|default|(metadata|memory)(\.[^.,]+)*\.[^.,]*[^.,\s])\s*(,\s*(name|phone|email|external_id|stage|default|(metadata|memory)(\.[^.,]+)*\.[^.,]*[^.,\s])\s*)*$",
     example = "name,default"
 );
+
+/// The file of a media header (IMAGE, VIDEO or DOCUMENT), the same for every person: an
+/// upload's `media_id` or an `https` `link` (exactly one).
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)] // the document's shape; the body is read by `params::parse_one`
+pub(crate) struct HeaderFileSource {
+    media_id: Option<String>,
+    link: Option<String>,
+}
+
+/// A template parameter's source: an expression for a text placeholder, or (as `header`) the
+/// file of a media header.
+pub(crate) struct ParameterSource;
+
+impl utoipa::PartialSchema for ParameterSource {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::OneOfBuilder;
+        OneOfBuilder::new()
+            .item(<SourceExpression as utoipa::PartialSchema>::schema())
+            .item(<HeaderFileSource as utoipa::PartialSchema>::schema())
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for ParameterSource {}
 
 /// Longest campaign name.
 const MAX_NAME: usize = 200;
@@ -44,8 +69,9 @@ pub(super) struct CampaignBody {
     pub(super) template_language: Option<String>,
     #[schema(value_type = Option<ParamsStrategy>)]
     pub(super) template_params_strategy: Option<String>,
-    /// Template parameter → source expression (`name`, or a fallback chain `name,default`).
-    #[schema(value_type = Option<std::collections::HashMap<String, SourceExpression>>)]
+    /// Template parameter → source expression (`name`, or a fallback chain `name,default`);
+    /// `header` → `{"media_id": …}` or `{"link": …}` for a template with a media header.
+    #[schema(value_type = Option<std::collections::HashMap<String, ParameterSource>>)]
     pub(super) template_parameters: Option<Map<String, Value>>,
 }
 
@@ -192,10 +218,9 @@ fn parameters(
     let mut problems = Vec::new();
     for (parameter, expression) in parameters.as_object().into_iter().flatten() {
         let path = ["templateParameters", parameter.as_str()];
-        match expression.as_str().map(Expression::parse) {
-            Some(Ok(_)) => expressions.push(parameter.clone()),
-            Some(Err(found)) => problems.push(FieldError::new(path, found)),
-            None => problems.push(FieldError::new(path, "must be a string")),
+        match params::parse_one(parameter, expression) {
+            Ok(_) => expressions.push(parameter.clone()),
+            Err(found) => problems.push(FieldError::new(path, found)),
         }
     }
     if problems.is_empty() {

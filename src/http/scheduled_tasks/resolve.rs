@@ -5,8 +5,8 @@ use parley_actors::flow::FlowConfig;
 use parley_actors::outbound::FreeForm;
 use parley_actors::scheduler::TaskPayload;
 use parley_actors::store::identities::StageRef;
-use parley_actors::whatsapp::template::check_parameters;
-use parley_actors::whatsapp::{OutgoingMedia, TemplateParameters, TemplateRef};
+use parley_actors::whatsapp::template::{check_parameters, header_links};
+use parley_actors::whatsapp::{TemplateParameters, TemplateRef};
 use parley_persistence::{campaigns, channels, stages};
 use serde_json::Value;
 use uuid::Uuid;
@@ -32,11 +32,8 @@ impl Resolver<'_> {
                 channel_id,
                 content,
             } => {
-                if let FreeForm::Media(OutgoingMedia { link: Some(link), .. }) = &content {
-                    let mut problems = Problems::default();
-                    let hub = self.state.actors.mcp();
-                    egress_allows(&mut problems, hub.egress(), ["payload", "media", "link"], link);
-                    problems.finish()?;
+                if let FreeForm::Media(media) = &content {
+                    self.links_allowed(media.link.as_deref(), ["payload", "media", "link"])?;
                 }
                 TaskPayload::SendMessage {
                     identity: self.identity(&identity).await?,
@@ -55,6 +52,8 @@ impl Resolver<'_> {
                 let channel_id = self.channel(channel_id, "channel_id").await?;
                 self.template(channel_id, &template_name, &language, &parameters)
                     .await?;
+                let at = ["payload", "parameters", "header"];
+                self.links_allowed(header_links(&parameters), at)?;
                 TaskPayload::SendTemplate {
                     identity,
                     channel_id,
@@ -148,6 +147,20 @@ impl Resolver<'_> {
                 mismatch.to_string(),
             )])
         })
+    }
+
+    /// The links a payload sends files at are ones the egress policy allows (400 at `at`).
+    fn links_allowed<'l>(
+        &self,
+        links: impl IntoIterator<Item = &'l str>,
+        at: [&str; 3],
+    ) -> Result<()> {
+        let mut problems = Problems::default();
+        let hub = self.state.actors.mcp();
+        for link in links {
+            egress_allows(&mut problems, hub.egress(), at, link);
+        }
+        problems.finish()
     }
 
     async fn start_flow(
