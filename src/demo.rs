@@ -7,6 +7,7 @@
 mod kept;
 mod mcp_clock;
 mod model;
+mod senses;
 
 use anyhow::Context;
 use parley_persistence::assistants::{self, AssistantFields};
@@ -234,7 +235,12 @@ async fn demo_channel(
         languages: json!(["en"]),
         provider: "PROVIDER_ONE".to_owned(),
         model: None,
-        settings: serde_json::to_value(AssistantSettings::default())?,
+        // The demo's model tells pictures and recordings back, so the demo shows them understood.
+        settings: serde_json::to_value(AssistantSettings {
+            vision: true,
+            transcribe: true,
+            ..AssistantSettings::default()
+        })?,
     };
     assistants::create(db, workspace_id, worker.id, fields, now).await?;
     let sync = ChannelChanges {

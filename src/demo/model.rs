@@ -4,7 +4,7 @@
 //! is …" (through the `remember` tool), tells the name back when asked "what is my name" (from
 //! "name is …" or "called …" in its instructions), asks the
 //! demo's MCP clock when asked "what time is it" (in the remembered timezone), and otherwise
-//! repeats what it was told.
+//! repeats what it was told; pictures and recordings it measures (`senses`).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -29,7 +29,12 @@ impl DemoModel {
     /// # Errors
     /// Fails when the listener's address cannot be read.
     pub(crate) fn start(listener: tokio::net::TcpListener) -> std::io::Result<Self> {
-        let app = Router::new().route("/v1/chat/completions", post(chat_completions));
+        let app = Router::new()
+            .route("/v1/chat/completions", post(chat_completions))
+            .route(
+                "/v1/audio/transcriptions",
+                post(super::senses::transcriptions),
+            );
         let addr = listener.local_addr()?;
         let (tx, rx) = oneshot::channel::<()>();
         tokio::spawn(async move {
@@ -127,11 +132,7 @@ fn answer(request: &Value) -> Answer {
     if last["role"] == "tool" {
         return after_tool(&messages, &last);
     }
-    let said = last["content"]
-        .as_str()
-        .unwrap_or_default()
-        .trim()
-        .to_owned();
+    let said = super::senses::said(&last["content"]).trim().to_owned();
     let lower = said.to_lowercase();
     let system = messages
         .first()

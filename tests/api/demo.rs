@@ -319,3 +319,99 @@ async fn a_restarted_demo_keeps_its_key_its_clocks_address_and_prints_its_operat
     second.kill().expect("stop the demo");
     second.wait().expect("reaped");
 }
+
+/// The sandbox outbox's contents once it holds `count` messages.
+async fn outbox_of(
+    http: &reqwest::Client,
+    base: &str,
+    channel: &str,
+    key: &str,
+    count: usize,
+) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let outbox = read(
+            http,
+            format!("{base}/channels/{channel}/sandbox/outbox"),
+            key,
+        )
+        .await;
+        let contents: Vec<String> = outbox["data"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|m| m["content"].as_str().map(str::to_owned))
+            .collect();
+        if contents.len() >= count {
+            return contents;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the demo never answered: {outbox}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn the_offline_demo_sees_a_picture_and_hears_a_voice_note() {
+    use reqwest::multipart::{Form, Part};
+    parley_actors::llm::install_crypto_provider();
+    let dir = tempfile::tempdir().expect("dir");
+    let (
+        mut child,
+        Banner {
+            base, key, channel, ..
+        },
+    ) = start_demo(dir.path());
+    let http = reqwest::Client::new();
+    let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
+    png.resize(3000, 7);
+    let sends = [
+        Form::new()
+            .text("from", "+351912345678")
+            .text("caption", "my receipt")
+            .part(
+                "file",
+                Part::bytes(png)
+                    .file_name("receipt.png")
+                    .mime_str("image/png")
+                    .expect("mime"),
+            ),
+        Form::new()
+            .text("from", "+351912345678")
+            .text("voice", "true")
+            .part(
+                "file",
+                Part::bytes(vec![1_u8; 2000])
+                    .file_name("note.ogg")
+                    .mime_str("audio/ogg")
+                    .expect("mime"),
+            ),
+    ];
+    for (sent, form) in sends.into_iter().enumerate() {
+        let injected = http
+            .post(format!("{base}/channels/{channel}/sandbox/inbound/media"))
+            .bearer_auth(&key)
+            .multipart(form)
+            .send()
+            .await
+            .expect("inject");
+        assert_eq!(injected.status().as_u16(), 201);
+        // One at a time: each answer is to its own file.
+        outbox_of(&http, &base, &channel, &key, sent + 1).await;
+    }
+    let outbox = outbox_of(&http, &base, &channel, &key, 2).await;
+    assert!(
+        outbox.iter().any(|m| m.contains("[image] my receipt") && m.contains("(a picture: image/png, 3 KB)")),
+        "{outbox:?}"
+    );
+    assert!(
+        outbox
+            .iter()
+            .any(|m| m.contains("(a recording: audio/ogg, 2 KB)")),
+        "{outbox:?}"
+    );
+    child.kill().expect("kill");
+    child.wait().expect("wait");
+}
