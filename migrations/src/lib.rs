@@ -23,6 +23,7 @@ mod m20261126_000015_cluster;
 mod m20261127_000016_partial_message_indexes;
 mod m20261127_000017_health_probe;
 mod m20261127_000018_attachments;
+mod m20261127_000019_workspace_media_retention;
 
 /// Applies Parley's migrations in order; `parley serve` and `parley migrate` run it.
 #[derive(Debug)]
@@ -50,6 +51,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261127_000016_partial_message_indexes::Migration),
             Box::new(m20261127_000017_health_probe::Migration),
             Box::new(m20261127_000018_attachments::Migration),
+            Box::new(m20261127_000019_workspace_media_retention::Migration),
         ]
     }
 }

@@ -13,6 +13,10 @@ use crate::Result;
 use crate::entities::{attachment, message};
 use crate::values::{AttachmentStatus, MediaKind};
 
+mod retention;
+
+pub use self::retention::{RetentionScope, past_retention, retire};
+
 /// A file a message carries, as the message arrived with it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NewAttachment {
@@ -299,62 +303,6 @@ pub async fn unreferenced(db: &impl ConnectionTrait, keys: &[String]) -> Result<
         .filter(|key| !used.contains(key))
         .cloned()
         .collect())
-}
-
-/// Stored files of messages older than `before` (past the retention), oldest first: `(id,
-/// storage key)`.
-///
-/// # Errors
-/// Fails on a database error.
-pub async fn past_retention(
-    db: &impl ConnectionTrait,
-    before: DateTime<Utc>,
-    limit: u64,
-) -> Result<Vec<(Uuid, String)>> {
-    let rows: Vec<(Uuid, Option<String>)> = attachment::Entity::find()
-        .select_only()
-        .column(attachment::Column::Id)
-        .column(attachment::Column::StorageKey)
-        .filter(attachment::Column::Status.eq(AttachmentStatus::Stored))
-        .filter(attachment::Column::CreatedAt.lt(before))
-        .order_by_asc(attachment::Column::CreatedAt)
-        .limit(limit)
-        .into_tuple()
-        .all(db)
-        .await?;
-    Ok(rows
-        .into_iter()
-        .filter_map(|(id, key)| Some((id, key?)))
-        .collect())
-}
-
-/// Marks the attachments `ids` as no longer kept (`failed`, `retention`): their files are
-/// the caller's to delete once this committed.
-///
-/// # Errors
-/// Fails on a database error.
-pub async fn retire(db: &impl ConnectionTrait, ids: &[Uuid], now: DateTime<Utc>) -> Result<()> {
-    if ids.is_empty() {
-        return Ok(());
-    }
-    attachment::Entity::update_many()
-        .col_expr(
-            attachment::Column::Status,
-            Expr::value(AttachmentStatus::Failed),
-        )
-        .col_expr(
-            attachment::Column::Failure,
-            Some("retention".to_owned()).into(),
-        )
-        .col_expr(
-            attachment::Column::StorageKey,
-            Option::<String>::None.into(),
-        )
-        .col_expr(attachment::Column::UpdatedAt, now.into())
-        .filter(attachment::Column::Id.is_in(ids.iter().copied()))
-        .exec(db)
-        .await?;
-    Ok(())
 }
 
 /// Records what the audio `attachment_id` says, and makes its message read `content` (the

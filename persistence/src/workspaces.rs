@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use sea_orm::sea_query::Query;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter,
-    QueryOrder, Set,
+    QueryOrder, QuerySelect, Set,
 };
 use uuid::Uuid;
 
@@ -86,6 +86,8 @@ pub struct WorkspaceChanges {
     pub name: Option<String>,
     /// New description; `Some(None)` clears it.
     pub description: Option<Option<String>>,
+    /// Days its media files are kept (0: kept); `Some(None)` returns to the installation's.
+    pub media_retention_days: Option<Option<i32>>,
 }
 
 /// Applies `changes` to `current` and returns the stored result.
@@ -104,6 +106,9 @@ pub async fn update(
     }
     if let Some(description) = changes.description {
         active.description = Set(description);
+    }
+    if let Some(days) = changes.media_retention_days {
+        active.media_retention_days = Set(days);
     }
     active.updated_at = Set(now);
     Ok(active.update(db).await?)
@@ -131,4 +136,23 @@ fn memberships_of(user_id: Uuid) -> sea_orm::sea_query::SelectStatement {
         .from(workspace_member::Entity)
         .and_where(workspace_member::Column::UserId.eq(user_id))
         .to_owned()
+}
+
+/// The workspaces with a media retention of their own, and its days (0: kept).
+///
+/// # Errors
+/// Fails on a database error.
+pub async fn media_retentions(db: &impl ConnectionTrait) -> Result<Vec<(i64, i32)>> {
+    let rows: Vec<(i64, Option<i32>)> = workspace::Entity::find()
+        .select_only()
+        .column(workspace::Column::Id)
+        .column(workspace::Column::MediaRetentionDays)
+        .filter(workspace::Column::MediaRetentionDays.is_not_null())
+        .into_tuple()
+        .all(db)
+        .await?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|(id, days)| Some((id, days?)))
+        .collect())
 }

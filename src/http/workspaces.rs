@@ -38,6 +38,8 @@ pub(crate) struct WorkspaceRecord {
     name: String,
     description: Option<String>,
     business_id: Uuid,
+    /// Days its media files are kept (0: kept); null: the installation's `media.retention_days`.
+    media_retention_days: Option<i32>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
 }
@@ -49,6 +51,7 @@ impl From<workspace::Model> for WorkspaceRecord {
             name: w.name,
             description: w.description,
             business_id: w.business_id,
+            media_retention_days: w.media_retention_days,
             created_at: w.created_at,
             updated_at: w.updated_at,
         }
@@ -165,11 +168,19 @@ struct UpdateWorkspaceBody {
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<String>, max_length = 2000)]
     description: Option<Option<String>>,
+    /// Days the workspace's media files are kept after their message (0: kept); null returns
+    /// to the installation's `media.retention_days`.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<i32>, minimum = 0, maximum = 36500)]
+    media_retention_days: Option<Option<serde_json::Value>>,
 }
 
-/// Rename or describe a workspace.
+/// Longest media retention a workspace may set, in days (a hundred years).
+const MAX_RETENTION_DAYS: i64 = 36_500;
+
+/// Rename or describe a workspace, or set how long its media is kept.
 ///
-/// Its name and description. Needs an admin key.
+/// Its name, description and media retention. Needs an admin key.
 #[utoipa::path(
     patch,
     path = "/workspace/{workspace_id}",
@@ -195,10 +206,14 @@ async fn update_workspace(
     let description = body
         .description
         .map(|d| parse_description(d, &mut problems));
+    let media_retention_days = body
+        .media_retention_days
+        .map(|days| parse_retention(days, &mut problems));
     problems.finish()?;
     let changes = WorkspaceChanges {
         name: name.clone().map(Name::into_inner),
         description,
+        media_retention_days,
     };
     let updated = workspaces::update(&state.db, current, changes, clock::now())
         .await
@@ -222,6 +237,24 @@ fn parse_description(raw: Option<String>, problems: &mut Problems) -> Option<Str
         );
     }
     Some(text)
+}
+
+/// Whole days from 0 to a hundred years, or null.
+fn parse_retention(raw: Option<serde_json::Value>, problems: &mut Problems) -> Option<i32> {
+    let raw = raw?;
+    match raw
+        .as_i64()
+        .filter(|d| (0..=MAX_RETENTION_DAYS).contains(d))
+    {
+        Some(days) => i32::try_from(days).ok(),
+        None => {
+            problems.add(
+                ["media_retention_days"],
+                format!("must be a whole number of days from 0 to {MAX_RETENTION_DAYS}, or null"),
+            );
+            None
+        }
+    }
 }
 
 fn workspace_name_taken(error: PersistenceError, name: &Name) -> ApiError {

@@ -467,6 +467,110 @@ async fn files_past_the_retention_are_deleted_and_say_so() {
     expect_error(app.get(&format!("/media/{id}")).await, 409, "media_failed").await;
 }
 
+/// Makes the attachment `id` look `days` old.
+async fn age(app: &TestApp, id: &str, days: i64) {
+    use parley_persistence::entities::attachment;
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+    let back = parley_persistence::clock::now() - chrono::Duration::days(days);
+    attachment::Entity::update_many()
+        .col_expr(attachment::Column::CreatedAt, back.into())
+        .filter(attachment::Column::Id.eq(uuid::Uuid::parse_str(id).expect("uuid")))
+        .exec(&app.db().await)
+        .await
+        .expect("aged");
+}
+
+#[tokio::test]
+async fn a_workspace_keeps_its_files_for_a_time_of_its_own() {
+    let app = spawn_app_with(|settings| {
+        settings.media.retention_days = 30;
+        settings.media.retention_sweep_secs = 1;
+    })
+    .await;
+    let workspace = format!("/workspace/{}", app.owner.workspace_id);
+    for days in [json!(-1), json!(1.5), json!("60"), json!(36_501)] {
+        let refused = app
+            .send_json(
+                Method::PATCH,
+                &workspace,
+                &json!({"media_retention_days": days}),
+            )
+            .await;
+        let body = expect_error(refused, 400, "validation_failed").await;
+        assert_eq!(
+            body["details"][0]["path"],
+            json!(["media_retention_days"]),
+            "{body}"
+        );
+    }
+    let set = app
+        .send_json(
+            Method::PATCH,
+            &workspace,
+            &json!({"media_retention_days": 60}),
+        )
+        .await;
+    assert_eq!(
+        expect_status(set, 200).await["data"]["media_retention_days"],
+        60
+    );
+
+    let channel = app.live_channel(NUMBER).await;
+    for (n, caption) in ["kept", "old"].into_iter().enumerate() {
+        let id = format!("media-ws-{n}");
+        let sha256 = app.graph.add_media(&id, picture(3_000 + n), "image/jpeg");
+        let wamid = format!("wamid.W{n}");
+        app.webhook(
+            Some(&channel),
+            &image_message(&wamid, &id, &sha256, caption),
+        )
+        .await;
+    }
+    let files = |messages: &[Value]| -> Vec<Value> {
+        messages
+            .iter()
+            .flat_map(|m| m["attachments"].as_array().cloned().unwrap_or_default())
+            .collect()
+    };
+    let messages = app
+        .wait_for_messages(SHEENA_PATH, |all| {
+            files(all)
+                .iter()
+                .filter(|f| f["status"] == "stored")
+                .count()
+                == 2
+        })
+        .await;
+    let by_caption = |caption: &str| {
+        files(&messages)
+            .into_iter()
+            .find(|f| f["caption"] == caption)
+            .and_then(|f| f["id"].as_str().map(str::to_owned))
+            .expect("a file")
+    };
+    let (kept, old) = (by_caption("kept"), by_caption("old"));
+    // Past the installation's 30 days but within the workspace's 60; and past both.
+    age(&app, &kept, 45).await;
+    age(&app, &old, 61).await;
+    let messages = app
+        .wait_for_messages(SHEENA_PATH, |all| {
+            files(all).iter().any(|f| f["failure"] == "retention")
+        })
+        .await;
+    let settled = files(&messages);
+    let status = |id: &str| {
+        settled
+            .iter()
+            .find(|f| f["id"] == id)
+            .map(|f| f["status"].clone())
+    };
+    assert_eq!(status(&old), Some(json!("failed")), "{settled:?}");
+    assert_eq!(status(&kept), Some(json!("stored")), "{settled:?}");
+    assert_eq!(stored_files(&app).len(), 1);
+    let read = app.get(&format!("/media/{kept}")).await;
+    assert_eq!(read.status().as_u16(), 200);
+}
+
 /// A live channel whose worker's assistant has `settings`.
 async fn channel_with(app: &TestApp, settings: Value) -> String {
     let channel = app

@@ -7,9 +7,9 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use parley_persistence::attachments;
-use parley_persistence::clock;
+use parley_persistence::attachments::{self, RetentionScope};
 use parley_persistence::entities::attachment;
+use parley_persistence::{clock, workspaces};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use uuid::Uuid;
 
@@ -68,9 +68,8 @@ impl Actor for MediaWorker {
         deps: Arc<MediaDeps>,
     ) -> Result<Self::State, ActorProcessingErr> {
         myself.send_interval(deps.settings.sweep, || MediaMsg::Sweep);
-        if deps.settings.retention.is_some() {
-            myself.send_interval(deps.settings.retention_sweep, || MediaMsg::Retire);
-        }
+        // A workspace may keep its files for a time of its own, so the pass always runs.
+        myself.send_interval(deps.settings.retention_sweep, || MediaMsg::Retire);
         let _ = myself.send_message(MediaMsg::Sweep);
         let (bell, worker) = (deps.bell.clone(), myself.clone());
         let listening = tokio::spawn(async move {
@@ -113,11 +112,11 @@ impl Actor for MediaWorker {
                 state.running.remove(&id);
             }
             MediaMsg::Retire => {
-                if let (false, Some(keep)) = (state.retiring, state.deps.settings.retention) {
+                if !state.retiring {
                     state.retiring = true;
                     let (deps, myself) = (state.deps.clone(), myself.clone());
                     tokio::spawn(async move {
-                        retire(&deps, keep).await;
+                        retire(&deps).await;
                         let _ = myself.send_message(MediaMsg::Retired);
                     });
                 }
@@ -195,14 +194,36 @@ async fn settle(deps: &MediaDeps, row: &attachment::Model, fetched: Fetched) {
     }
 }
 
-/// Deletes the files of messages older than `keep`, a batch at a time: their rows are marked
-/// first, then the files no row names any more are deleted. On a cluster every node may run
-/// it; a file two nodes delete is deleted once.
-async fn retire(deps: &MediaDeps, keep: chrono::Duration) {
+/// Deletes the files past their retention: a workspace's with a retention of its own after
+/// its days (0: kept), every other's after the installation's `media.retention_days`.
+async fn retire(deps: &MediaDeps) {
+    let own = match workspaces::media_retentions(&deps.db).await {
+        Ok(own) => own,
+        Err(error) => {
+            tracing::warn!(%error, "could not read the workspaces' media retention");
+            return;
+        }
+    };
+    for (workspace, days) in &own {
+        if *days > 0 {
+            let keep = chrono::Duration::days(i64::from(*days));
+            retire_scope(deps, &RetentionScope::Workspace(*workspace), keep).await;
+        }
+    }
+    if let Some(keep) = deps.settings.retention {
+        let others = RetentionScope::Others(own.iter().map(|(id, _)| *id).collect());
+        retire_scope(deps, &others, keep).await;
+    }
+}
+
+/// Deletes the files of `scope`'s messages older than `keep`, a batch at a time: their rows
+/// are marked first, then the files no row names any more are deleted. On a cluster every node
+/// may run it; a file two nodes delete is deleted once.
+async fn retire_scope(deps: &MediaDeps, scope: &RetentionScope, keep: chrono::Duration) {
     const BATCH: u64 = 500;
     loop {
         let now = clock::now();
-        let due = match attachments::past_retention(&deps.db, now - keep, BATCH).await {
+        let due = match attachments::past_retention(&deps.db, scope, now - keep, BATCH).await {
             Ok(due) => due,
             Err(error) => {
                 tracing::warn!(%error, "could not read the files past their retention");

@@ -15,6 +15,9 @@ pub struct Model {
     pub name: String,
     /// Free text.
     pub description: Option<String>,
+    /// Days its media files are kept (0: kept); `None`: the installation's
+    /// `media.retention_days`.
+    pub media_retention_days: Option<i32>,
     /// When it was created.
     pub created_at: DateTimeUtc,
     /// When its name or description last changed.
