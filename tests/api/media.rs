@@ -807,3 +807,35 @@ async fn the_console_shows_a_picture_plays_a_voice_note_and_links_a_document() {
     let foreign = stranger.get(&format!("/console/media/{image}")).await;
     assert_eq!(foreign.status, 404);
 }
+
+#[tokio::test]
+async fn what_a_stopped_process_was_staging_is_deleted_when_media_starts_again() {
+    let dir = tempfile::tempdir().expect("dir");
+    let staging = dir.path().join("staging");
+    std::fs::create_dir_all(&staging).expect("staging");
+    let two_hours_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(7200);
+    // A download cut short (its part), a staged file never kept, and a write in progress now.
+    let (part, whole, live) = (
+        staging.join("019ad1d2-0000-7000-8000-000000000001#1"),
+        staging.join("019ad1d2-0000-7000-8000-000000000002"),
+        staging.join("019ad1d2-0000-7000-8000-000000000003#1"),
+    );
+    for (path, old) in [(&part, true), (&whole, true), (&live, false)] {
+        let file = std::fs::File::create(path).expect("file");
+        std::io::Write::write_all(&mut &file, b"half a picture").expect("write");
+        if old {
+            file.set_modified(two_hours_ago).expect("mtime");
+        }
+    }
+    let media_dir = dir.path().to_path_buf();
+    let _app = spawn_app_with(move |settings| settings.media.dir = Some(media_dir)).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while part.exists() || whole.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "stale staged files were left"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(live.exists(), "a write in progress is left alone");
+}

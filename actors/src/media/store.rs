@@ -16,6 +16,8 @@ use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt, WriteMulti
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
+mod leftovers;
+
 /// The media store could not do what it was asked.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -85,6 +87,8 @@ pub struct MediaStore {
     part: usize,
     /// `fs` or `s3`, for logs and the metrics.
     kind: &'static str,
+    /// The directory of a local store, whose cut-short writes `object_store` does not list.
+    local_dir: Option<std::path::PathBuf>,
 }
 
 /// Parts written at once per file.
@@ -104,6 +108,7 @@ impl MediaStore {
             inner: Arc::new(store),
             part: 256 * 1024,
             kind: "fs",
+            local_dir: Some(dir.to_path_buf()),
         })
     }
 
@@ -127,6 +132,7 @@ impl MediaStore {
             inner: Arc::new(store),
             part: 5 * 1024 * 1024,
             kind: "s3",
+            local_dir: None,
         })
     }
 

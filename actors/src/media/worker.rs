@@ -57,6 +57,10 @@ impl MediaBell {
     }
 }
 
+/// How long a staged file may go unwritten before it is taken for a stopped process's: far
+/// longer than any fetch in progress pauses.
+const STALE_STAGING: std::time::Duration = std::time::Duration::from_secs(3600);
+
 impl Actor for MediaWorker {
     type Msg = MediaMsg;
     type State = MediaState;
@@ -71,6 +75,15 @@ impl Actor for MediaWorker {
         // A workspace may keep its files for a time of its own, so the pass always runs.
         myself.send_interval(deps.settings.retention_sweep, || MediaMsg::Retire);
         let _ = myself.send_message(MediaMsg::Sweep);
+        // What a stopped process was writing is nobody's now (a fetch is retried whole).
+        let store = deps.store.clone();
+        tokio::spawn(async move {
+            match store.sweep_staging(STALE_STAGING).await {
+                Ok(0) => {}
+                Ok(files) => tracing::info!(files, "stale staged media deleted"),
+                Err(error) => tracing::warn!(%error, "could not sweep the media staging"),
+            }
+        });
         let (bell, worker) = (deps.bell.clone(), myself.clone());
         let listening = tokio::spawn(async move {
             loop {
