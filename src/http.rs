@@ -132,7 +132,7 @@ pub fn router(state: AppState) -> Router {
         .split_for_parts();
     let routes = routes
         .merge(openapi::routes(openapi::document(routed)))
-        .merge(console::router())
+        .merge(console::router(form_limit))
         .merge(peer::router());
     with_middleware(routes, body_limit).with_state(state)
 }

@@ -42,7 +42,8 @@ pub(crate) use self::session::Sessions;
 use self::view::Shell;
 
 /// The console's routes, with the headers every console answer carries.
-pub(crate) fn router() -> Router<AppState> {
+/// The console's pages; `file_limit` bounds the form of a file an operator sends.
+pub(crate) fn router(file_limit: usize) -> Router<AppState> {
     Router::new()
         .route(
             "/console",
@@ -55,7 +56,7 @@ pub(crate) fn router() -> Router<AppState> {
         .route("/console/assets/{file}", get(asset))
         .merge(sign_in::router())
         .merge(conversations::router())
-        .merge(conversation::router())
+        .merge(conversation::router(file_limit))
         .merge(operations::router())
         .layer(axum::middleware::map_response(guarded))
 }

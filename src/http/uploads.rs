@@ -5,7 +5,6 @@
 //! take bodies up to the largest file WhatsApp sends and wait on Meta under their own limit.
 
 use axum::extract::{DefaultBodyLimit, Multipart, State};
-use parley_actors::media::upload::upload;
 use serde::Serialize;
 
 use crate::domain::Permission;
@@ -14,7 +13,7 @@ use crate::http::auth::Caller;
 use crate::http::envelope::Envelope;
 use crate::http::error::{ApiError, Refusal, Result};
 use crate::http::extract::Path;
-use crate::http::extract::upload::{CheckedFile, next_field, stage_file};
+use crate::http::extract::upload::{CheckedFile, next_field, upload_to_meta};
 use crate::http::lookup::find_channel;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -99,22 +98,7 @@ async fn upload_media(
             }
             Some("file") => {
                 let checked = CheckedFile::of(declared.as_deref(), &field)?;
-                let staged = stage_file(&state, field, &checked).await?;
-                let size = staged.size;
-                let token = channel
-                    .access_token_encrypted
-                    .as_deref()
-                    .and_then(|sealed| state.secrets.open(sealed).ok());
-                let media_id = upload(
-                    state.actors.media(),
-                    state.actors.graph(),
-                    &channel,
-                    token.as_deref(),
-                    staged,
-                    &checked.mime_type,
-                    &checked.file_name,
-                )
-                .await?;
+                let (media_id, size) = upload_to_meta(&state, &channel, field, &checked).await?;
                 let record = UploadedRecord {
                     media_id,
                     kind: checked.kind.as_str().to_owned(),

@@ -103,6 +103,15 @@ impl Tab {
         self.read(request).await
     }
 
+    /// Posts a multipart form (a file input's).
+    pub async fn post_multipart(&mut self, path: &str, form: reqwest::multipart::Form) -> Page {
+        let request = self
+            .client
+            .post(format!("{}{path}", self.base))
+            .multipart(form);
+        self.read(request).await
+    }
+
     /// Signs in with `key`; asserts the session started.
     pub async fn sign_in(&mut self, key: &str) -> Page {
         let page = self.post("/console/sign-in", &[("key", key)]).await;
@@ -707,4 +716,74 @@ async fn successful_sign_ins_are_throttled_per_address_and_a_key_keeps_its_newes
     let mut first = first.expect("a session");
     let page = first.get("/console/conversations").await;
     assert_eq!(page.status, StatusCode::SEE_OTHER, "{}", page.body);
+}
+
+#[tokio::test]
+async fn an_operator_sends_a_picture_with_a_caption_from_the_console() {
+    use reqwest::multipart::{Form, Part};
+    let app = spawn_app().await;
+    let channel = app.live_channel(NUMBER).await;
+    sheena_writes(&app, &channel, "wamid.F1", "Can I see it?").await;
+    let conversation = conversation_of_sheena(&app).await;
+    let page_path = format!(
+        "/console/conversations/{}",
+        conversation["id"].as_str().expect("id")
+    );
+    let action = format!("{page_path}/reply/file");
+    let mut tab = Tab::new(&app);
+    tab.sign_in(&app.owner.api_key).await;
+    let page = tab.get(&page_path).await;
+    assert!(
+        page.body.contains(r#"enctype="multipart/form-data""#),
+        "{}",
+        page.body
+    );
+    let form = |csrf: &str, bytes: Vec<u8>, name: &str, mime: &str| {
+        Form::new()
+            .text("csrf", csrf.to_owned())
+            .text("caption", "Here it is")
+            .part(
+                "file",
+                Part::bytes(bytes)
+                    .file_name(name.to_owned())
+                    .mime_str(mime)
+                    .expect("mime"),
+            )
+    };
+    let picture: Vec<u8> = (0..20_000).map(|i| (i % 251) as u8).collect();
+
+    // A form from elsewhere, or a file WhatsApp does not send, reaches nothing.
+    let forged = tab
+        .post_multipart(
+            &action,
+            form("forged", picture.clone(), "a.png", "image/png"),
+        )
+        .await;
+    assert_eq!(forged.status, StatusCode::FORBIDDEN, "{}", forged.body);
+    let csrf = page.csrf();
+    let program = tab
+        .post_multipart(
+            &action,
+            form(&csrf, vec![0; 100], "a.exe", "application/x-msdownload"),
+        )
+        .await;
+    assert_eq!(program.status, StatusCode::BAD_REQUEST, "{}", program.body);
+    assert!(app.graph.uploads().is_empty());
+
+    let before = app.graph.sent_count();
+    let sent = tab
+        .post_multipart(&action, form(&csrf, picture, "photo.png", "image/png"))
+        .await;
+    assert_eq!(sent.status, StatusCode::SEE_OTHER, "{}", sent.body);
+    assert_eq!(sent.location, Some(format!("{page_path}?done=sent")));
+    let uploads = app.graph.uploads();
+    assert_eq!(uploads.len(), 1);
+    assert_eq!(uploads[0].size, 20_000);
+    let sent = app.wait_for_sends(before + 1).await;
+    let last = sent.last().expect("sent");
+    assert_eq!(last.body["type"], "image");
+    assert_eq!(
+        last.body["image"],
+        json!({"id": uploads[0].id, "caption": "Here it is"})
+    );
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use askama::Template;
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -24,6 +24,7 @@ use crate::http::error::ApiError;
 use crate::http::lookup::channel_of;
 use crate::http::validation::{Problems, optional_text, text_field};
 
+mod file;
 mod lines;
 
 use self::lines::{Line, line};
@@ -47,7 +48,8 @@ const DONE: &[(&str, &str)] = &[
     ("sent", "Your message went out through the channel."),
 ];
 
-pub(super) fn router() -> Router<AppState> {
+/// `file_limit`: the largest form a file reply may post (the largest file WhatsApp sends).
+pub(super) fn router(file_limit: usize) -> Router<AppState> {
     Router::new()
         .route("/console/conversations/{id}", get(conversation_page))
         .route(
@@ -58,6 +60,10 @@ pub(super) fn router() -> Router<AppState> {
         .route("/console/conversations/{id}/handoff", post(hand_over))
         .route("/console/conversations/{id}/resume", post(give_back))
         .route("/console/conversations/{id}/reply", post(reply))
+        .route(
+            "/console/conversations/{id}/reply/file",
+            post(file::reply_with_file).layer(DefaultBodyLimit::max(file_limit)),
+        )
         .route("/console/media/{id}", get(media))
 }
 

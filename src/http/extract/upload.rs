@@ -1,11 +1,12 @@
 //! A file in a multipart form, checked as it arrives: a type WhatsApp takes (400 naming
 //! `file` otherwise), written to the media store's staging within its kind's limit (413 naming
-//! `file` past it), never held whole in memory.
+//! `file` past it), never held whole in memory; and sent on to Meta for a channel's number.
 
 use axum::extract::Multipart;
 use axum::extract::multipart::Field;
 use parley_actors::media::store::{Staged, WriteError};
-use parley_actors::media::upload::kind_of_type;
+use parley_actors::media::upload::{kind_of_type, upload};
+use parley_persistence::entities::channel;
 use parley_persistence::values::MediaKind;
 
 use crate::http::AppState;
@@ -81,4 +82,31 @@ pub(crate) async fn next_field<'f>(form: &'f mut Multipart) -> Result<Field<'f>>
             ApiError::invalid_field(["file"], format!("could not be read: {}", e.body_text()))
         })?
         .ok_or_else(|| ApiError::invalid_field(["file"], "is required"))
+}
+
+/// Stages the file part (checked as `checked` says) and streams it to Meta's upload endpoint
+/// for `channel`'s number; answers Meta's media id and the file's size.
+pub(crate) async fn upload_to_meta(
+    state: &AppState,
+    channel: &channel::Model,
+    field: Field<'_>,
+    checked: &CheckedFile,
+) -> Result<(String, u64)> {
+    let staged = stage_file(state, field, checked).await?;
+    let size = staged.size;
+    let token = channel
+        .access_token_encrypted
+        .as_deref()
+        .and_then(|sealed| state.secrets.open(sealed).ok());
+    let media_id = upload(
+        state.actors.media(),
+        state.actors.graph(),
+        channel,
+        token.as_deref(),
+        staged,
+        &checked.mime_type,
+        &checked.file_name,
+    )
+    .await?;
+    Ok((media_id, size))
 }
