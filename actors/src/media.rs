@@ -121,6 +121,8 @@ impl Default for MediaSettings {
 pub struct MediaDeps {
     /// Connection pool.
     pub db: DatabaseConnection,
+    /// A file's being stored is written with other writes (one commit for many on a burst).
+    pub writer: parley_persistence::GroupCommit,
     /// Where files are kept.
     pub store: MediaStore,
     /// Meta's Graph API (media lookups and downloads).

@@ -123,6 +123,7 @@ pub(crate) async fn runtime_deps() -> (RuntimeDeps, tempfile::TempDir, FakeModel
         },
         media: crate::media::MediaDeps {
             db: conversations.db.clone(),
+            writer: conversations.writer.clone(),
             store: conversations.media_store.clone(),
             graph: channels.graph.clone(),
             secrets: channels.secrets.clone(),

@@ -59,6 +59,7 @@ impl Settings {
             conversations: self.conversation_deps(&shared, &media),
             media: MediaDeps {
                 db: shared.db.clone(),
+                writer: shared.writer.clone(),
                 store: media,
                 graph: channels.graph.clone(),
                 secrets: shared.secrets.clone(),

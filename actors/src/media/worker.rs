@@ -184,7 +184,9 @@ async fn settle(deps: &MediaDeps, row: &attachment::Model, fetched: Fetched) {
         Fetched::Stored(file) => {
             let size = u64::try_from(file.size).unwrap_or(0);
             crate::measure::media_fetch("stored", size);
-            attachments::stored(&deps.db, row.id, file, now)
+            let id = row.id;
+            deps.writer
+                .write(move |db| Box::pin(attachments::stored(db, id, file.clone(), now)))
                 .await
                 .map(|_| ())
         }
