@@ -20,6 +20,7 @@ async fn quiet_app() -> TestApp {
         s.actors.inbound_sweep_ms = 3_600_000;
         s.actors.scheduler_sweep_ms = 3_600_000;
         s.actors.event_delivery_sweep_ms = 3_600_000;
+        s.media.sweep_ms = 3_600_000;
     })
     .await
 }
@@ -635,4 +636,68 @@ async fn events_in_flight_at_a_kill_all_arrive_after_the_restart() {
     again.dedup();
     assert_eq!(again, before, "each event again, with the same webhook-id");
     assert!(after.iter().all(|r| signed_by(r, &secret)));
+}
+
+#[tokio::test]
+async fn a_file_being_fetched_at_a_kill_is_fetched_whole_after_the_restart() {
+    use parley_testkit::graph::messages_payload;
+    let app = quiet_app().await;
+    let channel = app.live_channel(NUMBER).await;
+    let size = 4 * 1024 * 1024;
+    let sha256 = app
+        .graph
+        .add_generated_media("media-crash", size, 9, "image/jpeg");
+    // A slow link: the download is still going when the process dies.
+    app.graph.pace_downloads(Duration::from_millis(20));
+    let (first, base) = serve(&app);
+    let image = serde_json::json!({"from": "16505551234", "id": "wamid.MEDIA1", "timestamp": "1749416383",
+        "type": "image", "image": {"id": "media-crash", "mime_type": "image/jpeg", "sha256": sha256}});
+    let payload = messages_payload(NUMBER, "16505551234", "Sheena", image);
+    let url = format!("{base}/webhooks/waba/{channel}");
+    assert_eq!(
+        app.graph.post_webhook(&url, APP_SECRET, &payload).await,
+        200
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while app.graph.downloads() == 0 {
+        assert!(Instant::now() < deadline, "the download never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    kill(first);
+    let pending = app
+        .wait_for_messages("+16505551234", |m| !m.is_empty())
+        .await;
+    assert_eq!(
+        pending[0]["attachments"][0]["status"], "pending",
+        "{pending:?}"
+    );
+
+    app.graph.pace_downloads(Duration::ZERO);
+    let (second, _) = serve(&app);
+    let messages = app
+        .wait_for_messages("+16505551234", |all| {
+            all.iter()
+                .any(|m| m["attachments"][0]["status"] == "stored")
+        })
+        .await;
+    let file = &messages[0]["attachments"][0];
+    assert_eq!(file["size"], size);
+    assert_eq!(
+        app.graph.downloads(),
+        2,
+        "the cut-short download, then the whole one"
+    );
+    let read = app
+        .get(&format!("/media/{}", file["id"].as_str().expect("id")))
+        .await;
+    assert_eq!(read.status().as_u16(), 200);
+    let etag = read.headers()["etag"]
+        .to_str()
+        .expect("etag")
+        .trim_matches('"')
+        .to_owned();
+    assert_eq!(etag, sha256);
+    assert_eq!(read.bytes().await.expect("bytes").len() as u64, size);
+    kill(second);
 }
