@@ -31,6 +31,7 @@ async fn quiet_app() -> TestApp {
         s.actors.inbound_sweep_ms = 3_600_000;
         s.actors.scheduler_sweep_ms = 3_600_000;
         s.actors.event_delivery_sweep_ms = 3_600_000;
+        s.media.sweep_ms = 3_600_000;
     })
     .await
 }
@@ -894,4 +895,75 @@ async fn an_endpoint_one_node_disabled_gets_nothing_written_for_it_on_the_other(
         1,
         "a disabled endpoint hears nothing"
     );
+}
+
+/// How many fetches `node` says ended `stored`.
+async fn fetches_stored(node: &Node) -> u64 {
+    let metrics = request(node, Method::GET, "/metrics", OPERATOR)
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    metrics
+        .lines()
+        .find(|l| l.starts_with("parley_media_fetches_total") && l.contains("outcome=\"stored\""))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse::<f64>().ok())
+        .map_or(0, |v| v as u64)
+}
+
+#[tokio::test]
+async fn a_channels_media_is_fetched_once_by_the_node_that_owns_the_channel() {
+    use parley_testkit::graph::messages_payload;
+    if !on_postgres() {
+        return;
+    }
+    let app = quiet_app().await;
+    let channel = app.live_channel(NUMBER).await;
+    let (nodes, answer) = two_settled_nodes(&app).await;
+    let owner = owner_of(&nodes, &answer, channel.parse().expect("channel id"));
+    let other = nodes
+        .iter()
+        .find(|n| n.url != owner.url)
+        .expect("the other node");
+    // Pictures land on both nodes, as Meta spreads its webhooks.
+    for i in 0..6 {
+        let id = format!("media-cluster-{i}");
+        let sha256 = app.graph.add_generated_media(&id, 200_000, i, "image/jpeg");
+        let from = format!("1408666{i:04}");
+        let image = json!({"from": from, "id": format!("wamid.PIC{i}"), "timestamp": "1749416383",
+                           "type": "image", "image": {"id": id, "mime_type": "image/jpeg", "sha256": sha256}});
+        let payload = messages_payload(NUMBER, &from, "Pic", image);
+        let node = if i % 2 == 0 { owner } else { other };
+        let url = format!("{}/webhooks/waba/{channel}", node.url);
+        assert_eq!(
+            app.graph.post_webhook(&url, APP_SECRET, &payload).await,
+            200
+        );
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while fetches_stored(owner).await < 6 {
+        assert!(
+            Instant::now() < deadline,
+            "the owner never stored the six files"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        fetches_stored(other).await,
+        0,
+        "the other node fetched nothing"
+    );
+    assert_eq!(app.graph.downloads(), 6, "each file downloaded once");
+    for i in 0..6 {
+        let messages = app
+            .wait_for_messages(&format!("+1408666{i:04}"), |all| {
+                all.iter()
+                    .any(|m| m["attachments"][0]["status"] == "stored")
+            })
+            .await;
+        assert_eq!(messages[0]["attachments"][0]["size"], 200_000);
+    }
 }
