@@ -839,3 +839,29 @@ async fn what_a_stopped_process_was_staging_is_deleted_when_media_starts_again()
     }
     assert!(live.exists(), "a write in progress is left alone");
 }
+
+#[tokio::test]
+async fn the_message_received_event_carries_the_file_as_it_is_then() {
+    use crate::event_webhooks::{Receiver, endpoint};
+    let app = spawn_app().await;
+    let receiver = Receiver::start().await;
+    let channel = app.live_channel(NUMBER).await;
+    endpoint(&app, &receiver.url, json!(["message.received"])).await;
+    let sha256 = app
+        .graph
+        .add_media("media-ev", picture(2_000), "image/jpeg");
+    let payload = image_message("wamid.EV1", "media-ev", &sha256, "my receipt");
+    assert_eq!(app.webhook(Some(&channel), &payload).await, 200);
+    receiver.wait_for(1).await;
+    let received = receiver.of("message.received");
+    let event = received[0].json();
+    let file = &event["data"]["attachments"][0];
+    assert_eq!(file["kind"], "image", "{event}");
+    assert_eq!(file["status"], "pending", "{event}");
+    assert_eq!(file["caption"], "my receipt", "{event}");
+    assert_eq!(file["mime_type"], "image/jpeg", "{event}");
+    // The event names the attachment `GET /media/{id}` reads once it is kept.
+    let kept = settled_attachment(&app).await;
+    assert_eq!(kept["id"], file["id"]);
+    assert_eq!(kept["status"], "stored");
+}
