@@ -157,3 +157,51 @@ async fn metrics_expose_http_turn_model_webhook_send_actor_and_pool_families() {
     }
     assert!(!body.contains(&app.owner.api_key));
 }
+
+#[tokio::test]
+async fn media_fetches_and_the_bytes_kept_are_counted() {
+    use parley_testkit::graph::messages_payload;
+    let app = with_operator().await;
+    let channel = app.live_channel(NUMBER).await;
+    let picture: Vec<u8> = (0..40_000_u32).map(|i| (i % 251) as u8).collect();
+    let sha256 = app
+        .graph
+        .add_media("media-metrics-1", picture, "image/jpeg");
+    // A file that is not the one Meta described: failed, never kept.
+    app.graph
+        .add_media("media-metrics-2", vec![1_u8; 500], "image/jpeg");
+    let bad = "0".repeat(64);
+    app.graph.misdescribe_media("media-metrics-2", &bad);
+    for (n, (id, digest)) in [("media-metrics-1", sha256), ("media-metrics-2", bad)]
+        .into_iter()
+        .enumerate()
+    {
+        let image = json!({"from": &PERSON[1..], "id": format!("wamid.MM{n}"), "timestamp": "1749416383",
+                           "type": "image", "image": {"id": id, "mime_type": "image/jpeg", "sha256": digest}});
+        let payload = messages_payload(NUMBER, &PERSON[1..], "Ana", image);
+        assert_eq!(app.webhook(Some(&channel), &payload).await, 200);
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let body = scraped(&app).await;
+        let stored = samples(&body, "parley_media_fetches_total")
+            .iter()
+            .any(|l| l.contains("outcome=\"stored\""));
+        let failed = samples(&body, "parley_media_fetches_total")
+            .iter()
+            .any(|l| l.contains("outcome=\"failed\""));
+        let bytes: f64 = samples(&body, "parley_media_stored_bytes_total")
+            .first()
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0);
+        if stored && failed && bytes >= 40_000.0 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "media families never showed both outcomes and the bytes: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
