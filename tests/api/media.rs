@@ -59,6 +59,20 @@ fn stored_files(app: &TestApp) -> Vec<std::path::PathBuf> {
     files
 }
 
+/// Waits until the media store holds `count` files: a retention pass marks its rows first and
+/// deletes the files after.
+async fn wait_stored_files(app: &TestApp, count: usize) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while stored_files(app).len() != count {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{:?} instead of {count} files",
+            stored_files(app)
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 #[tokio::test]
 async fn a_picture_is_kept_and_read_back_with_its_type_length_etag_and_ranges() {
     let app = spawn_app().await;
@@ -462,7 +476,7 @@ async fn files_past_the_retention_are_deleted_and_say_so() {
         })
         .await;
     assert!(!messages.is_empty());
-    assert!(stored_files(&app).is_empty());
+    wait_stored_files(&app, 0).await;
     let id = file["id"].as_str().expect("id");
     expect_error(app.get(&format!("/media/{id}")).await, 409, "media_failed").await;
 }
@@ -566,7 +580,7 @@ async fn a_workspace_keeps_its_files_for_a_time_of_its_own() {
     };
     assert_eq!(status(&old), Some(json!("failed")), "{settled:?}");
     assert_eq!(status(&kept), Some(json!("stored")), "{settled:?}");
-    assert_eq!(stored_files(&app).len(), 1);
+    wait_stored_files(&app, 1).await;
     let read = app.get(&format!("/media/{kept}")).await;
     assert_eq!(read.status().as_u16(), 200);
 }
