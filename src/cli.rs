@@ -12,6 +12,8 @@ use crate::domain::{Name, Permissions};
 use crate::startup::{Application, open_database, shutdown_signal};
 use crate::tenancy::{BootstrapRequest, bootstrap, issue_api_key};
 
+mod operator;
+
 /// Parley: AI assistants on WhatsApp Business channels.
 #[derive(Debug, Parser)]
 #[command(name = "parley", version, about)]
@@ -82,6 +84,12 @@ enum AdminCommand {
         #[arg(long)]
         url: Option<String>,
     },
+    /// Show what the installation (or one workspace) used, from the running server (needs
+    /// the operator token).
+    Usage(operator::UsageArgs),
+    /// Set a workspace's quotas on the running server (needs the operator token); a quota not
+    /// given is lifted.
+    Quota(operator::QuotaArgs),
     /// Issue another API key for a workspace, acting as its owner.
     CreateKey {
         /// Workspace id.
@@ -158,7 +166,9 @@ impl Cli {
                 email,
                 json,
             }) => admin_bootstrap(&settings, workspace, business, email, json).await,
-            Command::Admin(AdminCommand::Actors { url }) => admin_actors(&settings, url).await,
+            Command::Admin(AdminCommand::Actors { url }) => operator::actors(&settings, url).await,
+            Command::Admin(AdminCommand::Usage(args)) => operator::usage(&settings, args).await,
+            Command::Admin(AdminCommand::Quota(args)) => operator::quota(&settings, args).await,
             Command::Admin(AdminCommand::CreateKey {
                 workspace,
                 name,
@@ -241,47 +251,6 @@ async fn admin_create_key(
             permissions.names().join(", ")
         );
         println!("  {}", secret.expose());
-    }
-    Ok(())
-}
-
-/// `parley admin actors`: the installation-wide tree, asked of the running server with the
-/// operator token.
-async fn admin_actors(settings: &Settings, url: Option<String>) -> anyhow::Result<()> {
-    let token = settings
-        .server
-        .operator_token
-        .as_ref()
-        .filter(|t| !t.expose().is_empty())
-        .context("set server.operator_token (PARLEY_OPERATOR_TOKEN) to read the whole tree")?;
-    let base = url.unwrap_or_else(|| format!("http://{}", settings.server.bind));
-    parley_actors::llm::install_crypto_provider();
-    let answer: serde_json::Value = reqwest::Client::new()
-        .get(format!("{}/admin/actors", base.trim_end_matches('/')))
-        .bearer_auth(token.expose())
-        .send()
-        .await
-        .with_context(|| format!("asking {base} for its actor tree"))?
-        .error_for_status()
-        .context("the server refused the operator token")?
-        .json()
-        .await
-        .context("reading the actor tree")?;
-    println!("root");
-    for supervisor in answer["data"]["supervisors"]
-        .as_array()
-        .into_iter()
-        .flatten()
-    {
-        let resting = supervisor["resting"]
-            .as_u64()
-            .map(|n| format!(", {n} resting"))
-            .unwrap_or_default();
-        println!(
-            "├── {:<20} {} live{resting}",
-            supervisor["path"].as_str().unwrap_or_default(),
-            supervisor["live"]
-        );
     }
     Ok(())
 }

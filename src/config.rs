@@ -65,6 +65,23 @@ pub struct Settings {
     pub cluster: ClusterConfig,
     /// Where the files people send are kept.
     pub media: MediaConfig,
+    /// What workspaces use.
+    pub usage: UsageConfig,
+}
+
+/// `[usage]`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default)]
+pub struct UsageConfig {
+    /// Whether usage is counted (on; off only to weigh metering itself, as a benchmark does:
+    /// quotas then see nothing used).
+    pub metering: bool,
+}
+
+impl Default for UsageConfig {
+    fn default() -> Self {
+        Self { metering: true }
+    }
 }
 
 impl Default for Settings {
@@ -82,6 +99,7 @@ impl Default for Settings {
             egress: EgressConfig::default(),
             cluster: ClusterConfig::default(),
             media: MediaConfig::default(),
+            usage: UsageConfig::default(),
         }
     }
 }

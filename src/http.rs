@@ -10,6 +10,7 @@ mod campaigns;
 pub(crate) use auth::{AuthFailures, KnownKeys};
 pub(crate) use console::Sessions as ConsoleSessions;
 pub(crate) use lookup::IdentityPaths;
+pub(crate) use rate_limits::KeyLimits;
 pub(crate) use webhooks::WebhookChannels;
 mod channels;
 mod chat;
@@ -32,6 +33,7 @@ mod middleware;
 pub(crate) mod openapi;
 mod pagination;
 mod peer;
+mod rate_limits;
 mod response;
 mod sandbox;
 mod scheduled_tasks;
@@ -39,6 +41,7 @@ mod send;
 mod stages;
 mod templates;
 mod uploads;
+mod usage;
 mod validation;
 mod webhooks;
 mod workers;
@@ -76,6 +79,8 @@ pub struct AppState {
     pub(crate) auth_failures: auth::AuthFailures,
     /// Keys that authenticated recently.
     pub(crate) known_keys: auth::KnownKeys,
+    /// Requests per second per key, for workspaces with that quota.
+    pub(crate) key_limits: rate_limits::KeyLimits,
     /// Identity paths the conversation endpoints resolved recently.
     pub(crate) identity_paths: lookup::IdentityPaths,
     /// Channels that webhooks were addressed to recently.
@@ -106,6 +111,7 @@ pub fn router(state: AppState) -> Router {
         .merge(conversations::router())
         .merge(event_webhooks::router())
         .merge(admin::router())
+        .merge(usage::router())
         .merge(metrics::router())
         .merge(webhooks::router())
         .merge(sandbox::router())
@@ -155,6 +161,7 @@ fn with_middleware<S: Clone + Send + Sync + 'static>(
                 .layer(PropagateRequestIdLayer::x_request_id())
                 .layer(TraceLayer::new_for_http().make_span_with(middleware::request_span))
                 .layer(middleware::ObserveLayer)
+                .layer(axum::middleware::from_fn(rate_limits::headers))
                 .layer(CatchPanicLayer::custom(middleware::panic_response))
                 // Tells the JSON extractor the limit, so that a 413 can state it.
                 .layer(axum::Extension(extract::BodyLimit(body_limit)))

@@ -32,6 +32,9 @@ const CONSOLE_SIGN_INS: &str = "parley_console_sign_ins_total";
 const LIVE_ACTORS: &str = "parley_live_actors";
 /// Database pool connections by state (`idle`, `in_use`), at the scrape.
 const DB_CONNECTIONS: &str = "parley_db_pool_connections";
+/// The installation's usage by metric, every workspace together (read from the database at
+/// each scrape: the cluster's figures, the same on every node).
+const USAGE: &str = "parley_usage_total";
 
 /// Histogram buckets, in seconds: sub-millisecond hot paths up to a minute-long model call.
 const BUCKETS: [f64; 16] = [
@@ -99,6 +102,10 @@ fn describe() {
     );
     describe_gauge!(LIVE_ACTORS, "Live actors by kind");
     describe_gauge!(DB_CONNECTIONS, "Database pool connections by state");
+    describe_gauge!(
+        USAGE,
+        "The installation's usage by metric, all workspaces together"
+    );
 }
 
 /// Renders every family, reading the gauges of the present first.
@@ -121,6 +128,15 @@ pub(crate) async fn render(
     let (size, idle) = parley_persistence::pool_connections(db);
     gauge!(DB_CONNECTIONS, "state" => "idle").set(idle as f64);
     gauge!(DB_CONNECTIONS, "state" => "in_use").set(f64::from(size) - idle as f64);
+    // The installation's usage, every workspace and node together, by metric only.
+    match parley_persistence::usage::installation_totals(db).await {
+        Ok(totals) => {
+            for (metric, value) in totals {
+                gauge!(USAGE, "metric" => metric).set(value as f64);
+            }
+        }
+        Err(error) => tracing::warn!(%error, "the installation's usage could not be read"),
+    }
     handle.render()
 }
 

@@ -67,6 +67,7 @@ impl Application {
             .await
             .with_context(|| format!("binding {bind}"))?;
         let (placement, membership) = cluster::join(&settings, &db, listener.local_addr()?).await?;
+        parley_persistence::usage::set_metering(settings.usage.metering);
         let deps = settings.runtime_deps(db.clone(), secrets.clone(), placement, media);
         let actors = ActorRuntime::start(deps)
             .await
@@ -96,6 +97,7 @@ impl Application {
                     settings.server.auth_failures_per_minute,
                 ),
                 known_keys,
+                key_limits: crate::http::KeyLimits::default(),
                 console: crate::http::ConsoleSessions::new(
                     Duration::from_secs(settings.server.console_session_idle_secs),
                     Duration::from_secs(settings.server.console_session_max_secs),

@@ -18,6 +18,10 @@ mod person;
 mod recover;
 pub(crate) mod registry;
 mod run;
+
+/// The start of the reason of a flow paused by its workspace's quota: raising the quota resumes
+/// the flows paused so ([`Flows::resume_over_quota`]).
+pub const QUOTA_REASON: &str = "quota_exceeded";
 mod send;
 mod template;
 

@@ -36,6 +36,7 @@ pub mod measure;
 pub mod media;
 pub mod outbound;
 pub mod people;
+pub mod quotas;
 pub mod remembered;
 pub mod runtime;
 pub mod scheduler;

@@ -3,11 +3,13 @@
 //! 5xx and connection errors.
 
 mod client;
+mod fair;
 mod sse;
 mod transcribe;
 mod types;
 
 pub use client::{LlmClient, LlmConfig, RequestSent, TokenSink};
+pub use fair::ModelSlots;
 pub use types::{ChatMessage, ChatRequest, Completion, LlmError, ToolCall, ToolSpec, Usage};
 
 /// Installs rustls' ring provider once per process; call it before building any HTTP client.

@@ -55,6 +55,8 @@ pub const CLUSTER_TAKEOVERS: &str = "parley_cluster_takeovers_total";
 pub const CLUSTER_FORWARDS: &str = "parley_cluster_forwards_total";
 /// Media fetches by outcome (`stored`, `retried`, `failed`).
 pub const MEDIA_FETCHES: &str = "parley_media_fetches_total";
+/// Quotas that refused work, by quota (the first refusal of each in its period, per node).
+pub const QUOTAS_REACHED: &str = "parley_quotas_reached_total";
 /// Bytes of media kept in the media store.
 pub const MEDIA_BYTES: &str = "parley_media_stored_bytes_total";
 
@@ -97,6 +99,7 @@ pub fn describe() {
     );
     describe_counter!(EVENT_DELIVERIES, "Event webhook attempts by outcome");
     describe_counter!(MEDIA_FETCHES, "Media fetches by outcome");
+    describe_counter!(QUOTAS_REACHED, "Workspace quotas reached, by quota");
     describe_counter!(MEDIA_BYTES, Unit::Bytes, "Bytes of media kept");
     describe_gauge!(EVENT_BACKLOG, "Event webhook deliveries waiting");
     describe_gauge!(
@@ -198,6 +201,12 @@ pub fn cluster_forward(kind: &'static str, ok: bool) {
 
 pub(crate) fn cluster_not_owner_retry() {
     counter!(CLUSTER_FORWARDS, "kind" => "any", "outcome" => "retried").increment(1);
+}
+
+/// A workspace's quota refused work for the first time in its period.
+pub(crate) fn quota_reached(quota: &str) {
+    let quota = quota.split('.').next().unwrap_or(quota).to_owned();
+    counter!(QUOTAS_REACHED, "quota" => quota).increment(1);
 }
 
 /// A media fetch ended (`stored`, `retried`, `failed`); `bytes` kept when it stored one.

@@ -33,6 +33,7 @@ use crate::channel::{Accepted, Channels, SendError, SendRequest};
 use crate::domain::Phone;
 use crate::events::Events;
 use crate::people;
+use crate::quotas::{Exceeded, QuotaError, Quotas};
 use crate::thread::{self, Thread};
 use crate::tree::RuntimeError;
 use crate::whatsapp::{
@@ -117,6 +118,18 @@ pub enum OutboundError {
     /// The actors could not be reached.
     #[error(transparent)]
     Unavailable(#[from] RuntimeError),
+    /// The workspace's message quota is used up; nothing stored.
+    #[error(transparent)]
+    QuotaExceeded(Exceeded),
+}
+
+impl From<QuotaError> for OutboundError {
+    fn from(error: QuotaError) -> Self {
+        match error {
+            QuotaError::Exceeded(exceeded) => Self::QuotaExceeded(exceeded),
+            QuotaError::Storage(error) => error.into(),
+        }
+    }
 }
 
 impl From<PersistenceError> for OutboundError {
@@ -147,6 +160,8 @@ pub struct Outbox {
     idle_after: chrono::Duration,
     /// The events of what senders write (a flow's end, a task's run, an opt-out).
     events: Events,
+    /// The workspaces' daily message quotas, held before a business's send is stored.
+    quotas: Quotas,
 }
 
 impl Outbox {
@@ -158,6 +173,7 @@ impl Outbox {
         changes: Announcer,
         idle_after: chrono::Duration,
         events: Events,
+        quotas: Quotas,
     ) -> Self {
         Self {
             db,
@@ -166,7 +182,13 @@ impl Outbox {
             changes,
             idle_after,
             events,
+            quotas,
         }
+    }
+
+    /// The workspaces' quotas.
+    pub fn quotas(&self) -> &Quotas {
+        &self.quotas
     }
 
     /// The events of what senders write, for those that write more than messages (flows,
@@ -300,6 +322,10 @@ impl Outbox {
             identity_id: Some(thread.identity_id),
             content,
         };
+        // A business's send past its daily quota is refused before anything is stored.
+        self.quotas
+            .messages(thread.workspace_id, outgoing.category())
+            .await?;
         let now = clock::now();
         let conversation = thread::current(&self.db, thread, self.idle_after, None, now).await?;
         let mut message = pending(&outgoing, text.clone());

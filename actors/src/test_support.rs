@@ -46,8 +46,12 @@ pub(crate) async fn deps() -> (ConversationDeps, tempfile::TempDir, FakeModel) {
         crate::mcp::McpSettings::default(),
         secrets,
     ));
+    let writer = parley_persistence::GroupCommit::start(db.clone());
+    let events = crate::events::Events::default();
     let deps = ConversationDeps {
-        writer: parley_persistence::GroupCommit::start(db.clone()),
+        quotas: crate::quotas::Quotas::new(db.clone(), writer.clone(), events.clone()),
+        model_slots: crate::llm::ModelSlots::default(),
+        writer,
         db,
         llm,
         mcp,
@@ -62,7 +66,7 @@ pub(crate) async fn deps() -> (ConversationDeps, tempfile::TempDir, FakeModel) {
             handoff_sweep: Duration::from_secs(60),
         },
         announced: std::sync::Arc::default(),
-        events: crate::events::Events::default(),
+        events,
         placement: crate::cluster::Placement::single(),
         media: crate::media::MediaBell::default(),
         media_store: crate::media::MediaStore::local(&dir.path().join("media"))

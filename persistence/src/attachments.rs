@@ -177,17 +177,19 @@ pub struct StoredFile {
     pub mime_type: Option<String>,
 }
 
-/// Marks the attachment stored as `file`. A row no longer pending (deleted, or settled by
+/// Marks the attachment `of` stored as `file`, its bytes counted in its workspace's usage in
+/// the same transaction `db` is. A row no longer pending (deleted, or settled by
 /// another node meanwhile) is left as it is; answers whether this call stored it.
 ///
 /// # Errors
 /// Fails on a database error.
 pub async fn stored(
     db: &impl ConnectionTrait,
-    id: Uuid,
+    of: &attachment::Model,
     file: StoredFile,
     now: DateTime<Utc>,
 ) -> Result<bool> {
+    let (id, size) = (of.id, file.size);
     let mut update = attachment::Entity::update_many()
         .col_expr(
             attachment::Column::Status,
@@ -209,7 +211,13 @@ pub async fn stored(
         .filter(attachment::Column::Status.eq(AttachmentStatus::Pending))
         .exec(db)
         .await?;
-    Ok(done.rows_affected == 1)
+    if done.rows_affected != 1 {
+        return Ok(false);
+    }
+    let kept =
+        crate::usage::Count::new(of.workspace_id, now, crate::usage::Metric::MediaBytes, size);
+    crate::usage::add(db, &[kept.on(of.channel_id)]).await?;
+    Ok(true)
 }
 
 /// Leaves the attachment pending after a transient failure, to be fetched again at `at`;

@@ -86,6 +86,8 @@ pub struct Accepted {
     pub status: MessageStatus,
     /// The platform's id of the message.
     pub platform_message_id: String,
+    /// The usage the send counts, written with it.
+    pub counted: Option<crate::usage::Count>,
 }
 
 impl Merged for Accepted {
@@ -93,6 +95,7 @@ impl Merged for Accepted {
 
     fn one_statement(pieces: &[&Self]) -> bool {
         pieces.windows(2).all(|two| two[0].status == two[1].status)
+            && (!crate::usage::metering() || pieces.iter().all(|piece| piece.counted.is_none()))
     }
 
     fn run_all<'e>(
@@ -129,6 +132,8 @@ impl Merged for Accepted {
                     .exec(db)
                     .await?;
             }
+            let counted: Vec<_> = pieces.iter().filter_map(|p| p.counted.clone()).collect();
+            crate::usage::add(db, &counted).await?;
             Ok(vec![(); pieces.len()])
         })
     }

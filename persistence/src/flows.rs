@@ -210,6 +210,8 @@ pub async fn transition(
         .filter(flow::Column::Id.eq(id))
         .filter(flow::Column::Status.is_in(from.iter().copied()));
     if to == FlowStatus::Running {
+        // A running flow has no reason to show (a pause's is gone with it).
+        update = update.col_expr(flow::Column::Reason, Expr::value(Option::<String>::None));
         // The first start is remembered; a resume keeps it.
         update = update.col_expr(
             flow::Column::StartedAt,
@@ -223,6 +225,44 @@ pub async fn transition(
         update = update.col_expr(flow::Column::FinishedAt, Expr::value(now));
     }
     Ok(update.exec(db).await?.rows_affected > 0)
+}
+
+/// Pauses a running flow with `reason` (a quota it reached); `false` when it was not running.
+///
+/// # Errors
+/// The database's.
+pub async fn pause_with(
+    db: &impl ConnectionTrait,
+    id: Uuid,
+    reason: String,
+    now: DateTime<Utc>,
+) -> Result<bool> {
+    let updated = flow::Entity::update_many()
+        .col_expr(flow::Column::Status, Expr::value(FlowStatus::Paused))
+        .col_expr(flow::Column::Reason, Expr::value(Some(reason)))
+        .col_expr(flow::Column::UpdatedAt, Expr::value(now))
+        .filter(flow::Column::Id.eq(id))
+        .filter(flow::Column::Status.eq(FlowStatus::Running))
+        .exec(db)
+        .await?;
+    Ok(updated.rows_affected > 0)
+}
+
+/// The flows of `workspace_id` paused with a reason that starts with `prefix`.
+///
+/// # Errors
+/// The database's.
+pub async fn paused_for(
+    db: &impl ConnectionTrait,
+    workspace_id: i64,
+    prefix: &str,
+) -> Result<Vec<flow::Model>> {
+    Ok(flow::Entity::find()
+        .filter(flow::Column::WorkspaceId.eq(workspace_id))
+        .filter(flow::Column::Status.eq(FlowStatus::Paused))
+        .filter(flow::Column::Reason.starts_with(prefix))
+        .all(db)
+        .await?)
 }
 
 /// Ends a running flow in `to` with `reason`; `false` when it was not running (paused or

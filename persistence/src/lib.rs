@@ -33,6 +33,7 @@ pub mod scheduled_tasks;
 mod shape;
 pub mod stages;
 pub mod tenancy;
+pub mod usage;
 pub mod values;
 pub mod webhook_events;
 pub mod workers;

@@ -10,9 +10,10 @@ use parley_actors::domain::SecretBox;
 use parley_actors::events::Events;
 use parley_actors::events::delivery::{DeliveryDeps, EventSettings};
 use parley_actors::inbound::worker::InboundSettings;
-use parley_actors::llm::{LlmClient, LlmConfig};
+use parley_actors::llm::{LlmClient, LlmConfig, ModelSlots};
 use parley_actors::mcp::{McpHub, McpSettings};
 use parley_actors::media::{MediaBell, MediaDeps, MediaStore};
+use parley_actors::quotas::Quotas;
 use parley_actors::whatsapp::GraphClient;
 use parley_actors::{ConversationDeps, ConversationSettings, RuntimeDeps};
 use parley_persistence::{DatabaseConnection, GroupCommit};
@@ -132,6 +133,12 @@ impl Settings {
             placement: shared.placement.clone(),
             media: shared.bell.clone(),
             media_store: media.clone(),
+            model_slots: ModelSlots::new(self.actors.model_calls_per_workspace),
+            quotas: Quotas::new(
+                shared.db.clone(),
+                shared.writer.clone(),
+                shared.events.clone(),
+            ),
         }
     }
 

@@ -282,8 +282,11 @@ pub struct ActorSettings {
     pub turn_timeout_secs: u64,
     /// Webhook events answered at the same time.
     pub inbound_concurrency: usize,
-    /// Webhook events held in memory beyond those being answered.
+    /// Webhook events held in memory beyond those being answered, per workspace.
     pub inbound_queue: usize,
+    /// Model calls a workspace may have in flight at once (0: no bound), so that one
+    /// business's burst leaves the model's capacity open to the others.
+    pub model_calls_per_workspace: usize,
     /// First retry delay of an event after a transient failure, in milliseconds; doubles.
     pub inbound_retry_base_ms: u64,
     /// Longest retry delay of an event, in seconds.
@@ -322,6 +325,7 @@ impl Default for ActorSettings {
             turn_timeout_secs: 300,
             inbound_concurrency: inbound.concurrency,
             inbound_queue: inbound.queue,
+            model_calls_per_workspace: 64,
             inbound_retry_base_ms: millis(inbound.retry_base),
             inbound_retry_max_secs: inbound.retry_max.as_secs(),
             inbound_sweep_ms: millis(inbound.sweep_every),

@@ -63,7 +63,34 @@ impl FromRequestParts<AppState> for Caller {
         let span = tracing::Span::current();
         span.record("workspace_id", known.caller.workspace_id);
         span.record("api_key_id", tracing::field::display(known.key_id));
+        within_rate(state, parts, &known).await?;
         Ok(known.caller)
+    }
+}
+
+/// Counts the request against its workspace's requests per second per key, when it has that
+/// quota; the key's standing goes to the response's headers.
+async fn within_rate(state: &AppState, parts: &Parts, known: &KnownKey) -> Result<(), ApiError> {
+    let workspace_id = known.caller.workspace_id;
+    let quotas = state.actors.outbox().quotas().of(workspace_id).await?;
+    let Some(per_second) = quotas.requests_per_second_per_key else {
+        return Ok(());
+    };
+    let slot = parts
+        .extensions
+        .get::<crate::http::rate_limits::StandingSlot>();
+    match state
+        .key_limits
+        .admit(workspace_id, per_second, known.key_id)
+    {
+        Ok(standing) => {
+            slot.inspect(|slot| slot.set(standing));
+            Ok(())
+        }
+        Err((refusal, standing)) => {
+            slot.inspect(|slot| slot.set(standing));
+            Err(refusal)
+        }
     }
 }
 

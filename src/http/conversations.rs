@@ -56,6 +56,10 @@ struct ConversationRecord {
     mode_changed_at: Option<DateTime<Utc>>,
     /// Why it was last handed to a person.
     handoff_reason: Option<String>,
+    /// The model's prompt tokens spent on it, in all.
+    prompt_tokens: i64,
+    /// The model's completion tokens spent on it, in all.
+    completion_tokens: i64,
 }
 
 impl ConversationRecord {
@@ -78,6 +82,8 @@ impl ConversationRecord {
             mode: c.mode,
             mode_changed_at: c.mode_changed_at,
             handoff_reason: c.handoff_reason,
+            prompt_tokens: c.prompt_tokens,
+            completion_tokens: c.completion_tokens,
         }
     }
 }

@@ -109,6 +109,10 @@ pub(crate) enum ApiError {
         /// Seconds until a try may succeed (at least 1).
         retry_after_secs: u64,
     },
+    /// 429 `quota_exceeded`: the workspace used up a quota; `details` names it and
+    /// `Retry-After` says when it resets.
+    #[error("{0}")]
+    QuotaExceeded(parley_actors::quotas::Exceeded),
     /// 416: the `Range` asked for lies outside a file of `size` bytes.
     #[error("The range asked for lies outside the file, which has {size} bytes")]
     RangeNotSatisfiable {
@@ -192,6 +196,7 @@ impl ApiError {
             Self::RateLimited {
                 retry_after_secs, ..
             } => Some(*retry_after_secs),
+            Self::QuotaExceeded(exceeded) => Some(exceeded.retry_after_secs()),
             _ => None,
         }
     }
@@ -239,7 +244,7 @@ impl ApiError {
             Self::Conflict(_) | Self::ConflictCode { .. } => StatusCode::CONFLICT,
             Self::PayloadTooLarge(_) | Self::FileTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::RangeNotSatisfiable { .. } => StatusCode::RANGE_NOT_SATISFIABLE,
-            Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::RateLimited { .. } | Self::QuotaExceeded(_) => StatusCode::TOO_MANY_REQUESTS,
             Self::UpstreamFailed(_) | Self::MetaRefused(_) | Self::BadGateway { .. } => {
                 StatusCode::BAD_GATEWAY
             }
@@ -273,6 +278,7 @@ impl ApiError {
             Self::FileTooLarge { .. } => "file_too_large",
             Self::RangeNotSatisfiable { .. } => "range_not_satisfiable",
             Self::RateLimited { .. } => "rate_limited",
+            Self::QuotaExceeded(_) => "quota_exceeded",
             Self::UpstreamFailed(_) | Self::MetaRefused(_) => "upstream_failed",
             Self::UpstreamTimeout(_) => "upstream_timeout",
             Self::Internal(_) => "internal_error",
@@ -339,6 +345,17 @@ impl ApiError {
             Self::FileTooLarge { field, message } => {
                 vec![FieldError::new([*field], message.clone())]
             }
+            Self::QuotaExceeded(exceeded) => vec![FieldError::new(
+                exceeded.quota.split('.'),
+                format!(
+                    "{} of {} used; resets at {}",
+                    exceeded.used,
+                    exceeded.limit,
+                    exceeded
+                        .resets_at
+                        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                ),
+            )],
             _ => Vec::new(),
         };
         ErrorBody {
@@ -352,13 +369,10 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut response = (self.status(), Json(self.body())).into_response();
-        if let Self::RateLimited {
-            retry_after_secs, ..
-        } = &self
-        {
+        if let Some(retry_after_secs) = self.retry_after_secs() {
             response.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,
-                axum::http::HeaderValue::from(*retry_after_secs),
+                axum::http::HeaderValue::from(retry_after_secs),
             );
         }
         if let Self::RangeNotSatisfiable { size } = &self

@@ -42,6 +42,7 @@ mod scheduled_tasks;
 mod stages;
 mod templates;
 mod timeouts;
+mod usage;
 mod whatsapp;
 mod workers;
 mod workspaces;

@@ -6,7 +6,8 @@
 
 use std::time::Duration;
 
-use parley_persistence::{DatabaseConnection, GroupCommit, MessageStatus, deliveries};
+use parley_persistence::usage::{self, Category};
+use parley_persistence::{DatabaseConnection, GroupCommit, MessageStatus, clock, deliveries};
 use ractor::ActorRef;
 use uuid::Uuid;
 
@@ -40,9 +41,17 @@ pub(super) struct Told {
     pub(super) workspace_id: i64,
     pub(super) channel_id: Uuid,
     pub(super) identity_id: Option<Uuid>,
+    /// Meta's pricing category of the message, for the usage its send counts.
+    pub(super) category: Category,
 }
 
 impl Told {
+    /// The usage a send accepted now counts.
+    fn counted(&self) -> usage::Count {
+        let sent = usage::Metric::MessagesSent(self.category);
+        usage::Count::new(self.workspace_id, clock::now(), sent, 1).on(self.channel_id)
+    }
+
     /// The event of message `id` reaching `status`.
     fn event(
         &self,
@@ -203,16 +212,19 @@ impl SendJob {
                     message_id: id,
                     status,
                     platform_message_id: wamid,
+                    counted: Some(self.told.counted()),
                 };
                 self.writer.write_merged(accepted).await
             }
             false => {
+                let counted = self.told.counted();
                 self.told
                     .events
                     .write_with(&self.writer, told, move |db| {
-                        let wamid = wamid.clone();
+                        let (wamid, counted) = (wamid.clone(), counted.clone());
                         Box::pin(async move {
-                            deliveries::record_send(db, id, status, Some(&wamid), None).await
+                            deliveries::record_send(db, id, status, Some(&wamid), None).await?;
+                            usage::add(db, &[counted]).await
                         })
                     })
                     .await

@@ -81,6 +81,7 @@ async fn free_form_text_needs_the_24_hour_window_and_templates_do_not() {
         name: "order_update".to_owned(),
         language: "en_US".to_owned(),
         components: json!([]),
+        category: Some("UTILITY".to_owned()),
     });
     assert_eq!(
         send(&actor, template).await.map(|a| a.status),
@@ -128,6 +129,7 @@ async fn claims_run_together_give_each_message_to_one_claim() {
         message_id,
         status: MessageStatus::Sent,
         platform_message_id: wamid.to_owned(),
+        counted: None,
     };
     let (a, b) = (
         accepted(pending[0], "wamid.A"),

@@ -73,4 +73,8 @@ pub struct ConversationDeps {
     pub media: crate::media::MediaBell,
     /// Where the person's files are kept, for the model to see or hear them.
     pub media_store: crate::media::MediaStore,
+    /// The workspaces' quotas: a turn past its workspace's token quota calls no model.
+    pub quotas: crate::quotas::Quotas,
+    /// Model calls in flight per workspace, bounded.
+    pub model_slots: crate::llm::ModelSlots,
 }

@@ -193,6 +193,9 @@ pub enum TurnError {
         "a person has taken this conversation over; the assistant does not answer it until it is resumed"
     )]
     HumanMode,
+    /// The workspace's token quota is used up: no model was called.
+    #[error(transparent)]
+    QuotaExceeded(crate::quotas::Exceeded),
     /// The identity has no open conversation on the channel.
     #[error("the identity has no open conversation on this channel")]
     NoConversation,
@@ -231,6 +234,7 @@ impl TurnError {
             | Self::NoAssistant
             | Self::HumanMode
             | Self::NoConversation
+            | Self::QuotaExceeded(_)
             | Self::Template(_) => false,
         }
     }

@@ -27,6 +27,7 @@ use crate::llm::{
 };
 use crate::mcp::CallContext;
 use crate::outbound::Parcel;
+use crate::quotas::QuotaError;
 
 /// How long after a streamed turn's request has gone to the model the person's messages are
 /// stored. The request's trip to the model is the first token's; a commit started at once
@@ -50,6 +51,9 @@ pub(crate) async fn run(
     };
     if found.conversation.mode == ConversationMode::Human {
         return hold(deps, context, routed, &found, batch).await;
+    }
+    if let Err(error) = deps.quotas.tokens(found.conversation.workspace_id).await {
+        return over_quota(deps, context, routed, &found, batch, error).await;
     }
     let early = understand::store_first(deps, routed, &found, batch).await?;
     let understood = early.as_ref().map(|(_, understood)| understood);
@@ -100,7 +104,7 @@ pub(crate) async fn run(
             }
             store_inbound(deps, &found, batch).await
         },
-        call_model(deps, &first_request, &streams, sent),
+        call_model(deps, turn.workspace_id(), &first_request, &streams, sent),
     );
     let new_ids = remember_stored(context, routed, &found, stored?);
     let plan = ReplyPlan::new(batch, new_ids.last().copied(), context.identity.id);
@@ -135,6 +139,41 @@ async fn hold(
     Err(TurnError::HumanMode)
 }
 
+/// The workspace's token quota is used up: no model is called. A person's WhatsApp messages
+/// are stored and the conversation is handed to a person with the quota as the reason (never
+/// silently dropped); an API caller hears the quota.
+async fn over_quota(
+    deps: &ConversationDeps,
+    context: &mut Context,
+    routed: &Routed,
+    found: &Found,
+    batch: &[TurnRequest],
+    error: QuotaError,
+) -> Result<TurnOutcome, TurnError> {
+    let exceeded = match error {
+        QuotaError::Exceeded(exceeded) => exceeded,
+        QuotaError::Storage(error) => return Err(error.into()),
+    };
+    if batch.iter().all(|r| r.wamid().is_none()) {
+        return Err(TurnError::QuotaExceeded(exceeded));
+    }
+    let reason = format!("{}: {exceeded}", crate::flow::QUOTA_REASON);
+    let handed = super::handoff::hand_over(
+        deps,
+        &mut *context,
+        &found.conversation,
+        Some(reason),
+        "quota",
+    )
+    .await?;
+    let held = Found {
+        conversation: handed,
+        started: found.started,
+        resumed: found.resumed.clone(),
+    };
+    hold(deps, context, routed, &held, batch).await
+}
+
 /// What every model call of a turn shares.
 struct Turn<'a> {
     deps: &'a ConversationDeps,
@@ -153,6 +192,11 @@ struct Answer<'a> {
 }
 
 impl Turn<'_> {
+    /// The workspace whose model calls these are.
+    fn workspace_id(&self) -> i64 {
+        self.routed.assistant.workspace_id
+    }
+
     /// The tools offered in `round`: none in the last, so the model has to answer in words.
     fn offer(&self, round: u32) -> &[ToolSpec] {
         if round < self.deps.settings.max_tool_rounds {
@@ -246,7 +290,9 @@ impl Turn<'_> {
         ran: Option<Ran>,
     ) -> Result<Result<Completion, LlmError>, TurnError> {
         let Some(ran) = ran else {
-            return Ok(call_model(self.deps, request, self.streams, RequestSent::default()).await);
+            let ws = self.workspace_id();
+            let sent = RequestSent::default();
+            return Ok(call_model(self.deps, ws, request, self.streams, sent).await);
         };
         let (sent, request_gone) = RequestSent::channel();
         let (stored, answered) = tokio::join!(
@@ -254,7 +300,7 @@ impl Turn<'_> {
                 let _ = request_gone.await;
                 ran.store(self.deps, answer.conversation).await
             },
-            call_model(self.deps, request, self.streams, sent),
+            call_model(self.deps, self.workspace_id(), request, self.streams, sent),
         );
         for stored in stored? {
             answer.context.wrote(&stored);
@@ -292,10 +338,13 @@ impl Turn<'_> {
 #[tracing::instrument(name = "call_model", level = "debug", skip_all)]
 async fn call_model(
     deps: &ConversationDeps,
+    workspace_id: i64,
     request: &ChatRequest,
     streams: &[mpsc::Sender<TurnEvent>],
     sent: RequestSent,
 ) -> Result<Completion, LlmError> {
+    // One of the workspace's slots, held while the call is in flight.
+    let _slot = deps.model_slots.take(workspace_id).await;
     if streams.is_empty() {
         return deps.llm.complete_telling(request, sent).await;
     }

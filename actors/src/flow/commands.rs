@@ -53,6 +53,24 @@ impl Flows {
             .ok_or(FlowMoveError::Gone)
     }
 
+    /// Resumes the flows of `workspace_id` that its quota paused (the operator raised it); one
+    /// still over it pauses again at its next send. Answers how many were resumed.
+    ///
+    /// # Errors
+    /// The database's.
+    pub async fn resume_over_quota(&self, workspace_id: i64) -> Result<usize, PersistenceError> {
+        let paused = flows::paused_for(self.db(), workspace_id, super::QUOTA_REASON).await?;
+        let mut resumed = 0;
+        for flow in &paused {
+            match self.set_status(flow, FlowStatus::Running).await {
+                Ok(_) => resumed += 1,
+                Err(FlowMoveError::Storage(error)) => return Err(error),
+                Err(_) => {}
+            }
+        }
+        Ok(resumed)
+    }
+
     async fn move_from_where_it_is(
         &self,
         found: &flow::Model,

@@ -13,9 +13,12 @@ use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
 use uuid::Uuid;
 
+use parley_persistence::usage::Category;
+
 use super::send::{Prepared, Sender, Sent, send_one};
 use super::template::{TemplateProblem, filling_of, template_of};
-use super::{FlowConfig, FlowDeps, Flows, params};
+use super::{FlowConfig, FlowDeps, Flows, QUOTA_REASON, params};
+use crate::quotas::QuotaError;
 
 /// Recipients read per query.
 const BATCH: u64 = 50;
@@ -94,6 +97,9 @@ impl Runner {
                 }
                 if !self.until_running().await? {
                     return drain(in_flight).await;
+                }
+                if self.over_quota(&prepared).await? {
+                    break;
                 }
                 let now = clock::now();
                 let fence = self.sender.flows.placement().fence(self.flow_id);
@@ -202,6 +208,31 @@ impl Runner {
                 _ => return Ok(false),
             }
         }
+    }
+
+    /// Whether the workspace's daily message quota stops the next send: the flow is paused
+    /// with the quota as its reason (and resumed when the operator raises it), and the runner
+    /// waits until it is told of the pause.
+    async fn over_quota(&mut self, prepared: &Prepared) -> Result<bool, PersistenceError> {
+        let category = prepared.definition["category"]
+            .as_str()
+            .and_then(Category::of_template)
+            .unwrap_or(Category::Marketing);
+        let quotas = self.sender.outbox.quotas();
+        let exceeded = match quotas.messages(prepared.flow.workspace_id, category).await {
+            Ok(()) => return Ok(false),
+            Err(QuotaError::Storage(error)) => return Err(error),
+            Err(QuotaError::Exceeded(exceeded)) => exceeded,
+        };
+        let reason = format!("{QUOTA_REASON}: {exceeded}");
+        let db = &self.sender.db;
+        if flows::pause_with(db, self.flow_id, reason, clock::now()).await? {
+            tracing::info!(flow_id = %self.flow_id, quota = %exceeded.quota, "flow paused: its workspace reached a quota");
+            self.sender.flows.changed(self.flow_id);
+            // The actor's word that it is paused, before the runner looks again.
+            let _ = tokio::time::timeout(LOOK_AGAIN, self.control.changed()).await;
+        }
+        Ok(true)
     }
 
     /// Sleeps `wait`, waking early when the flow's status changes.

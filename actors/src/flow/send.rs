@@ -200,6 +200,11 @@ async fn judge(
             )),
         ),
         OutboundError::Storage(detail) => (verdict.wait_for_database(&detail), None),
+        // The runner checks the quota before each claim; a send that raced past it waits
+        // and is tried again (the runner pauses the flow meanwhile).
+        error @ OutboundError::QuotaExceeded(_) => {
+            (verdict.retry_or_fail(None, error.to_string()), None)
+        }
         error @ (OutboundError::Templates(_)
         | OutboundError::NoPhone
         | OutboundError::Unavailable(_)
@@ -326,6 +331,7 @@ mod tests {
             crate::changes::Announcer::default(),
             deps.conversations.settings.idle_after,
             deps.conversations.events.clone(),
+            deps.conversations.quotas.clone(),
         );
         let flows = Flows::new(
             Slot::new(SupervisorKind::Flows),

@@ -5,7 +5,7 @@
 //! a transient error are tried again after a capped, growing backoff, found by a periodic
 //! sweep of the table, which also picks up whatever was left at a restart.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use parley_persistence::entities::webhook_event;
@@ -13,8 +13,10 @@ use parley_persistence::{clock, webhook_events};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use uuid::Uuid;
 
+mod queues;
 mod sweep;
 
+use self::queues::Queues;
 use self::sweep::{sweep, sweep_told};
 pub use super::settings::InboundSettings;
 use super::{InboundDeps, Processed, process};
@@ -60,8 +62,9 @@ pub(crate) struct InboundWorkerState {
     running: HashMap<Uuid, Running>,
     /// Senders with an event being answered.
     busy: HashSet<Sender>,
-    /// Events waiting their turn, oldest first; bounded by `settings.queue`.
-    waiting: VecDeque<Waiting>,
+    /// Events waiting their turn, by workspace, each's oldest first and each bounded by
+    /// `settings.queue`; taken round-robin across workspaces.
+    waiting: Queues,
     /// Every event id the worker holds (running or waiting), so a sweep does not take one twice.
     known: HashSet<Uuid>,
     /// Whether events may be waiting in the database that the worker does not hold.
@@ -122,7 +125,7 @@ impl Actor for InboundWorker {
             path: ActorPath::supervisor(SupervisorKind::Inbound),
             running: HashMap::new(),
             busy: HashSet::new(),
-            waiting: VecDeque::new(),
+            waiting: Queues::default(),
             known: HashSet::new(),
             behind: true,
             sweep_soon: false,
@@ -199,14 +202,14 @@ fn hold(state: &mut InboundWorkerState, event: webhook_event::Model, fresh: Fres
     if state.known.contains(&event.id) {
         return;
     }
-    if state.waiting.len() >= state.settings.queue {
+    if state.waiting.len_of(event.workspace_id) >= state.settings.queue {
         state.behind = true;
         return;
     }
     let read = InboundMessage::from_stored(&event.payload);
     let sender = sender_of(&event, &read);
     state.known.insert(event.id);
-    state.waiting.push_back(Waiting {
+    state.waiting.push(Waiting {
         event,
         read,
         sender,
@@ -214,21 +217,16 @@ fn hold(state: &mut InboundWorkerState, event: webhook_event::Model, fresh: Fres
     });
 }
 
-/// Starts waiting events, oldest first, while there is capacity, skipping senders that have
-/// an event under way (their later events keep their place).
+/// Starts waiting events while there is capacity, the workspaces in turn and each's oldest
+/// first, skipping senders that have an event under way (their later events keep their place).
 fn start_ready(state: &mut InboundWorkerState, myself: &ActorRef<InboundWorkerMsg>) {
-    let mut index = 0;
-    while state.running.len() < state.settings.concurrency && index < state.waiting.len() {
-        if state.busy.contains(&state.waiting[index].sender) {
-            index += 1;
-            continue;
-        }
+    while state.running.len() < state.settings.concurrency {
         let Some(Waiting {
             event,
             read,
             sender,
             fresh,
-        }) = state.waiting.remove(index)
+        }) = state.waiting.next(&state.busy)
         else {
             break;
         };

@@ -184,7 +184,7 @@ async fn settle(deps: &MediaDeps, row: &attachment::Model, fetched: Fetched) {
         Fetched::Stored(file) => {
             let size = u64::try_from(file.size).unwrap_or(0);
             crate::measure::media_fetch("stored", size);
-            mark_stored(deps, row.id, file, now).await
+            mark_stored(deps, row, file, now).await
         }
         Fetched::Retry(why) => {
             crate::measure::media_fetch("retried", 0);
@@ -211,17 +211,22 @@ async fn settle(deps: &MediaDeps, row: &attachment::Model, fetched: Fetched) {
 /// becoming a transaction (`media_fetch`'s figures in benches/README.md).
 async fn mark_stored(
     deps: &MediaDeps,
-    id: Uuid,
+    row: &attachment::Model,
     file: attachments::StoredFile,
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<(), parley_persistence::PersistenceError> {
     if deps.db.get_database_backend() != parley_persistence::DbBackend::Sqlite {
-        return attachments::stored(&deps.db, id, file, now)
-            .await
-            .map(|_| ());
+        // The mark and the bytes it counts: one transaction.
+        let txn = parley_persistence::begin_write(&deps.db).await?;
+        attachments::stored(&txn, row, file, now).await?;
+        return Ok(txn.commit().await?);
     }
+    let row = row.clone();
     deps.writer
-        .write(move |db| Box::pin(attachments::stored(db, id, file.clone(), now)))
+        .write(move |db| {
+            let (row, file) = (row.clone(), file.clone());
+            Box::pin(async move { attachments::stored(db, &row, file, now).await })
+        })
         .await
         .map(|_| ())
 }

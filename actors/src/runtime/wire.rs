@@ -59,6 +59,7 @@ pub(super) fn wire(deps: &RuntimeDeps, slots: &Slots) -> (Handles, RootArgs) {
         changes.clone(),
         settings.idle_after,
         deps.conversations.events.clone(),
+        deps.conversations.quotas.clone(),
     );
     let flows = Flows::new(
         slots.flows.clone(),

@@ -2,6 +2,7 @@
 //! with the message (`messages.outbound`) so that a message left pending at a stop is sent
 //! again as exactly what it was.
 
+use parley_persistence::usage::Category;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -83,6 +84,10 @@ pub struct TemplateMessage {
     pub language: String,
     /// Meta's components with their parameters (lower-case types).
     pub components: Value,
+    /// Meta's category of the template (`MARKETING`, `UTILITY`, `AUTHENTICATION`), as its
+    /// listing said when it was rendered: the usage its send counts. Never on the wire.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub category: Option<String>,
 }
 
 /// A message for one recipient.
@@ -97,6 +102,20 @@ pub struct Outgoing {
 }
 
 impl Outgoing {
+    /// Meta's pricing category of the message: a template's own (one whose category is not
+    /// known counts as `marketing`, Meta's dearest, so that a business never sees less than
+    /// it will pay), `service` for anything else (free form answers in the service window).
+    pub fn category(&self) -> Category {
+        match &self.content {
+            OutboundContent::Template(template) => template
+                .category
+                .as_deref()
+                .and_then(Category::of_template)
+                .unwrap_or(Category::Marketing),
+            _ => Category::Service,
+        }
+    }
+
     /// Whether this is a template (marketing integrations send those elsewhere).
     pub fn is_template(&self) -> bool {
         matches!(self.content, OutboundContent::Template(_))
@@ -204,6 +223,7 @@ mod tests {
                 name: "order_update".to_owned(),
                 language: "en_US".to_owned(),
                 components: json!([{"type": "body", "parameters": [{"type": "text", "text": "7"}]}]),
+                category: Some("UTILITY".to_owned()),
             }),
         };
         let stored = outgoing.to_stored();

@@ -150,6 +150,7 @@ impl TemplateRef {
                 name,
                 language: self.language.clone(),
                 components: wire_components(parameters),
+                category: template["category"].as_str().map(str::to_owned),
             },
             text: match media_header(template) {
                 Some(kind) => format!("[{kind}] {}", render_body(template, parameters)),

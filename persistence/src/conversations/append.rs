@@ -2,11 +2,15 @@
 //! few that must be stored together.
 
 use chrono::{DateTime, Utc};
-use sea_orm::{ConnectionTrait, DatabaseExecutor, EntityTrait};
+use sea_orm::sea_query::{Expr, ExprTrait};
+use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseExecutor, EntityTrait, QueryFilter};
+use serde_json::Value;
 use uuid::Uuid;
 
 use super::NewMessage;
 use crate::entities::{conversation, message};
+use crate::usage::{self, Count, Metric};
+use crate::values::{Direction, Role};
 use crate::{GroupCommit, Merged, Result, Writes};
 
 /// As [`append_message`], committed by the database's writer with other writes (in one
@@ -49,9 +53,10 @@ struct Appended {
 impl Merged for Appended {
     type Answer = message::Model;
 
-    /// One `INSERT` (the trigger that moves the conversation's `last_message_at` is part of it).
-    fn one_statement(_pieces: &[&Self]) -> bool {
-        true
+    /// One `INSERT` (the trigger that moves the conversation's `last_message_at` is part of
+    /// it), unless a message counts usage: its count is written in the same transaction.
+    fn one_statement(pieces: &[&Self]) -> bool {
+        !usage::metering() || !pieces.iter().any(|piece| counts(&piece.new))
     }
 
     fn run_all<'e>(
@@ -60,7 +65,10 @@ impl Merged for Appended {
     ) -> Writes<'e, Vec<Self::Answer>> {
         let rows = pieces
             .iter()
-            .map(|piece| row(&piece.conversation, piece.new.clone(), piece.now))
+            .map(|piece| {
+                let row = row(&piece.conversation, piece.new.clone(), piece.now);
+                (piece.conversation.assistant_id, row)
+            })
             .collect();
         Box::pin(insert_rows(db, rows))
     }
@@ -106,7 +114,8 @@ pub async fn append_message(
     now: DateTime<Utc>,
 ) -> Result<message::Model> {
     let files = std::mem::take(&mut new.attachments);
-    let mut stored = insert_rows(db, vec![row(conversation, new, now)]).await?;
+    let row = row(conversation, new, now);
+    let mut stored = insert_rows(db, vec![(conversation.assistant_id, row)]).await?;
     let stored = stored.pop().ok_or(sea_orm::DbErr::RecordNotInserted)?;
     let files = crate::attachments::rows(&stored, conversation.identity_id, &files);
     crate::attachments::insert(db, &files).await?;
@@ -137,13 +146,78 @@ fn row(conversation: &conversation::Model, new: NewMessage, now: DateTime<Utc>) 
     }
 }
 
-/// Inserts `rows` in one statement and answers them.
+/// Inserts `rows` (each with its conversation's assistant) in one statement, with what they
+/// count (see [`metered`]), and answers them.
 async fn insert_rows(
     db: &impl ConnectionTrait,
-    rows: Vec<message::Model>,
+    rows: Vec<(Option<Uuid>, message::Model)>,
 ) -> Result<Vec<message::Model>> {
-    message::Entity::insert_many(rows.iter().cloned().map(message::ActiveModel::from))
-        .exec_without_returning(db)
-        .await?;
-    Ok(rows)
+    message::Entity::insert_many(
+        rows.iter()
+            .map(|(_, row)| message::ActiveModel::from(row.clone())),
+    )
+    .exec_without_returning(db)
+    .await?;
+    metered(db, &rows).await?;
+    Ok(rows.into_iter().map(|(_, row)| row).collect())
+}
+
+/// Whether storing `new` counts usage (see [`metered`]).
+fn counts(new: &NewMessage) -> bool {
+    new.usage.is_some()
+        || (new.role == Role::User && new.direction == Direction::Inbound)
+        || (new.role == Role::Tool && is_mcp(new.metadata.as_ref()))
+}
+
+/// Whether a tool result's metadata says an MCP server answered it.
+fn is_mcp(metadata: Option<&Value>) -> bool {
+    metadata.is_some_and(|m| m["source"] == "mcp")
+}
+
+/// Counts what `rows` are: the model's tokens an answer spent (on its conversation's totals
+/// too), a person's message received, an MCP server's answer to a tool call.
+async fn metered(db: &impl ConnectionTrait, rows: &[(Option<Uuid>, message::Model)]) -> Result<()> {
+    let mut counts = Vec::new();
+    let mut spent: Vec<(Uuid, i64, i64)> = Vec::new();
+    for (assistant_id, row) in rows {
+        let count = |metric, value| {
+            Count::new(row.workspace_id, row.created_at, metric, value)
+                .on(row.channel_id)
+                .by(*assistant_id)
+        };
+        if let Some(usage) = &row.usage {
+            let tokens = |name: &str| usage.get(name).and_then(Value::as_i64).unwrap_or(0);
+            let (prompt, completion) = (tokens("prompt_tokens"), tokens("completion_tokens"));
+            counts.push(count(Metric::ModelPromptTokens, prompt));
+            counts.push(count(Metric::ModelCompletionTokens, completion));
+            if prompt != 0 || completion != 0 {
+                spent.push((row.conversation_id, prompt, completion));
+            }
+        }
+        match row.role {
+            Role::User if row.direction == Direction::Inbound => {
+                counts.push(count(Metric::MessagesReceived, 1));
+            }
+            Role::Tool if is_mcp(row.metadata.as_ref()) => {
+                counts.push(count(Metric::McpCalls, 1));
+            }
+            _ => {}
+        }
+    }
+    usage::add(db, &counts).await?;
+    for (conversation_id, prompt, completion) in spent {
+        conversation::Entity::update_many()
+            .col_expr(
+                conversation::Column::PromptTokens,
+                Expr::col(conversation::Column::PromptTokens).add(prompt),
+            )
+            .col_expr(
+                conversation::Column::CompletionTokens,
+                Expr::col(conversation::Column::CompletionTokens).add(completion),
+            )
+            .filter(conversation::Column::Id.eq(conversation_id))
+            .exec(db)
+            .await?;
+    }
+    Ok(())
 }

@@ -109,6 +109,8 @@ impl NewConversation {
             mode_changed_at: None,
             handoff_reason: None,
             human_active_at: None,
+            prompt_tokens: 0,
+            completion_tokens: 0,
         }
     }
 }

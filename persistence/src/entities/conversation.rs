@@ -34,6 +34,10 @@ pub struct Model {
     /// While a person has it: when a person last acted in it (the handoff, or their latest
     /// message). The automatic return to the assistant counts from here.
     pub human_active_at: Option<DateTimeUtc>,
+    /// The model's prompt tokens spent on it, in all.
+    pub prompt_tokens: i64,
+    /// The model's completion tokens spent on it, in all.
+    pub completion_tokens: i64,
 }
 
 /// Relations are expressed through explicit queries.

@@ -38,5 +38,7 @@ string_values! {
         TaskRunFinished = "task.run.finished",
         /// A person opted out of campaign templates.
         IdentityOptedOut = "identity.opted_out",
+        /// A workspace reached one of its quotas.
+        UsageQuotaReached = "usage.quota_reached",
     }
 }

@@ -69,6 +69,7 @@ impl From<OutboundError> for ApiError {
     /// A message that did not go out, as the API answers it.
     fn from(error: OutboundError) -> Self {
         match error {
+            OutboundError::QuotaExceeded(exceeded) => Self::QuotaExceeded(exceeded),
             OutboundError::TemplateNotFound => Self::NotFound("Template"),
             OutboundError::TemplateShape => Self::invalid_field(
                 ["templateType"],
@@ -164,6 +165,7 @@ impl From<TurnError> for ApiError {
     /// internal addresses.
     fn from(error: TurnError) -> Self {
         match error {
+            TurnError::QuotaExceeded(exceeded) => Self::QuotaExceeded(exceeded),
             TurnError::IdentityNotFound => Self::NotFound("Identity"),
             TurnError::ChannelNotFound => Self::NotFound("Channel"),
             TurnError::NoAssistant => Self::Conflict(error.to_string()),

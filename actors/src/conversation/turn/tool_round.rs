@@ -95,6 +95,8 @@ impl ToolRound<'_> {
             let text = result.to_string();
             let mut result_message = NewMessage::tool_result(call.id.clone(), text.clone());
             result_message.id = Some(uuid::Uuid::now_v7());
+            // Where the answer came from: an MCP server's answer is a call counted.
+            result_message.metadata = Some(serde_json::json!({"source": source}));
             written.push((result_message, clock::now()));
             messages.push(ChatMessage::tool_result(&call.id, text));
             records.push(ToolCallRecord {

@@ -9,6 +9,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use parley_persistence::entities::{event_delivery, event_webhook};
 use parley_persistence::event_deliveries::{self, Settled};
+use parley_persistence::usage;
 use parley_persistence::{
     DatabaseConnection, DeliveryStatus, PersistenceError, clock, event_webhooks,
 };
@@ -225,6 +226,13 @@ pub(super) async fn record(
     for (code, ids) in by_code {
         event_deliveries::succeeded(&txn, &ids, code, now).await?;
     }
+    // Each delivery the endpoint took counts in its workspace's usage, with its record.
+    let delivered: Vec<usage::Count> = outcomes
+        .iter()
+        .filter(|o| o.settled.status == DeliveryStatus::Succeeded)
+        .map(|o| usage::Count::new(o.workspace_id, now, usage::Metric::EventDeliveries, 1))
+        .collect();
+    usage::add(&txn, &delivered).await?;
     let mut disabled = Vec::new();
     for (endpoint_id, (workspace_id, any_success, gone)) in endpoints {
         let now_disabled = if let Some(reason) = gone {
