@@ -9,6 +9,7 @@ use parley_testkit::graph::text_message;
 use reqwest::Method;
 use serde_json::{Value, json};
 
+use crate::console::Tab;
 use crate::event_webhooks::{Receiver, endpoint};
 use crate::flows::{campaign, people, sandbox_with_template};
 use crate::helpers::{TestApp, expect_error, expect_status, order_update_send, spawn_app_with};
@@ -388,4 +389,40 @@ async fn a_keys_requests_per_second_are_capped_and_told_in_ratelimit_headers() {
     let theirs = app.get_with("/workers", &other.api_key).await;
     assert_eq!(theirs.status(), 200);
     assert!(!theirs.headers().contains_key("ratelimit-policy"));
+}
+
+#[tokio::test]
+async fn the_console_shows_the_months_usage_against_the_quotas() {
+    let app = app().await;
+    let (_, channel) = app.chat_channel("Echo.", json!({})).await;
+    app.put_identity("ana", json!({})).await;
+    let answer = expect_status(app.chat("ana", &channel, "Hello").await, 200).await;
+    let usage = &answer["data"]["usage"];
+    let tokens = usage["prompt_tokens"].as_i64().expect("prompt")
+        + usage["completion_tokens"].as_i64().expect("completion");
+    set_quotas(
+        &app,
+        json!({"model_tokens_per_month": tokens, "messages_per_day_by_category": {"marketing": 50}}),
+    )
+    .await;
+
+    let mut tab = Tab::new(&app);
+    tab.sign_in(&app.owner.api_key).await;
+    let page = tab.get("/console/usage").await;
+    assert_eq!(page.status, reqwest::StatusCode::OK);
+    let row = |name: &str| {
+        let start = page
+            .body
+            .find(&format!("data-quota=\"{name}\""))
+            .unwrap_or_else(|| panic!("a row of {name}: {}", page.body));
+        let end = page.body[start..].find("</tr>").expect("row end") + start;
+        page.body[start..end].to_owned()
+    };
+    let tokens_row = row("Model tokens");
+    assert!(tokens_row.contains(&format!("<td>{tokens} ")), "{tokens_row}");
+    assert!(tokens_row.contains("reached"), "the quota is used up: {tokens_row}");
+    let marketing = row("marketing");
+    assert!(marketing.contains("<td>50"), "{marketing}");
+    assert!(!marketing.contains("reached"));
+    assert!(page.body.contains("data-metric=\"model_prompt_tokens\""));
 }

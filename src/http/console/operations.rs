@@ -1,10 +1,11 @@
 //! The work a workspace runs besides conversations: flows (live statistics; pause, resume,
-//! cancel), scheduled tasks (pause, resume; their runs) and channels (state and credential
-//! errors).
+//! cancel), scheduled tasks (pause, resume; their runs), channels (state and credential
+//! errors) and the workspace's usage against its quotas.
 
 mod flows;
 mod recipients;
 mod tasks;
+mod usage;
 
 use std::collections::HashMap;
 
@@ -27,6 +28,7 @@ pub(super) fn router() -> Router<AppState> {
         .merge(flows::router())
         .merge(recipients::router())
         .merge(tasks::router())
+        .merge(usage::router())
 }
 
 /// A channel as the page shows it.
