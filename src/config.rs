@@ -138,7 +138,8 @@ fn env_key(flat: &str) -> String {
         "max_unfinished_per_address",
         "max_field_bytes",
     ];
-    const ACTORS: [&str; 7] = [
+    const ACTORS: [&str; 8] = [
+        "model_calls_per_workspace",
         "conversation_",
         "turn_timeout",
         "inbound_",
@@ -161,7 +162,7 @@ fn env_key(flat: &str) -> String {
         "node_url" => return "cluster.node_url".to_owned(),
         _ => {}
     }
-    for section in ["llm", "whatsapp", "mcp", "egress", "cluster", "media"] {
+    for section in ["llm", "whatsapp", "mcp", "egress", "cluster", "media", "usage"] {
         if let Some(key) = flat.strip_prefix(section).and_then(|k| k.strip_prefix('_')) {
             return format!("{section}.{key}");
         }
@@ -258,7 +259,11 @@ mod tests {
             jail.set_env("PARLEY_TURN_TIMEOUT_SECS", "7");
             jail.set_env("PARLEY_LOG_FORMAT", "json");
             jail.set_env("PARLEY_DATA_DIR", "/var/lib/parley");
+            jail.set_env("PARLEY_MODEL_CALLS_PER_WORKSPACE", "3");
+            jail.set_env("PARLEY_USAGE_METERING", "false");
             let settings = Settings::load(None, &Overrides::default()).map_err(|e| *e)?;
+            assert_eq!(settings.actors.model_calls_per_workspace, 3);
+            assert!(!settings.usage.metering);
             assert_eq!(
                 settings.llm.base_url.as_deref(),
                 Some("http://localhost:11434/v1")
