@@ -123,10 +123,24 @@ impl BenchServer {
         path: &str,
         body: &Value,
     ) -> anyhow::Result<Value> {
+        self.send_as(&self.key, method, path, body).await
+    }
+
+    /// As [`BenchServer::send`], with `key`.
+    ///
+    /// # Errors
+    /// Fails on a transport error or a non-success status.
+    pub async fn send_as(
+        &self,
+        key: &str,
+        method: reqwest::Method,
+        path: &str,
+        body: &Value,
+    ) -> anyhow::Result<Value> {
         let response = self
             .http
             .request(method, format!("{}{path}", self.base))
-            .bearer_auth(&self.key)
+            .bearer_auth(key)
             .json(body)
             .send()
             .await?;
@@ -155,28 +169,43 @@ impl BenchServer {
         instructions: &str,
         channel: &Value,
     ) -> anyhow::Result<(String, String)> {
-        let worker = self
-            .post("/workers", &serde_json::json!({"name": "Bench"}))
-            .await?;
+        self.assistant_channel_as(&self.key, instructions, channel)
+            .await
+    }
+
+    /// As [`BenchServer::assistant_channel`], in the workspace of `key`.
+    ///
+    /// # Errors
+    /// Fails when a request fails.
+    pub async fn assistant_channel_as(
+        &self,
+        key: &str,
+        instructions: &str,
+        channel: &Value,
+    ) -> anyhow::Result<(String, String)> {
+        let post = |path: String, body: Value| async move {
+            let answer = self.send_as(key, reqwest::Method::POST, &path, &body).await?;
+            anyhow::Ok(answer["data"].clone())
+        };
+        let worker = post("/workers".to_owned(), serde_json::json!({"name": "Bench"})).await?;
         let worker = worker["worker_id"]
             .as_str()
             .context("worker id")?
             .to_owned();
-        let assistant = self
-            .post(
-                &format!("/workers/{worker}/assistants"),
-                &serde_json::json!({"name": "Bench", "instructions": instructions}),
-            )
-            .await?;
+        let assistant = post(
+            format!("/workers/{worker}/assistants"),
+            serde_json::json!({"name": "Bench", "instructions": instructions}),
+        )
+        .await?;
         let assistant = assistant["assistant_id"]
             .as_str()
             .context("assistant id")?
             .to_owned();
-        let channel = self.post("/channels/waba", channel).await?;
+        let channel = post("/channels/waba".to_owned(), channel.clone()).await?;
         let channel = channel["id"].as_str().context("channel id")?.to_owned();
-        self.post(
-            &format!("/channels/{channel}/worker/{worker}"),
-            &serde_json::json!({}),
+        post(
+            format!("/channels/{channel}/worker/{worker}"),
+            serde_json::json!({}),
         )
         .await?;
         Ok((assistant, channel))

@@ -20,7 +20,10 @@
 //! receiver in the bench answering 200 at once): the pipeline then writes each fact's events
 //! and delivers them while it works, and the ratio shows what that costs.
 //!
-//! Run: `cargo run --release -p parley-benches --bin webhook_throughput -- [messages] [--rate R] [--events]`
+//! With `--metering` it weighs usage metering instead: Parley with metering off, then on, twice
+//! over (`usage.metering`), and reports each pair's ratio on/off.
+//!
+//! Run: `cargo run --release -p parley-benches --bin webhook_throughput -- [messages] [--rate R] [--events] [--metering]`
 //! With `PARLEY_BENCH_SPANS=1` it also prints the mean wall time of Parley's stage spans per
 //! message (waits included: under load a span's time is mostly its wait for a connection or
 //! the writer lock).
@@ -70,10 +73,12 @@ impl Pace {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
-    let (mut messages, mut rate, mut events) = (1000_usize, None, false);
+    let (mut messages, mut rate, mut events, mut metering) = (1000_usize, None, false, false);
     while let Some(arg) = args.next() {
         if arg == "--events" {
             events = true;
+        } else if arg == "--metering" {
+            metering = true;
         } else if arg == "--rate" {
             let value = args.next().context("--rate needs a number")?;
             rate = Some(value.parse::<f64>().context("--rate")?);
@@ -84,9 +89,12 @@ async fn main() -> anyhow::Result<()> {
     let pace = rate.filter(|r| *r > 0.0).map_or(Pace::Burst, Pace::Steady);
     parley_actors::llm::install_crypto_provider();
     let spans = SpanTimes::install();
+    if metering {
+        return weigh_metering(messages, pace).await;
+    }
 
     let baseline = run_baseline(messages, pace).await?;
-    let parley = run_parley(messages, pace, events, spans.as_ref()).await?;
+    let parley = run_parley(messages, pace, events, true, spans.as_ref()).await?;
 
     println!(
         "webhook_throughput: {messages} messages from distinct senders, {}, {}, instant fakes{}",
@@ -268,13 +276,37 @@ async fn wait_for(graph: &FakeGraph, count: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Parley with usage metering off, then on, twice over: what metering costs.
+async fn weigh_metering(messages: usize, pace: Pace) -> anyhow::Result<()> {
+    println!(
+        "webhook_throughput --metering: {messages} messages, {}, {}, instant fakes",
+        pace.describe(),
+        database_kind()
+    );
+    for pair in 1..=2 {
+        let off = run_parley(messages, pace, false, false, None).await?;
+        let on = run_parley(messages, pace, false, true, None).await?;
+        println!(
+            "pair {pair}: metering off {:.0} msg/s (p99 {}), on {:.0} msg/s (p99 {}); ratio on/off: {:.2}",
+            off.rate,
+            ms(off.latency.p99),
+            on.rate,
+            ms(on.latency.p99),
+            on.rate / off.rate
+        );
+    }
+    Ok(())
+}
+
 async fn run_parley(
     messages: usize,
     pace: Pace,
     events: bool,
+    metering: bool,
     spans: Option<&SpanTimes>,
 ) -> anyhow::Result<Run> {
     let server = BenchServer::start(|settings| {
+        settings.usage.metering = metering;
         settings.whatsapp.app_secret = Some(SECRET.into());
         settings.whatsapp.pair_burst = 1000;
         settings.whatsapp.rate_per_sec = 100_000;
