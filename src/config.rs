@@ -162,7 +162,9 @@ fn env_key(flat: &str) -> String {
         "node_url" => return "cluster.node_url".to_owned(),
         _ => {}
     }
-    for section in ["llm", "whatsapp", "mcp", "egress", "cluster", "media", "usage"] {
+    for section in [
+        "llm", "whatsapp", "mcp", "egress", "cluster", "media", "usage",
+    ] {
         if let Some(key) = flat.strip_prefix(section).and_then(|k| k.strip_prefix('_')) {
             return format!("{section}.{key}");
         }

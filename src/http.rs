@@ -7,10 +7,10 @@ mod api_keys;
 mod assistants;
 mod auth;
 mod campaigns;
+pub(crate) use auth::rate_limits::KeyLimits;
 pub(crate) use auth::{AuthFailures, KnownKeys};
 pub(crate) use console::Sessions as ConsoleSessions;
 pub(crate) use lookup::IdentityPaths;
-pub(crate) use rate_limits::KeyLimits;
 pub(crate) use webhooks::WebhookChannels;
 mod channels;
 mod chat;
@@ -33,7 +33,6 @@ mod middleware;
 pub(crate) mod openapi;
 mod pagination;
 mod peer;
-mod rate_limits;
 mod response;
 mod sandbox;
 mod scheduled_tasks;
@@ -80,7 +79,7 @@ pub struct AppState {
     /// Keys that authenticated recently.
     pub(crate) known_keys: auth::KnownKeys,
     /// Requests per second per key, for workspaces with that quota.
-    pub(crate) key_limits: rate_limits::KeyLimits,
+    pub(crate) key_limits: auth::rate_limits::KeyLimits,
     /// Identity paths the conversation endpoints resolved recently.
     pub(crate) identity_paths: lookup::IdentityPaths,
     /// Channels that webhooks were addressed to recently.
@@ -161,7 +160,7 @@ fn with_middleware<S: Clone + Send + Sync + 'static>(
                 .layer(PropagateRequestIdLayer::x_request_id())
                 .layer(TraceLayer::new_for_http().make_span_with(middleware::request_span))
                 .layer(middleware::ObserveLayer)
-                .layer(axum::middleware::from_fn(rate_limits::headers))
+                .layer(axum::middleware::from_fn(auth::rate_limits::headers))
                 .layer(CatchPanicLayer::custom(middleware::panic_response))
                 // Tells the JSON extractor the limit, so that a 413 can state it.
                 .layer(axum::Extension(extract::BodyLimit(body_limit)))

@@ -184,7 +184,9 @@ impl BenchServer {
         channel: &Value,
     ) -> anyhow::Result<(String, String)> {
         let post = |path: String, body: Value| async move {
-            let answer = self.send_as(key, reqwest::Method::POST, &path, &body).await?;
+            let answer = self
+                .send_as(key, reqwest::Method::POST, &path, &body)
+                .await?;
             anyhow::Ok(answer["data"].clone())
         };
         let worker = post("/workers".to_owned(), serde_json::json!({"name": "Bench"})).await?;

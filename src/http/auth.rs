@@ -15,6 +15,8 @@ use parley_persistence::{DatabaseConnection, api_keys, clock};
 use subtle::ConstantTimeEq;
 use uuid::Uuid;
 
+pub(crate) mod rate_limits;
+
 use crate::domain::{Permission, Permissions, hash_api_key};
 use crate::http::AppState;
 use crate::http::error::ApiError;
@@ -76,9 +78,7 @@ async fn within_rate(state: &AppState, parts: &Parts, known: &KnownKey) -> Resul
     let Some(per_second) = quotas.requests_per_second_per_key else {
         return Ok(());
     };
-    let slot = parts
-        .extensions
-        .get::<crate::http::rate_limits::StandingSlot>();
+    let slot = parts.extensions.get::<rate_limits::StandingSlot>();
     match state
         .key_limits
         .admit(workspace_id, per_second, known.key_id)

@@ -419,10 +419,89 @@ async fn the_console_shows_the_months_usage_against_the_quotas() {
         page.body[start..end].to_owned()
     };
     let tokens_row = row("Model tokens");
-    assert!(tokens_row.contains(&format!("<td>{tokens} ")), "{tokens_row}");
-    assert!(tokens_row.contains("reached"), "the quota is used up: {tokens_row}");
+    assert!(
+        tokens_row.contains(&format!("<td>{tokens} ")),
+        "{tokens_row}"
+    );
+    assert!(
+        tokens_row.contains("reached"),
+        "the quota is used up: {tokens_row}"
+    );
     let marketing = row("marketing");
     assert!(marketing.contains("<td>50"), "{marketing}");
     assert!(!marketing.contains("reached"));
     assert!(page.body.contains("data-metric=\"model_prompt_tokens\""));
+}
+
+/// Runs `parley admin` with `args` against the app, with the operator's token; answers its
+/// exit status and what it printed.
+async fn parley_admin(app: &TestApp, args: &[&str]) -> (bool, String, String) {
+    let mut all: Vec<String> = vec!["admin".to_owned()];
+    all.extend(args.iter().map(|a| (*a).to_owned()));
+    all.extend(["--url".to_owned(), app.address.clone()]);
+    // The test's runtime serves the app: wait for the command off it.
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_parley"))
+            .args(&all)
+            .env("PARLEY_OPERATOR_TOKEN", OPERATOR)
+            .env("PARLEY_LOG", "warn")
+            .output()
+            .expect("run parley admin")
+    })
+    .await
+    .expect("joined");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn the_operator_sets_quotas_and_reads_usage_with_the_cli() {
+    let app = app().await;
+    let workspace = app.owner.workspace_id.to_string();
+    let (ok, printed, errors) = parley_admin(
+        &app,
+        &[
+            "quota",
+            "--workspace",
+            &workspace,
+            "--messages-per-day",
+            "40",
+            "--messages-per-day-of",
+            "marketing=7",
+        ],
+    )
+    .await;
+    assert!(ok, "{printed} {errors}");
+    let set: Value = serde_json::from_str(&printed).expect("JSON");
+    assert_eq!(set["messages_per_day"], 40);
+    assert_eq!(set["messages_per_day_by_category"]["marketing"], 7);
+    assert_eq!(usage(&app, "").await["quotas"], set);
+
+    // A bad value is the server's refusal, said.
+    let (ok, _, errors) = parley_admin(
+        &app,
+        &[
+            "quota",
+            "--workspace",
+            &workspace,
+            "--messages-per-day-of",
+            "promo=7",
+        ],
+    )
+    .await;
+    assert!(!ok);
+    assert!(errors.contains("400"), "{errors}");
+
+    let (ok, printed, errors) = parley_admin(
+        &app,
+        &["usage", "--workspace", &workspace, "--group-by", "channel"],
+    )
+    .await;
+    assert!(ok, "{printed} {errors}");
+    let read: Value = serde_json::from_str(&printed).expect("JSON");
+    assert_eq!(read["group_by"], "channel");
+    assert_eq!(read["totals"]["messages_received"], 0);
 }

@@ -10,7 +10,7 @@
 //! reply; the ratio of the p99s is the figure (goal ≤ 1.5×). Both workspaces are on one
 //! server with instant fakes; their people and numbers are distinct.
 //!
-//! Run: `cargo run --release -p parley-benches --bin tenant_fairness -- [burst] [--rate R] [--quiet N]`
+//! Run: `cargo run --release -p parley-benches --bin tenant_fairness -- [burst] [--rate R] [--quiet N] [--in-flight N]`
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -26,15 +26,17 @@ use serde_json::json;
 const SECRET: &str = "bench-secret";
 const BUSY_NUMBER: &str = "106540352242001";
 const QUIET_NUMBER: &str = "106540352242002";
-/// Posts in flight of the busy workspace's burst.
+/// Posts in flight of the busy workspace's burst, unless `--in-flight` says otherwise.
 const BURST_IN_FLIGHT: usize = 64;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
     let (mut burst, mut rate, mut quiet) = (5000_usize, 20.0_f64, 200_usize);
+    let mut in_flight = BURST_IN_FLIGHT;
     while let Some(arg) = args.next() {
         match arg.as_str() {
+            "--in-flight" => in_flight = args.next().context("--in-flight N")?.parse()?,
             "--rate" => rate = args.next().context("--rate R")?.parse()?,
             "--quiet" => quiet = args.next().context("--quiet N")?.parse()?,
             other => burst = other.parse().context("burst")?,
@@ -46,9 +48,7 @@ async fn main() -> anyhow::Result<()> {
         settings.whatsapp.rate_per_sec = 100_000;
     })
     .await?;
-    let channel = |number: &str| {
-        json!({"name": "Bench line", "accessToken": "t", "phoneNumberId": number, "businessId": "w"})
-    };
+    let channel = |number: &str| json!({"name": "Bench line", "accessToken": "t", "phoneNumberId": number, "businessId": "w"});
     let (_, busy) = server
         .assistant_channel("Echo.", &channel(BUSY_NUMBER))
         .await?;
@@ -79,17 +79,24 @@ async fn main() -> anyhow::Result<()> {
     let burst_bodies: Vec<String> = (0..burst)
         .map(|n| {
             let from = format!("1415600{n:04}");
-            text_message(BUSY_NUMBER, &from, "Busy", &format!("wamid.busy{n}"), "hello").to_string()
+            text_message(
+                BUSY_NUMBER,
+                &from,
+                "Busy",
+                &format!("wamid.busy{n}"),
+                "hello",
+            )
+            .to_string()
         })
         .collect();
-    let flood = tokio::spawn(post_burst(busy_url, burst_bodies));
+    let flood = tokio::spawn(post_burst(busy_url, burst_bodies, in_flight));
     let beside = steady(&quiet_url, QUIET_NUMBER, "1415700", quiet, rate).await?;
     flood.await.context("the burst's task")??;
     wait_for(&server, sent_before + burst + quiet).await?;
     let beside = latencies(&server, &beside)?;
 
     println!(
-        "tenant_fairness: workspace B at {rate:.0} msg/s ({quiet} messages), alone and beside workspace A's burst of {burst} ({BURST_IN_FLIGHT} posts in flight), {}, instant fakes",
+        "tenant_fairness: workspace B at {rate:.0} msg/s ({quiet} messages), alone and beside workspace A's burst of {burst} ({in_flight} posts in flight), {}, instant fakes",
         server.database_kind()
     );
     println!("{:<30} {:>14} {:>14}", "B's webhook -> reply", "p50", "p99");
@@ -141,8 +148,8 @@ async fn steady(
     Ok(posted)
 }
 
-/// Posts every body to `url`, `BURST_IN_FLIGHT` at a time.
-async fn post_burst(url: String, bodies: Vec<String>) -> anyhow::Result<()> {
+/// Posts every body to `url`, `in_flight` at a time.
+async fn post_burst(url: String, bodies: Vec<String>, in_flight: usize) -> anyhow::Result<()> {
     let http = reqwest::Client::new();
     let results: Vec<anyhow::Result<()>> = futures_util::stream::iter(bodies)
         .map(|body| {
@@ -153,7 +160,7 @@ async fn post_burst(url: String, bodies: Vec<String>) -> anyhow::Result<()> {
                 Ok(())
             }
         })
-        .buffer_unordered(BURST_IN_FLIGHT)
+        .buffer_unordered(in_flight)
         .collect()
         .await;
     results.into_iter().collect()

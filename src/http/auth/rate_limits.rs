@@ -25,13 +25,16 @@ use crate::http::error::ApiError;
 type KeyLimiter =
     RateLimiter<Uuid, DashMapStateStore<Uuid>, DefaultClock, StateInformationMiddleware>;
 
+/// A workspace's limiter and the rate it was built for.
+type Limited = (u32, Arc<KeyLimiter>);
+
 /// Keys remembered per workspace before the limiter forgets the quiet ones.
 const REMEMBERED_KEYS: usize = 10_000;
 
 /// The limiters of the workspaces with a rate quota, each with the rate it was built for.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct KeyLimits {
-    by_workspace: Arc<Mutex<HashMap<i64, (u32, Arc<KeyLimiter>)>>>,
+    by_workspace: Arc<Mutex<HashMap<i64, Limited>>>,
 }
 
 /// Where a key stands after a request: what the headers tell.
