@@ -666,6 +666,9 @@ async fn a_turn_calls_the_tool_over(flavour: McpFlavour) {
             );
         }
     }
+    // The server's answer is one MCP call in the workspace's usage; a built-in tool is none.
+    let usage = expect_status(app.get("/usage").await, 200).await;
+    assert_eq!(usage["data"]["totals"]["mcp_calls"], 1, "{usage}");
     let _ = mcp;
 }
 

@@ -95,6 +95,10 @@ async fn a_picture_is_kept_and_read_back_with_its_type_length_etag_and_ranges() 
     assert_eq!(file["caption"], "my receipt");
     assert!(file["failure"].is_null());
     let id = file["id"].as_str().expect("id");
+    // The bytes kept count in the workspace's usage, on the channel they came on.
+    let usage = expect_status(app.get("/usage?group_by=channel").await, 200).await;
+    assert_eq!(usage["data"]["totals"]["media_bytes"], 300_000, "{usage}");
+    assert_eq!(usage["data"]["buckets"][0]["channel_id"], channel.as_str());
 
     let whole = app.get(&format!("/media/{id}")).await;
     assert_eq!(whole.status(), 200);

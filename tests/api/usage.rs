@@ -240,6 +240,11 @@ async fn past_the_token_quota_the_api_hears_429_and_whatsapp_goes_to_a_person() 
     assert_eq!(app.webhook(Some(&channel), &first).await, 200);
     app.wait_for_sends(1).await;
     let asked = app.model.requests().len();
+    // The person's message and the reply Meta accepted are counted (a reply is `service`).
+    wait_usage(&app, |totals| {
+        totals["messages_received"] == 1 && totals["messages_sent_service"] == 1
+    })
+    .await;
 
     // Past it: an API caller hears the quota and when it resets.
     app.put_identity("ana", json!({})).await;
@@ -283,6 +288,8 @@ async fn past_the_token_quota_the_api_hears_429_and_whatsapp_goes_to_a_person() 
     assert_eq!(event["type"], "usage.quota_reached");
     assert_eq!(event["data"]["quota"], "model_tokens_per_month");
     assert_eq!(event["data"]["limit"], 1);
+    // The endpoint took it: a delivery counted.
+    wait_usage(&app, |totals| totals["event_deliveries"] == 1).await;
 
     // Lifted: the model answers again.
     set_quotas(&app, json!({})).await;
