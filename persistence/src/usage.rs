@@ -38,8 +38,10 @@ pub fn metering() -> bool {
     METERING.load(Ordering::Relaxed)
 }
 
-/// A pricing category of Meta's for a message sent.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+/// A pricing category of Meta's for a message sent (ordered as [`Category::ALL`]).
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Category {
     /// A marketing template.

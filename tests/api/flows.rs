@@ -66,7 +66,7 @@ async fn recipients_of(app: &TestApp, uid: &str) -> Value {
 }
 
 /// Polls the flow until `check` holds for its record.
-async fn wait_flow(app: &TestApp, uid: &str, check: impl Fn(&Value) -> bool) -> Value {
+pub async fn wait_flow(app: &TestApp, uid: &str, check: impl Fn(&Value) -> bool) -> Value {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     loop {
         let record =

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::console::Tab;
 use crate::event_webhooks::{Receiver, endpoint};
-use crate::flows::{campaign, people, sandbox_with_template};
+use crate::flows::{campaign, people, sandbox_with_template, wait_flow};
 use crate::helpers::{TestApp, expect_error, expect_status, order_update_send, spawn_app_with};
 
 const OPERATOR: &str = "usage-operator-token";
@@ -333,23 +333,6 @@ async fn the_daily_message_quota_refuses_sends_and_pauses_a_flow_until_it_is_rai
     assert!(done["metadata"]["reason"].is_null(), "{done:#}");
     let read = usage(&app, "").await;
     assert_eq!(read["totals"]["messages_sent_utility"], 4);
-}
-
-/// Polls the flow until `check` holds for its record.
-async fn wait_flow(app: &TestApp, uid: &str, check: impl Fn(&Value) -> bool) -> Value {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let record =
-            expect_status(app.get(&format!("/flows/{uid}")).await, 200).await["data"].clone();
-        if check(&record) {
-            return record;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the flow never matched: {record:#}"
-        );
-        tokio::time::sleep(Duration::from_millis(30)).await;
-    }
 }
 
 #[tokio::test]

@@ -45,19 +45,6 @@ impl Quotas {
     }
 }
 
-impl PartialOrd for Category {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Category {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        let at = |c: &Self| Self::ALL.iter().position(|x| x == c);
-        at(self).cmp(&at(other))
-    }
-}
-
 /// The quotas of `workspace_id` (none set: unlimited).
 ///
 /// # Errors
