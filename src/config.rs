@@ -67,6 +67,21 @@ pub struct Settings {
     pub media: MediaConfig,
     /// What workspaces use.
     pub usage: UsageConfig,
+    /// Mail: operators' invitations.
+    pub mail: MailConfig,
+}
+
+/// `[mail]`: how operators' invitations are mailed (without a relay the API's answer carries
+/// the link, and nothing is mailed).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct MailConfig {
+    /// The SMTP relay: `smtp://host:port` (plain, for a relay on this machine or network),
+    /// `smtp://host:587?tls=required` (STARTTLS) or `smtps://host:465`, with
+    /// `user:password@` when it asks.
+    pub smtp_url: Option<Secret>,
+    /// The sender of the mail (`Parley <parley@example.com>`).
+    pub from: Option<String>,
 }
 
 /// `[usage]`.
@@ -100,6 +115,7 @@ impl Default for Settings {
             cluster: ClusterConfig::default(),
             media: MediaConfig::default(),
             usage: UsageConfig::default(),
+            mail: MailConfig::default(),
         }
     }
 }
@@ -163,7 +179,7 @@ fn env_key(flat: &str) -> String {
         _ => {}
     }
     for section in [
-        "llm", "whatsapp", "mcp", "egress", "cluster", "media", "usage",
+        "llm", "whatsapp", "mcp", "egress", "cluster", "media", "usage", "mail",
     ] {
         if let Some(key) = flat.strip_prefix(section).and_then(|k| k.strip_prefix('_')) {
             return format!("{section}.{key}");

@@ -9,7 +9,7 @@ mod auth;
 mod campaigns;
 pub(crate) use auth::rate_limits::KeyLimits;
 pub(crate) use auth::{AuthFailures, KnownKeys};
-pub(crate) use console::Sessions as ConsoleSessions;
+pub(crate) use console::{Pulse as ConsolePulse, Sessions as ConsoleSessions};
 pub(crate) use lookup::IdentityPaths;
 pub(crate) use webhooks::WebhookChannels;
 mod channels;
@@ -31,6 +31,7 @@ mod memory;
 mod metrics;
 mod middleware;
 pub(crate) mod openapi;
+mod operators;
 mod pagination;
 mod peer;
 mod response;
@@ -86,6 +87,8 @@ pub struct AppState {
     pub(crate) webhook_channels: webhooks::WebhookChannels,
     /// The operator console's sessions.
     pub(crate) console: console::Sessions,
+    /// What wakes the console's open pages when what they show moved.
+    pub(crate) console_pulse: console::Pulse,
     /// The Prometheus recorder's handle (`None` when another recorder was installed first).
     pub(crate) metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
 }
@@ -101,6 +104,7 @@ pub fn router(state: AppState) -> Router {
         .merge(health::router())
         .merge(workspaces::router())
         .merge(api_keys::router())
+        .merge(operators::router())
         .merge(workers::router())
         .merge(assistants::router())
         .merge(channels::router())

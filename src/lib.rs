@@ -10,6 +10,7 @@ pub mod config;
 pub mod demo;
 pub use parley_actors::domain;
 pub mod http;
+mod mail;
 mod metrics;
 pub mod serve;
 pub mod startup;

@@ -82,6 +82,8 @@ impl Application {
         actors.changes().listen(Arc::new(known_keys.clone()));
         actors.changes().listen(Arc::new(identity_paths.clone()));
         actors.changes().listen(Arc::new(webhook_channels.clone()));
+        let console_pulse = crate::http::ConsolePulse::default();
+        actors.changes().listen(Arc::new(console_pulse.clone()));
         actors
             .resume()
             .await
@@ -98,7 +100,9 @@ impl Application {
                 ),
                 known_keys,
                 key_limits: crate::http::KeyLimits::default(),
+                console_pulse,
                 console: crate::http::ConsoleSessions::new(
+                    db.clone(),
                     Duration::from_secs(settings.server.console_session_idle_secs),
                     Duration::from_secs(settings.server.console_session_max_secs),
                 ),

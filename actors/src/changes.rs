@@ -13,6 +13,7 @@
 //! | the ChannelActor | its channel row and token | [`Change::Channel`] (restart), [`Change::ChannelDeleted`] (stop) |
 //! | the event routes (`events::Events`) | which endpoints take which events | [`Change::EventRoutes`] |
 //! | the front door's known keys | an API key | [`Change::KeyRevoked`] |
+//! | the console's open pages (they read again) | what a workspace's console shows | [`Change::Inbox`], [`Change::Messages`] |
 //!
 //! What a ConversationActor caches stays with the conversation registry while the actor rests;
 //! the registry applies each change to it as the actor would (`Context::changed`).
@@ -72,6 +73,13 @@ pub enum Change {
         /// The workspace.
         workspace_id: i64,
     },
+    /// Something a workspace's console shows moved: a message, its status, how a conversation
+    /// is answered or assigned, a note, a session that ended. Nothing caches it: the console's
+    /// open pages hear it and read again.
+    Inbox {
+        /// The workspace.
+        workspace_id: i64,
+    },
     /// An API key was revoked: whoever remembers it forgets it.
     KeyRevoked {
         /// Its workspace.
@@ -92,6 +100,7 @@ impl Change {
             | Self::Assistants { workspace_id }
             | Self::EventRoutes { workspace_id }
             | Self::KeyRevoked { workspace_id, .. }
+            | Self::Inbox { workspace_id }
             | Self::Messages { workspace_id, .. } => *workspace_id,
         }
     }

@@ -193,6 +193,7 @@ async fn send(
             workspace_id: state.channel.workspace_id,
             channel_id: state.channel.id,
             identity_id: request.outgoing.identity_id,
+            operator: request.outgoing.operator.clone(),
             category: request.outgoing.category(),
         },
         keep_when_unavailable: request.keep_when_unavailable,

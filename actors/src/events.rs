@@ -119,6 +119,8 @@ pub struct MessageTold<'a> {
     pub platform_message_id: Option<&'a str>,
     /// Why it failed.
     pub error: Option<&'a Value>,
+    /// The operator who wrote it, when one did.
+    pub operator: Option<&'a crate::whatsapp::Author>,
 }
 
 /// The event type of a message to a person reaching `status` (`None` for a status no event
@@ -297,6 +299,7 @@ impl Events {
                 "status": status,
                 "platform_message_id": told.platform_message_id,
                 "error": told.error,
+                "operator": told.operator,
             })
         })
     }

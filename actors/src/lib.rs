@@ -21,6 +21,7 @@
 //! (`root/conversations/identity:<uuid>`), and actors handle messages inside the span of the
 //! request that sent them, so a request id shows on its actors' log lines.
 
+pub mod assignment;
 pub mod changes;
 pub mod channel;
 pub mod cluster;

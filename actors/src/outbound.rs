@@ -37,8 +37,34 @@ use crate::quotas::Quotas;
 use crate::thread::{self, Thread};
 use crate::tree::RuntimeError;
 use crate::whatsapp::{
-    OutboundContent, Outgoing, RenderedTemplate, TemplateParameters, TemplateRef,
+    Author, OutboundContent, Outgoing, RenderedTemplate, TemplateParameters, TemplateRef,
 };
+
+/// Who wrote a message to a person: the assistant (or the business through the API), or an
+/// operator (`None`: a key's console session or the API's reply endpoint).
+#[derive(Clone, Debug)]
+pub(crate) enum Writer {
+    /// The assistant or the business.
+    Assistant,
+    /// A person at the desk.
+    Operator(Option<Author>),
+}
+
+impl Writer {
+    fn role(&self) -> Role {
+        match self {
+            Self::Assistant => Role::Assistant,
+            Self::Operator(_) => Role::Operator,
+        }
+    }
+
+    fn author(&self) -> Option<Author> {
+        match self {
+            Self::Assistant => None,
+            Self::Operator(by) => by.clone(),
+        }
+    }
+}
 
 /// A template to send to a phone number.
 #[derive(Clone, Debug)]
@@ -228,7 +254,7 @@ impl Outbox {
         retries: Retries,
     ) -> Result<Sent, OutboundError> {
         self.send_as(
-            Role::Assistant,
+            Writer::Assistant,
             thread,
             phone,
             (content, text),
@@ -238,10 +264,10 @@ impl Outbox {
         .await
     }
 
-    /// As [`Outbox::send_to`], the message stored as written by `role`.
+    /// As [`Outbox::send_to`], the message stored as written by `writer`.
     async fn send_as(
         &self,
-        role: Role,
+        writer: Writer,
         thread: Thread,
         phone: &Phone,
         (content, text): (OutboundContent, String),
@@ -251,6 +277,7 @@ impl Outbox {
         let outgoing = Outgoing {
             to: phone.digits().to_owned(),
             identity_id: Some(thread.identity_id),
+            operator: writer.author(),
             content,
         };
         // A business's send past its daily quota is refused before anything is stored.
@@ -261,7 +288,8 @@ impl Outbox {
         let conversation = thread::current(&self.db, thread, self.idle_after, None, now).await?;
         let mut message = pending(&outgoing, text.clone());
         message.id = message_id;
-        message.role = role;
+        message.role = writer.role();
+        message.operator_id = writer.author().map(|a| a.id);
         let stored =
             conversations::store_message(&self.writer, &conversation, message, now).await?;
         self.stored(thread, now);
@@ -294,6 +322,9 @@ impl Outbox {
             workspace_id: thread.workspace_id,
             identity_id: thread.identity_id,
             since,
+        });
+        self.changes.announce(&Change::Inbox {
+            workspace_id: thread.workspace_id,
         });
     }
 

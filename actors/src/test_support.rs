@@ -51,6 +51,7 @@ pub(crate) async fn deps() -> (ConversationDeps, tempfile::TempDir, FakeModel) {
     let deps = ConversationDeps {
         quotas: crate::quotas::Quotas::new(db.clone(), writer.clone(), events.clone()),
         model_slots: crate::llm::ModelSlots::default(),
+        changes: crate::changes::Announcer::default(),
         writer,
         db,
         llm,

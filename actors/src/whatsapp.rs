@@ -15,7 +15,7 @@ mod text;
 
 pub use error::{MetaError, MetaErrorKind};
 pub use graph::{GraphClient, GraphError};
-pub use outgoing::{OutboundContent, Outgoing, OutgoingMedia, TemplateMessage};
+pub use outgoing::{Author, OutboundContent, Outgoing, OutgoingMedia, TemplateMessage};
 pub use template::{
     RenderedTemplate, TemplateParameters, TemplateRef, render_body, wire_components,
 };

@@ -99,6 +99,8 @@ pub struct NewMessage {
     pub outbound: Option<Value>,
     /// What an API caller attached to an inbound message.
     pub metadata: Option<Value>,
+    /// For an operator's message, the operator who wrote it.
+    pub operator_id: Option<Uuid>,
     /// The files it carries, stored with it in one transaction.
     pub attachments: Vec<crate::attachments::NewAttachment>,
 }
@@ -147,6 +149,7 @@ impl NewMessage {
             reply_to_message_id: None,
             outbound: None,
             metadata: None,
+            operator_id: None,
             attachments: Vec::new(),
         }
     }
@@ -214,6 +217,41 @@ pub async fn recent_messages(
     use sea_orm::QuerySelect;
     let mut newest_first = message::Entity::find()
         .filter(message::Column::ConversationId.eq(conversation_id))
+        .order_by_desc(message::Column::CreatedAt)
+        .order_by_desc(message::Column::Id)
+        .limit(limit)
+        .all(db)
+        .await?;
+    newest_first.reverse();
+    Ok(newest_first)
+}
+
+/// The `limit` messages of a conversation just before message `before` (all but none when
+/// `None`: the newest), oldest first: one page of its history, read backwards.
+///
+/// # Errors
+/// Fails on a database error.
+pub async fn messages_before(
+    db: &impl ConnectionTrait,
+    conversation_id: Uuid,
+    before: Option<&message::Model>,
+    limit: u64,
+) -> Result<Vec<message::Model>> {
+    use sea_orm::{Condition, QuerySelect};
+    let mut query =
+        message::Entity::find().filter(message::Column::ConversationId.eq(conversation_id));
+    if let Some(before) = before {
+        query = query.filter(
+            Condition::any()
+                .add(message::Column::CreatedAt.lt(before.created_at))
+                .add(
+                    Condition::all()
+                        .add(message::Column::CreatedAt.eq(before.created_at))
+                        .add(message::Column::Id.lt(before.id)),
+                ),
+        );
+    }
+    let mut newest_first = query
         .order_by_desc(message::Column::CreatedAt)
         .order_by_desc(message::Column::Id)
         .limit(limit)

@@ -6,16 +6,29 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 use sea_orm::{
-    ColumnTrait, Condition, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
+    ColumnTrait, Condition, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
+    QuerySelect,
 };
 use uuid::Uuid;
 
 use crate::Result;
-use crate::entities::{conversation, identity, message};
+use crate::entities::{contact_point, conversation, identity, message};
 use crate::values::{ContactKind, ConversationMode, ConversationStatus, MessageStatus, Role};
 
+/// Whose conversations the inbox shows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Assigned {
+    /// Everyone's, and those of no one.
+    #[default]
+    All,
+    /// Those assigned to this operator.
+    To(Uuid),
+    /// Those assigned to no one: the queue.
+    NoOne,
+}
+
 /// Which conversations the inbox shows.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct InboxFilter {
     /// Only this channel's.
     pub channel_id: Option<Uuid>,
@@ -26,6 +39,11 @@ pub struct InboxFilter {
     pub open: Option<bool>,
     /// The start of the idle window (now − the idle time).
     pub idle_since: DateTime<Utc>,
+    /// Whose.
+    pub assigned: Assigned,
+    /// Words the person's name, a phone or e-mail, or a message of the conversation holds
+    /// (any case).
+    pub search: Option<String>,
 }
 
 /// One line of the inbox.
@@ -59,6 +77,16 @@ pub async fn inbox(
     }
     if let Some(mode) = filter.mode {
         query = query.filter(conversation::Column::Mode.eq(mode));
+    }
+    query = match filter.assigned {
+        Assigned::All => query,
+        Assigned::To(operator_id) => {
+            query.filter(conversation::Column::AssignedOperatorId.eq(operator_id))
+        }
+        Assigned::NoOne => query.filter(conversation::Column::AssignedOperatorId.is_null()),
+    };
+    if let Some(words) = filter.search.as_deref().filter(|w| !w.trim().is_empty()) {
+        query = query.filter(searched(workspace_id, words));
     }
     query = match filter.open {
         Some(true) => query
@@ -113,6 +141,51 @@ pub async fn inbox(
             conversation,
         })
         .collect())
+}
+
+/// The conversations of `workspace_id` whose person's name, phone or e-mail, or one of whose
+/// messages between the person and the business, holds `words` (any case).
+fn searched(workspace_id: i64, words: &str) -> Condition {
+    use sea_orm::sea_query::{Expr, ExprTrait, Func, LikeExpr, Query};
+    let pattern = format!("%{}%", escape_like(&words.trim().to_lowercase()));
+    let holds = |column: sea_orm::sea_query::SimpleExpr| {
+        Expr::expr(Func::lower(column)).like(LikeExpr::new(pattern.clone()).escape('\\'))
+    };
+    let named = Query::select()
+        .column(identity::Column::Id)
+        .from(identity::Entity)
+        .and_where(identity::Column::WorkspaceId.eq(workspace_id))
+        .and_where(holds(Expr::col(identity::Column::Name)))
+        .to_owned();
+    let reached = Query::select()
+        .column(contact_point::Column::IdentityId)
+        .from(contact_point::Entity)
+        .and_where(contact_point::Column::WorkspaceId.eq(workspace_id))
+        .and_where(holds(Expr::col(contact_point::Column::Value)))
+        .to_owned();
+    let said = Query::select()
+        .column(message::Column::ConversationId)
+        .from(message::Entity)
+        .and_where(message::Column::WorkspaceId.eq(workspace_id))
+        .and_where(message::Column::Role.is_in([Role::User, Role::Assistant, Role::Operator]))
+        .and_where(holds(Expr::col(message::Column::Content)))
+        .to_owned();
+    Condition::any()
+        .add(conversation::Column::IdentityId.in_subquery(named))
+        .add(conversation::Column::IdentityId.in_subquery(reached))
+        .add(conversation::Column::Id.in_subquery(said))
+}
+
+/// `text` with LIKE's wildcards and its escape character taken literally.
+fn escape_like(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            escaped.push('\\');
+        }
+        escaped.push(c);
+    }
+    escaped
 }
 
 /// The newest message of each of `conversations`: the database keeps `last_message_at` at its
@@ -172,7 +245,7 @@ async fn last_messages(
 pub async fn workspace_mark(
     db: &impl ConnectionTrait,
     workspace_id: i64,
-) -> Result<Option<DateTime<Utc>>> {
+) -> Result<(Option<DateTime<Utc>>, Option<DateTime<Utc>>, u64)> {
     let newest = conversation::Entity::find()
         .select_only()
         .column(conversation::Column::LastMessageAt)
@@ -182,7 +255,22 @@ pub async fn workspace_mark(
         .into_tuple::<DateTime<Utc>>()
         .one(db)
         .await?;
-    Ok(newest)
+    // Assignments move the inbox too: when the newest was made, and how many stand.
+    let assigned = conversation::Entity::find()
+        .filter(conversation::Column::WorkspaceId.eq(workspace_id))
+        .filter(conversation::Column::AssignedOperatorId.is_not_null());
+    let latest = assigned
+        .clone()
+        .select_only()
+        .column(conversation::Column::AssignedAt)
+        .order_by_desc(conversation::Column::AssignedAt)
+        .limit(1)
+        .into_tuple::<Option<DateTime<Utc>>>()
+        .one(db)
+        .await?
+        .flatten();
+    let count = assigned.count(db).await?;
+    Ok((newest, latest, count))
 }
 
 /// How many of the conversation's messages stand at each status, and how the conversation is
@@ -207,15 +295,22 @@ pub async fn conversation_mark(
         .into_iter()
         .map(|(status, n)| (status.as_str().to_owned(), n))
         .collect();
-    if let Some(mode) = conversation::Entity::find_by_id(conversation_id)
+    if let Some((mode, assigned)) = conversation::Entity::find_by_id(conversation_id)
         .select_only()
         .column(conversation::Column::Mode)
-        .into_tuple::<ConversationMode>()
+        .column(conversation::Column::AssignedOperatorId)
+        .into_tuple::<(ConversationMode, Option<Uuid>)>()
         .one(db)
         .await?
     {
         mark.push((format!("mode:{}", mode.as_str()), 0));
+        mark.push((format!("assigned:{}", assigned.unwrap_or_default()), 0));
     }
+    let notes = crate::entities::conversation_note::Entity::find()
+        .filter(crate::entities::conversation_note::Column::ConversationId.eq(conversation_id))
+        .count(db)
+        .await?;
+    mark.push(("notes".to_owned(), i64::try_from(notes).unwrap_or(i64::MAX)));
     mark.sort();
     Ok(mark)
 }

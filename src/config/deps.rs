@@ -35,6 +35,7 @@ impl Settings {
         let writer = GroupCommit::start(db.clone());
         let events = Events::default();
         let changes = Announcer::new(Arc::new(placement.clone()));
+        let announcer = changes.clone();
         let delivery = DeliveryDeps {
             db: db.clone(),
             secrets: secrets.clone(),
@@ -54,6 +55,7 @@ impl Settings {
             events,
             placement,
             bell: MediaBell::default(),
+            changes: announcer,
         };
         let channels = self.channel_deps(&shared);
         RuntimeDeps {
@@ -134,6 +136,7 @@ impl Settings {
             media: shared.bell.clone(),
             media_store: media.clone(),
             model_slots: ModelSlots::new(self.actors.model_calls_per_workspace),
+            changes: shared.changes.clone(),
             quotas: Quotas::new(
                 shared.db.clone(),
                 shared.writer.clone(),
@@ -174,4 +177,5 @@ struct Shared {
     events: Events,
     placement: Placement,
     bell: MediaBell,
+    changes: Announcer,
 }

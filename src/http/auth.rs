@@ -134,6 +134,16 @@ pub(crate) async fn caller_of(state: &AppState, hash: &str) -> Result<Option<Cal
     Ok(known_key(state, hash).await?.map(|known| known.caller))
 }
 
+/// [`caller_of`], with the key's id (what a console session of the key records).
+pub(crate) async fn key_of(
+    state: &AppState,
+    hash: &str,
+) -> Result<Option<(Caller, Uuid)>, ApiError> {
+    Ok(known_key(state, hash)
+        .await?
+        .map(|known| (known.caller, known.key_id)))
+}
+
 /// How long an authenticated key is answered from memory before it is read again.
 const KNOWN_KEY_TTL: Duration = Duration::from_secs(10);
 

@@ -13,8 +13,11 @@
 
 mod conversation;
 mod conversations;
+mod invitation;
 mod live;
 mod operations;
+mod password;
+mod saved_replies;
 mod session;
 mod sign_in;
 mod view;
@@ -37,8 +40,9 @@ use crate::http::validation::parse_uuid;
 use parley_persistence::entities::channel;
 use parley_persistence::{Page, channels};
 
+pub(crate) use self::live::Pulse;
 use self::session::Console;
-pub(crate) use self::session::Sessions;
+pub(crate) use self::session::{Sessions, digest, random_token};
 use self::view::Shell;
 
 /// The console's routes, with the headers every console answer carries.
@@ -55,9 +59,11 @@ pub(crate) fn router(file_limit: usize) -> Router<AppState> {
         )
         .route("/console/assets/{file}", get(asset))
         .merge(sign_in::router())
+        .merge(invitation::router())
         .merge(conversations::router())
         .merge(conversation::router(file_limit))
         .merge(operations::router())
+        .merge(saved_replies::router())
         .layer(axum::middleware::map_response(guarded))
 }
 

@@ -23,7 +23,7 @@ async fn creating_an_assistant_answers_assistant_id_and_fills_defaults() {
     assert_eq!(data["model"], json!(null));
     assert_eq!(
         data["settings"],
-        json!({"temperature": null, "max_tokens": null, "history_turns": 20, "memory_enabled": true, "debounce_ms": 0, "fallback_message": null, "handoff": false, "handoff_timeout_minutes": 720, "vision": false, "transcribe": false})
+        json!({"temperature": null, "max_tokens": null, "history_turns": 20, "memory_enabled": true, "debounce_ms": 0, "fallback_message": null, "handoff": false, "handoff_timeout_minutes": 720, "assignment_timeout_minutes": 30, "vision": false, "transcribe": false})
     );
 }
 

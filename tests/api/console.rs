@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use crate::flows::{campaign, people, sandbox_with_template};
 use crate::helpers::{TestApp, expect_status, spawn_app, spawn_app_with};
 
-const NUMBER: &str = "106540352242922";
+pub(crate) const NUMBER: &str = "106540352242922";
 const SHEENA: &str = "16505551234";
 const SHEENA_ID: &str = "+16505551234";
 
@@ -48,6 +48,14 @@ impl Page {
 impl Tab {
     pub fn new(app: &TestApp) -> Self {
         Self::at(&app.address)
+    }
+
+    /// The same browser at another server (a node of a cluster, or the same database's other
+    /// server): its cookie goes along, as a browser's would to the same host.
+    pub fn at_other(&self, base: &str) -> Self {
+        let mut tab = Self::at(base);
+        tab.cookie.clone_from(&self.cookie);
+        tab
     }
 
     /// A tab on the server at `base` (a node of a cluster, say).
@@ -130,12 +138,12 @@ impl Tab {
 }
 
 /// `fields` as a form's body.
-fn form_body(fields: &[(&str, &str)]) -> String {
+pub(crate) fn form_body(fields: &[(&str, &str)]) -> String {
     serde_urlencoded::to_string(fields).expect("a form")
 }
 
 /// Sheena writes `text` to the live channel; waits for the assistant's answer to be sent.
-async fn sheena_writes(app: &TestApp, channel: &str, wamid: &str, text: &str) {
+pub(crate) async fn sheena_writes(app: &TestApp, channel: &str, wamid: &str, text: &str) {
     let sent = app.graph.sent_count();
     let payload = text_message(NUMBER, SHEENA, "Sheena Nelson", wamid, text);
     assert_eq!(app.webhook(Some(channel), &payload).await, 200);
@@ -184,7 +192,11 @@ async fn a_key_signs_in_once_and_signing_out_ends_the_session() {
     assert!(wrong.set_cookie.is_none());
     let empty = tab.post("/console/sign-in", &[("key", "  ")]).await;
     assert_eq!(empty.status, StatusCode::BAD_REQUEST);
-    assert!(empty.body.contains("Enter an API key"));
+    assert!(
+        empty
+            .body
+            .contains("Enter your e-mail address and password")
+    );
     let forged = app
         .request(Method::POST, "/console/sign-in", None)
         .header("sec-fetch-site", "cross-site")

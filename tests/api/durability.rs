@@ -27,7 +27,7 @@ async fn quiet_app() -> TestApp {
 
 /// `parley serve` as a separate process on the test's database, fakes and secret key; answers
 /// the process and its base URL once it listens.
-fn serve(app: &TestApp) -> (Child, String) {
+pub(crate) fn serve(app: &TestApp) -> (Child, String) {
     serve_with(app, &[])
 }
 

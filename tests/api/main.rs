@@ -37,6 +37,7 @@ mod media_templates;
 mod memory;
 mod metrics;
 mod operator;
+mod operators;
 mod races;
 mod scheduled_tasks;
 mod stages;

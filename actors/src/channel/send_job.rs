@@ -41,6 +41,8 @@ pub(super) struct Told {
     pub(super) workspace_id: i64,
     pub(super) channel_id: Uuid,
     pub(super) identity_id: Option<Uuid>,
+    /// The operator who wrote the message, whom its events name.
+    pub(super) operator: Option<crate::whatsapp::Author>,
     /// Meta's pricing category of the message, for the usage its send counts.
     pub(super) category: Category,
 }
@@ -67,6 +69,7 @@ impl Told {
             identity_id: self.identity_id,
             platform_message_id,
             error,
+            operator: self.operator.as_ref(),
         };
         self.events.message(status, told)
     }

@@ -18,6 +18,7 @@ fn text(identity_id: Uuid) -> SendRequest {
         outgoing: Outgoing {
             to: "351912345678".to_owned(),
             identity_id: Some(identity_id),
+            operator: None,
             content: OutboundContent::Text {
                 body: "Hello again".to_owned(),
                 context: None,

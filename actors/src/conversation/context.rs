@@ -105,7 +105,10 @@ impl Context {
                 self.missed(*since);
                 self.conversations_known = false;
             }
-            Change::Stages { .. } | Change::KeyRevoked { .. } | Change::EventRoutes { .. } => {}
+            Change::Stages { .. }
+            | Change::KeyRevoked { .. }
+            | Change::EventRoutes { .. }
+            | Change::Inbox { .. } => {}
             Change::Channel { channel_id, .. } | Change::ChannelDeleted { channel_id, .. } => {
                 // A deleted channel's conversations were closed; a changed one's are read
                 // again.

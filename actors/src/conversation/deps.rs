@@ -77,4 +77,14 @@ pub struct ConversationDeps {
     pub quotas: crate::quotas::Quotas,
     /// Model calls in flight per workspace, bounded.
     pub model_slots: crate::llm::ModelSlots,
+    /// Where what a turn wrote is announced (the console's open pages hear it).
+    pub changes: crate::changes::Announcer,
+}
+
+impl ConversationDeps {
+    /// Tells the workspace's open console pages that what they show moved.
+    pub(crate) fn inbox_moved(&self, workspace_id: i64) {
+        self.changes
+            .announce(&crate::changes::Change::Inbox { workspace_id });
+    }
 }

@@ -228,6 +228,9 @@ impl Conversations {
 impl Listener for Conversations {
     /// Passes the change to every live actor (and resting cache) it concerns.
     fn changed(&self, change: &Change) {
-        self.local.changed(change);
+        // What the console shows concerns no actor's cache (and comes with every message).
+        if !matches!(change, Change::Inbox { .. }) {
+            self.local.changed(change);
+        }
     }
 }

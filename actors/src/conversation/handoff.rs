@@ -135,6 +135,7 @@ pub(super) async fn hand_over(
     context
         .conversations
         .insert(handed.channel_id, handed.clone());
+    deps.inbox_moved(handed.workspace_id);
     crate::measure::handoff(by);
     tracing::info!(conversation_id = %handed.id, by, "conversation handed to a person");
     Ok(handed)
@@ -187,6 +188,7 @@ async fn give_back(
     };
     context.conversations.insert(back.channel_id, back.clone());
     context.wrote(&stored);
+    deps.inbox_moved(back.workspace_id);
     crate::measure::resume(why);
     tracing::info!(conversation_id = %back.id, why, "conversation given back to the assistant");
     Ok(Some(back))

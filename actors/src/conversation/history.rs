@@ -222,6 +222,7 @@ mod tests {
             reply_to_message_id: None,
             outbound: None,
             metadata: None,
+            operator_id: None,
         }
     }
 

@@ -160,7 +160,8 @@ impl Actor for ConversationRegistry {
                 if let Some(sweep) = state.sweeping.start() {
                     let (registry, deps) = (myself.clone(), state.deps.clone());
                     tokio::spawn(async move {
-                        sweeps::give_back_quiet(registry, deps).await;
+                        sweeps::give_back_quiet(registry, deps.clone()).await;
+                        sweeps::release_unanswered(&deps).await;
                         drop(sweep);
                     });
                 }

@@ -201,6 +201,7 @@ mod tests {
             outgoing: Outgoing {
                 to: "14155550100".to_owned(),
                 identity_id: Some(Uuid::from_u128(4)),
+                operator: None,
                 content: OutboundContent::Text {
                     body: "On its way.".to_owned(),
                     context: Some("wamid.A".to_owned()),

@@ -113,7 +113,8 @@ impl Shared {
             Change::Identity { .. }
             | Change::Messages { .. }
             | Change::KeyRevoked { .. }
-            | Change::EventRoutes { .. } => {}
+            | Change::EventRoutes { .. }
+            | Change::Inbox { .. } => {}
         }
     }
 }

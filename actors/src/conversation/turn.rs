@@ -322,6 +322,7 @@ impl Turn<'_> {
             .instrument(tracing::debug_span!("store_reply"))
             .await?;
         answer.context.wrote(&stored);
+        self.deps.inbox_moved(stored.workspace_id);
         Ok(TurnOutcome {
             conversation_id: answer.conversation.id,
             message_id: stored.id,

@@ -28,6 +28,9 @@ pub struct AssistantSettings {
     /// A conversation handed to a person returns to the assistant after this many minutes
     /// without a person acting in it (1 to 43200, 30 days).
     pub handoff_timeout_minutes: u32,
+    /// A conversation assigned to an operator who has not answered in it for this many
+    /// minutes returns to the queue, unassigned (1 to 43200).
+    pub assignment_timeout_minutes: u32,
     /// Whether pictures the person sends go to the model as images (the model must take
     /// them); otherwise it reads a one-line description.
     pub vision: bool,
@@ -47,6 +50,7 @@ impl Default for AssistantSettings {
             fallback_message: None,
             handoff: false,
             handoff_timeout_minutes: 720,
+            assignment_timeout_minutes: 30,
             vision: false,
             transcribe: false,
         }
@@ -81,6 +85,11 @@ impl AssistantSettings {
     /// How long a person may be quiet in a conversation handed to them before it returns.
     pub fn handoff_timeout(&self) -> chrono::Duration {
         chrono::Duration::minutes(i64::from(self.handoff_timeout_minutes))
+    }
+
+    /// How long an assignment may go unanswered before the conversation returns to the queue.
+    pub fn assignment_timeout(&self) -> chrono::Duration {
+        chrono::Duration::minutes(i64::from(self.assignment_timeout_minutes))
     }
 
     /// Checks every field's range, reporting each problem.
@@ -123,6 +132,11 @@ impl AssistantSettings {
             "handoff_timeout_minutes",
             "must be between 1 and 43200",
         );
+        check(
+            (1..=43_200).contains(&self.assignment_timeout_minutes),
+            "assignment_timeout_minutes",
+            "must be between 1 and 43200",
+        );
         problems
     }
 }
@@ -156,6 +170,7 @@ mod tests {
             fallback_message: Some(String::new()),
             handoff: true,
             handoff_timeout_minutes: 0,
+            assignment_timeout_minutes: 0,
             vision: true,
             transcribe: true,
         };
@@ -168,7 +183,8 @@ mod tests {
                 "history_turns",
                 "debounce_ms",
                 "fallback_message",
-                "handoff_timeout_minutes"
+                "handoff_timeout_minutes",
+                "assignment_timeout_minutes"
             ]
         );
     }

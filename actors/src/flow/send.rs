@@ -404,6 +404,7 @@ mod tests {
             db.clone(),
             Arc::new(sender.flows.clone()),
             crate::events::Events::default(),
+            crate::changes::Announcer::default(),
         );
         assert!(reports.apply(channel_id, &read).await.expect("report"));
         let status = || async {

@@ -88,6 +88,7 @@ async fn record(
     let outgoing = Outgoing {
         to: inbound.from.digits().to_owned(),
         identity_id: Some(person.id),
+        operator: None,
         content: OutboundContent::Text {
             body: CONFIRMATION.to_owned(),
             context: Some(inbound.wamid.clone()),

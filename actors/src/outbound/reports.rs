@@ -56,6 +56,8 @@ pub struct Reports {
     /// The events of what reports change (a message delivered, read or failed; an opt-out).
     events: Events,
     watcher: Arc<dyn DeliveryWatcher>,
+    /// Where a moved status is announced (the console's open pages hear it).
+    changes: crate::changes::Announcer,
     /// Bounded: a flood of reports naming nothing waits here, not in tasks.
     later: mpsc::Sender<Unmatched>,
 }
@@ -72,12 +74,14 @@ impl Reports {
         db: DatabaseConnection,
         watcher: Arc<dyn DeliveryWatcher>,
         events: Events,
+        changes: crate::changes::Announcer,
     ) -> Self {
         let (later, queue) = mpsc::channel(UNMATCHED_CAPACITY);
         let reports = Self {
             db,
             events,
             watcher,
+            changes,
             later,
         };
         let again = reports.clone();
@@ -164,8 +168,13 @@ impl Reports {
         let kind = crate::events::message_event(report.status);
         let wanted = kind.is_some_and(|kind| self.events.wanted(found.workspace_id, kind));
         if !wanted || report.status.rank() <= found.status.rank() {
-            return deliveries::apply_status(db, channel_id, &report.wamid, report.status, error)
-                .await;
+            let applied =
+                deliveries::apply_status(db, channel_id, &report.wamid, report.status, error)
+                    .await?;
+            if applied == Some(true) {
+                self.moved(found.workspace_id);
+            }
+            return Ok(applied);
         }
         let identity_id = deliveries::recipient_of(db, channel_id, &report.wamid).await?;
         let told = MessageTold {
@@ -175,6 +184,7 @@ impl Reports {
             identity_id,
             platform_message_id: Some(&report.wamid),
             error: error.as_ref(),
+            operator: None,
         };
         let event = self.events.message(report.status, told);
         let now = clock::now();
@@ -195,8 +205,15 @@ impl Reports {
         txn.commit().await?;
         if applied == Some(true) {
             self.events.wake();
+            self.moved(found.workspace_id);
         }
         Ok(applied)
+    }
+
+    /// Tells the workspace's open console pages that a status moved.
+    fn moved(&self, workspace_id: i64) {
+        self.changes
+            .announce(&crate::changes::Change::Inbox { workspace_id });
     }
 
     /// The person who stopped marketing messages (131050) is opted out.
@@ -329,7 +346,12 @@ mod tests {
         let (deps, _dir, _model) = crate::test_support::deps().await;
         let (ws, channel_id, identity_id, _) = crate::test_support::world(&deps.db).await;
         let heard = Arc::new(Heard::default());
-        let reports = Reports::start(deps.db.clone(), heard.clone(), Events::default());
+        let reports = Reports::start(
+            deps.db.clone(),
+            heard.clone(),
+            Events::default(),
+            crate::changes::Announcer::default(),
+        );
         let report = StatusReport {
             wamid: "wamid.late".to_owned(),
             status: MessageStatus::Delivered,

@@ -88,6 +88,7 @@ impl Outbox {
         Ok(Some(Outgoing {
             to: phone.digits().to_owned(),
             identity_id: Some(conversation.identity_id),
+            operator: None,
             content: OutboundContent::Text {
                 body: message.content.clone(),
                 context,

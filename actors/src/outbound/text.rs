@@ -8,14 +8,14 @@
 use std::time::Duration;
 
 use parley_persistence::entities::channel;
-use parley_persistence::{Role, clock, handoff};
+use parley_persistence::{clock, handoff};
 use uuid::Uuid;
 
-use super::{OutboundError, Outbox, Retries, Sent, detached};
+use super::{OutboundError, Outbox, Retries, Sent, Writer, detached};
 use crate::channel::service_window_open;
 use crate::people;
 use crate::thread::Thread;
-use crate::whatsapp::{OutboundContent, OutgoingMedia};
+use crate::whatsapp::{Author, OutboundContent, OutgoingMedia};
 
 /// What a free-form message carries (an operator's, a task's): words, or a file (with its
 /// caption).
@@ -43,7 +43,7 @@ impl Outbox {
         let outbox = self.clone();
         detached(async move {
             outbox
-                .free_form_as(Role::Assistant, thread, content, message_id)
+                .free_form_as(Writer::Assistant, thread, content, message_id)
                 .await
         })
         .await
@@ -53,7 +53,7 @@ impl Outbox {
     /// `role` (a file as its description).
     async fn free_form_as(
         &self,
-        role: Role,
+        writer: Writer,
         thread: Thread,
         reply: FreeForm,
         message_id: Option<Uuid>,
@@ -74,7 +74,7 @@ impl Outbox {
                 (OutboundContent::Media(media), text)
             }
         };
-        self.send_as(role, thread, &phone, shown, message_id, Retries::Channel)
+        self.send_as(writer, thread, &phone, shown, message_id, Retries::Channel)
             .await
     }
 
@@ -90,12 +90,13 @@ impl Outbox {
         channel: &channel::Model,
         thread: Thread,
         reply: FreeForm,
+        by: Option<Author>,
         patience: Duration,
     ) -> Result<Sent, OutboundError> {
         if !channel.active {
             return Err(OutboundError::ChannelInactive);
         }
-        tokio::time::timeout(patience, self.send_operator(thread, reply))
+        tokio::time::timeout(patience, self.send_operator(thread, reply, by))
             .await
             .map_err(|_| OutboundError::TimedOut)?
     }
@@ -110,6 +111,7 @@ impl Outbox {
         &self,
         thread: Thread,
         reply: FreeForm,
+        by: Option<Author>,
     ) -> Result<Sent, OutboundError> {
         let outbox = self.clone();
         let sent = detached(async move {
@@ -117,7 +119,7 @@ impl Outbox {
                 return Err(OutboundError::OutsideWindow);
             }
             let sent = outbox
-                .free_form_as(Role::Operator, thread, reply, None)
+                .free_form_as(Writer::Operator(by), thread, reply, None)
                 .await?;
             let (conversation_id, now) = (sent.conversation_id, clock::now());
             outbox

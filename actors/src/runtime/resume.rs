@@ -65,6 +65,7 @@ impl ActorRuntime {
                 identity_id,
                 platform_message_id: message.platform_message_id.as_deref(),
                 error: Some(&error),
+                operator: None,
             };
             let event = events.message(MessageStatus::Failed, about);
             if let Some(event) = event {

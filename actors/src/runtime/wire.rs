@@ -81,6 +81,7 @@ pub(super) fn wire(deps: &RuntimeDeps, slots: &Slots) -> (Handles, RootArgs) {
             db.clone(),
             Arc::new(flows.clone()),
             deps.conversations.events.clone(),
+            changes.clone(),
         ),
         channels,
         outbox,

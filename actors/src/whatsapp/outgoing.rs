@@ -97,8 +97,20 @@ pub struct Outgoing {
     pub to: String,
     /// Recipient's identity, for the 24-hour window check of free-form text.
     pub identity_id: Option<Uuid>,
+    /// The operator who wrote it, for its `message.sent` event (never on the wire).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operator: Option<Author>,
     /// What to send.
     pub content: OutboundContent,
+}
+
+/// An operator who wrote a message: whom its events name.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Author {
+    /// The operator.
+    pub id: Uuid,
+    /// Their name when they wrote it.
+    pub name: String,
 }
 
 impl Outgoing {
@@ -168,6 +180,7 @@ mod tests {
         let wire = Outgoing {
             to: "16505551234".to_owned(),
             identity_id: None,
+            operator: None,
             content: OutboundContent::Text {
                 body: "Yes".to_owned(),
                 context: Some("wamid.1".to_owned()),
@@ -184,6 +197,7 @@ mod tests {
         let outgoing = |media: OutgoingMedia| Outgoing {
             to: "16505551234".to_owned(),
             identity_id: None,
+            operator: None,
             content: OutboundContent::Media(media),
         };
         let document = OutgoingMedia {
@@ -219,6 +233,7 @@ mod tests {
         let outgoing = Outgoing {
             to: "351912345678".to_owned(),
             identity_id: Some(Uuid::nil()),
+            operator: None,
             content: OutboundContent::Template(TemplateMessage {
                 name: "order_update".to_owned(),
                 language: "en_US".to_owned(),

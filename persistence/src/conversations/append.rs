@@ -143,6 +143,7 @@ fn row(conversation: &conversation::Model, new: NewMessage, now: DateTime<Utc>) 
         reply_to_message_id: new.reply_to_message_id,
         outbound: new.outbound,
         metadata: new.metadata,
+        operator_id: new.operator_id,
     }
 }
 

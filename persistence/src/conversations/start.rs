@@ -111,6 +111,8 @@ impl NewConversation {
             human_active_at: None,
             prompt_tokens: 0,
             completion_tokens: 0,
+            assigned_operator_id: None,
+            assigned_at: None,
         }
     }
 }

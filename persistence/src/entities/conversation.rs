@@ -38,6 +38,10 @@ pub struct Model {
     pub prompt_tokens: i64,
     /// The model's completion tokens spent on it, in all.
     pub completion_tokens: i64,
+    /// The operator it is assigned to, if anyone.
+    pub assigned_operator_id: Option<Uuid>,
+    /// When it was assigned (an unanswered assignment returns to the queue from here).
+    pub assigned_at: Option<DateTimeUtc>,
 }
 
 /// Relations are expressed through explicit queries.

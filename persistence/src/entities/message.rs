@@ -45,6 +45,9 @@ pub struct Model {
     pub outbound: Option<Json>,
     /// What an API caller attached to an inbound message (the chat call's `metadata`).
     pub metadata: Option<Json>,
+    /// For an operator's message, the operator who wrote it (`None` for a key's session or
+    /// the API).
+    pub operator_id: Option<Uuid>,
 }
 
 /// Relations are expressed through explicit queries.

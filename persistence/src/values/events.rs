@@ -32,6 +32,8 @@ string_values! {
         ConversationHandoff = "conversation.handoff",
         /// A conversation was given back to the assistant.
         ConversationResumed = "conversation.resumed",
+        /// A conversation was assigned to an operator, or returned to the queue.
+        ConversationAssigned = "conversation.assigned",
         /// A flow ended (completed, failed or cancelled).
         FlowFinished = "flow.finished",
         /// A scheduled task's run ended.

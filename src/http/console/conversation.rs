@@ -24,6 +24,7 @@ use crate::http::error::ApiError;
 use crate::http::lookup::channel_of;
 use crate::http::validation::{Problems, optional_text, text_field};
 
+mod desk;
 mod file;
 mod lines;
 
@@ -46,6 +47,11 @@ const DONE: &[(&str, &str)] = &[
     ),
     ("resumed", "The assistant answers this conversation again."),
     ("sent", "Your message went out through the channel."),
+    ("assigned", "The conversation's assignment changed."),
+    (
+        "noted",
+        "Your note is kept with the conversation, for operators only.",
+    ),
 ];
 
 /// `file_limit`: the largest form a file reply may post (the largest file WhatsApp sends).
@@ -65,14 +71,22 @@ pub(super) fn router(file_limit: usize) -> Router<AppState> {
             post(file::reply_with_file).layer(DefaultBodyLimit::max(file_limit)),
         )
         .route("/console/media/{id}", get(media))
+        .merge(desk::router())
 }
 
 /// What the live part of the page shows: how the conversation is answered, and its messages.
 pub(super) struct Live {
+    id: Uuid,
     mode: &'static str,
     open: bool,
     reason: String,
     lines: Vec<Line>,
+    /// The operator it is assigned to, by name.
+    assignee: Option<String>,
+    /// Its private notes, oldest first.
+    notes: Vec<desk::NoteLine>,
+    /// The oldest message shown, when older ones exist: where the history's next page starts.
+    older: Option<Uuid>,
 }
 
 #[derive(Template)]
@@ -84,6 +98,14 @@ struct ConversationPage {
     phone: String,
     channel: String,
     live: Live,
+    /// Whether the session may assign the conversation to anyone.
+    may_supervise: bool,
+    /// Whether an operator is signed in (who may assign it to themselves).
+    is_operator: bool,
+    /// Whom a supervisor may assign it to.
+    operators: Vec<(Uuid, String)>,
+    /// The workspace's saved replies: shortcut and text.
+    saved: Vec<(String, String)>,
 }
 
 #[derive(Template)]
@@ -100,7 +122,7 @@ async fn conversation_page(
 ) -> Result<Response, Failure> {
     let found = find(&state, &console, &id).await?;
     let shell = Shell::new(&console, "conversations").told(query.done.as_deref(), DONE);
-    render(&state, found, shell, StatusCode::OK).await
+    render(&state, &console, found, shell, StatusCode::OK).await
 }
 
 async fn messages_fragment(
@@ -123,8 +145,9 @@ async fn conversation_live(
     let found = find(&state, &console, &id).await?;
     Ok(live::changes(
         state,
+        found.workspace_id,
         console.token,
-        move |state| async move { inbox::conversation_mark(&state.db, found.id).await },
+        move |state: AppState| async move { inbox::conversation_mark(&state.db, found.id).await },
     ))
 }
 
@@ -143,6 +166,7 @@ async fn find(
 /// The page of `found`, with `shell`'s notice or problem, answered with `status`.
 async fn render(
     state: &AppState,
+    console: &Console,
     found: conversation::Model,
     shell: Shell,
     status: StatusCode,
@@ -159,6 +183,21 @@ async fn render(
         .await?
         .map_or_else(|| "a deleted channel".to_owned(), |c| c.name);
     let live = live_part(state, &found).await?;
+    let operators = if console.may_supervise() {
+        parley_persistence::operators::active(&state.db, workspace_id)
+            .await?
+            .into_iter()
+            .filter(|o| o.password_hash.is_some())
+            .map(|o| (o.id, o.name))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let saved = parley_persistence::operators::saved_replies::list(&state.db, workspace_id)
+        .await?
+        .into_iter()
+        .map(|r| (r.shortcut, super::view::clipped(&r.text, 80)))
+        .collect();
     Ok(page_with(
         status,
         &ConversationPage {
@@ -170,27 +209,60 @@ async fn render(
             phone,
             channel,
             live,
+            may_supervise: console.may_supervise(),
+            is_operator: console.operator_id().is_some(),
+            operators,
+            saved,
         },
     ))
 }
 
 async fn live_part(state: &AppState, found: &conversation::Model) -> Result<Live, Failure> {
     let idle_since = clock::now() - state.settings.actors.conversation_idle();
-    let messages = conversations::recent_messages(&state.db, found.id, SHOWN).await?;
-    let ids: Vec<Uuid> = messages.iter().map(|m| m.id).collect();
-    let mut files = parley_persistence::attachments::of_messages(&state.db, &ids).await?;
+    let (lines, older) = history_page(state, found.id, None).await?;
+    let (assignee, notes) = desk::assignee_and_notes(state, found).await?;
     Ok(Live {
+        id: found.id,
         mode: found.mode.as_str(),
         open: found.status == ConversationStatus::Open && found.last_message_at > idle_since,
         reason: found.handoff_reason.clone().unwrap_or_default(),
-        lines: messages
-            .into_iter()
-            .map(|m| {
-                let carried = files.remove(&m.id).unwrap_or_default();
-                line(m, carried)
-            })
-            .collect(),
+        lines,
+        assignee,
+        notes,
+        older,
     })
+}
+
+/// One page of the conversation's messages (the newest [`SHOWN`], or those just before
+/// `before`), with who wrote each, and the oldest shown when older ones exist.
+async fn history_page(
+    state: &AppState,
+    conversation_id: Uuid,
+    before: Option<&parley_persistence::entities::message::Model>,
+) -> Result<(Vec<Line>, Option<Uuid>), Failure> {
+    let mut messages =
+        conversations::messages_before(&state.db, conversation_id, before, SHOWN + 1).await?;
+    let older = if messages.len() > usize::try_from(SHOWN).unwrap_or(usize::MAX) {
+        messages.remove(0);
+        messages.first().map(|m| m.id)
+    } else {
+        None
+    };
+    let ids: Vec<Uuid> = messages.iter().map(|m| m.id).collect();
+    let mut files = parley_persistence::attachments::of_messages(&state.db, &ids).await?;
+    let writers: Vec<Uuid> = messages.iter().filter_map(|m| m.operator_id).collect();
+    let names = parley_persistence::operators::names(&state.db, &writers).await?;
+    let lines = messages
+        .into_iter()
+        .map(|m| {
+            let carried = files.remove(&m.id).unwrap_or_default();
+            let by = m.operator_id.and_then(|id| names.get(&id).cloned());
+            let mut shown = line(m, carried);
+            shown.by = by.unwrap_or_default();
+            shown
+        })
+        .collect();
+    Ok((lines, older))
 }
 
 /// A file a person sent, from the console's session: shown in place (a picture, a voice
@@ -258,6 +330,9 @@ async fn hand_over(
             .map_err(ApiError::from),
         Err(error) => Err(error),
     };
+    if let (Ok(handed), Some(_)) = (&changed, console.operator_id()) {
+        desk::assign_to_self(&state, &console, handed).await?;
+    }
     settle(&state, &console, found, changed.map(|c| (c.id, "handed"))).await
 }
 
@@ -285,7 +360,8 @@ async fn reply(
 ) -> Result<Response, Failure> {
     let fields: ReplyForm = acting(&console, &body)?;
     let found = find(&state, &console, &id).await?;
-    let sent = send(&state, &console, &found, fields.text).await;
+    let text = desk::expand_shortcut(&state, &console, fields.text).await?;
+    let sent = send(&state, &console, &found, text).await;
     settle(
         &state,
         &console,
@@ -313,7 +389,13 @@ async fn send(
     let patience = Duration::from_secs(state.settings.server.send_timeout_secs);
     let outbox = state.actors.outbox();
     Ok(outbox
-        .reply_as_operator(&channel, thread, FreeForm::Text(text), patience)
+        .reply_as_operator(
+            &channel,
+            thread,
+            FreeForm::Text(text),
+            console.author(),
+            patience,
+        )
         .await?)
 }
 
@@ -332,7 +414,7 @@ async fn settle(
         Err(error) => {
             let status = error.status();
             let shell = Shell::new(console, "conversations").refused(error.public_message());
-            render(state, found, shell, status).await
+            render(state, console, found, shell, status).await
         }
     }
 }

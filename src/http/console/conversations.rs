@@ -1,5 +1,6 @@
-//! The inbox: the workspace's conversations, newest activity first, filtered by channel, mode
-//! and status, with the person's name and phone and the last message; live.
+//! The inbox: the workspace's conversations, newest activity first, filtered by channel, mode,
+//! status and assignee, searched by person (name, phone, e-mail) and by what was said, with
+//! the person's name and phone, the assignee and the last message; live.
 
 use std::collections::HashMap;
 
@@ -9,7 +10,7 @@ use axum::extract::{Query, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use parley_persistence::entities::channel;
-use parley_persistence::inbox::{self, InboxFilter, InboxRow};
+use parley_persistence::inbox::{self, Assigned, InboxFilter, InboxRow};
 use parley_persistence::{ConversationMode, clock};
 use serde::Deserialize;
 use uuid::Uuid;
@@ -41,10 +42,16 @@ pub(super) struct InboxQuery {
     mode: String,
     #[serde(default)]
     status: String,
+    /// `all` (or empty), `mine` or `unassigned`.
+    #[serde(default)]
+    assigned: String,
+    /// Words to search.
+    #[serde(default)]
+    q: String,
 }
 
 impl InboxQuery {
-    fn filter(&self, state: &AppState) -> Result<InboxFilter, ApiError> {
+    fn filter(&self, state: &AppState, console: &Console) -> Result<InboxFilter, ApiError> {
         let channel_id = match self.channel.as_str() {
             "" => None,
             raw => Some(parse_uuid(raw, "channel")?),
@@ -67,12 +74,38 @@ impl InboxQuery {
                 ));
             }
         };
+        let assigned = match (self.assigned.as_str(), console.operator_id()) {
+            ("" | "all", _) => Assigned::All,
+            ("unassigned", _) => Assigned::NoOne,
+            ("mine", Some(me)) => Assigned::To(me),
+            ("mine", None) => {
+                return Err(ApiError::invalid_field(
+                    ["assigned"],
+                    "mine needs an operator's session (a key's session is no one's)",
+                ));
+            }
+            _ => {
+                return Err(ApiError::invalid_field(
+                    ["assigned"],
+                    "must be all, mine or unassigned",
+                ));
+            }
+        };
+        if self.q.chars().count() > 200 {
+            return Err(ApiError::invalid_field(
+                ["q"],
+                "must be at most 200 characters",
+            ));
+        }
+        let search = Some(self.q.trim().to_owned()).filter(|q| !q.is_empty());
         let idle_since = clock::now() - state.settings.actors.conversation_idle();
         Ok(InboxFilter {
             channel_id,
             mode,
             open,
             idle_since,
+            assigned,
+            search,
         })
     }
 
@@ -82,6 +115,8 @@ impl InboxQuery {
             .append_pair("channel", &self.channel)
             .append_pair("mode", &self.mode)
             .append_pair("status", &self.status)
+            .append_pair("assigned", &self.assigned)
+            .append_pair("q", &self.q)
             .finish()
     }
 }
@@ -97,6 +132,8 @@ pub(super) struct Row {
     last: String,
     last_by: &'static str,
     at: String,
+    /// Who it is assigned to.
+    assignee: Option<String>,
 }
 
 /// A channel of the filter's list.
@@ -113,6 +150,8 @@ struct InboxPage {
     channels: Vec<ChannelOption>,
     mode: String,
     status: String,
+    assigned: String,
+    q: String,
     query: String,
     rows: Vec<Row>,
 }
@@ -129,10 +168,10 @@ async fn inbox_page(
     Query(query): Query<InboxQuery>,
 ) -> Result<Response, Failure> {
     let filter = query
-        .filter(&state)
+        .filter(&state, &console)
         .map_err(|error| Failure::new(&console, error))?;
     let channels = workspace_channels(&state, console.caller.workspace_id).await?;
-    let rows = rows(&state, console.caller.workspace_id, filter, &channels).await?;
+    let rows = rows(&state, console.caller.workspace_id, &filter, &channels).await?;
     let options = channels
         .iter()
         .map(|c| ChannelOption {
@@ -146,6 +185,12 @@ async fn inbox_page(
         channels: options,
         mode: query.mode.clone(),
         status: query.status.clone(),
+        assigned: if query.assigned.is_empty() {
+            "all".to_owned()
+        } else {
+            query.assigned.clone()
+        },
+        q: query.q.clone(),
         query: query.encoded(),
         rows,
     }))
@@ -157,35 +202,48 @@ async fn inbox_rows(
     console: Console,
     Query(query): Query<InboxQuery>,
 ) -> Result<Response, Failure> {
-    let filter = query.filter(&state)?;
+    let filter = query.filter(&state, &console)?;
     let channels = workspace_channels(&state, console.caller.workspace_id).await?;
-    let rows = rows(&state, console.caller.workspace_id, filter, &channels).await?;
+    let rows = rows(&state, console.caller.workspace_id, &filter, &channels).await?;
     Ok(page(&InboxRows { rows }))
 }
 
 /// `changed` whenever a message of the workspace is stored.
 async fn inbox_live(State(state): State<AppState>, console: Console) -> impl IntoResponse {
     let workspace_id = console.caller.workspace_id;
-    live::changes(state, console.token, move |state| async move {
-        inbox::workspace_mark(&state.db, workspace_id).await
-    })
+    live::changes(
+        state,
+        workspace_id,
+        console.token,
+        move |state: AppState| async move { inbox::workspace_mark(&state.db, workspace_id).await },
+    )
 }
 
 async fn rows(
     state: &AppState,
     workspace_id: i64,
-    filter: InboxFilter,
+    filter: &InboxFilter,
     channels: &[channel::Model],
 ) -> Result<Vec<Row>, Failure> {
     let names: HashMap<Uuid, &str> = channels.iter().map(|c| (c.id, c.name.as_str())).collect();
-    let found = inbox::inbox(&state.db, workspace_id, filter, SHOWN).await?;
+    let found = inbox::inbox(&state.db, workspace_id, filter.clone(), SHOWN).await?;
+    let assignees: Vec<Uuid> = found
+        .iter()
+        .filter_map(|row| row.conversation.assigned_operator_id)
+        .collect();
+    let operators = parley_persistence::operators::names(&state.db, &assignees).await?;
     Ok(found
         .into_iter()
-        .map(|row| line(row, &names, filter))
+        .map(|row| line(row, &names, &operators, filter))
         .collect())
 }
 
-fn line(row: InboxRow, channels: &HashMap<Uuid, &str>, filter: InboxFilter) -> Row {
+fn line(
+    row: InboxRow,
+    channels: &HashMap<Uuid, &str>,
+    operators: &HashMap<Uuid, String>,
+    filter: &InboxFilter,
+) -> Row {
     let c = row.conversation;
     let open = c.status == parley_persistence::ConversationStatus::Open
         && c.last_message_at > filter.idle_since;
@@ -204,5 +262,11 @@ fn line(row: InboxRow, channels: &HashMap<Uuid, &str>, filter: InboxFilter) -> R
         last,
         last_by,
         at: when(c.last_message_at),
+        assignee: c.assigned_operator_id.map(|id| {
+            operators
+                .get(&id)
+                .cloned()
+                .unwrap_or_else(|| "someone".to_owned())
+        }),
     }
 }

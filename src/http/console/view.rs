@@ -13,6 +13,8 @@ pub(super) struct Shell {
     /// The workspace's name, for the header.
     pub(super) workspace_name: String,
     pub(super) may_act: bool,
+    /// The operator signed in (`None`: a key's session).
+    pub(super) operator_name: Option<String>,
     pub(super) csrf: String,
     pub(super) notice: Option<String>,
     pub(super) problem: Option<String>,
@@ -24,6 +26,7 @@ impl Shell {
             section,
             workspace_name: console.workspace_name.clone(),
             may_act: console.may_act(),
+            operator_name: console.display_name().map(str::to_owned),
             csrf: console.csrf.clone(),
             notice: None,
             problem: None,

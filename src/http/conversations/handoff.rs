@@ -200,7 +200,7 @@ async fn reply(
     let patience = Duration::from_secs(state.settings.server.send_timeout_secs);
     let outbox = state.actors.outbox();
     let sent = outbox
-        .reply_as_operator(&channel, thread, reply, patience)
+        .reply_as_operator(&channel, thread, reply, None, patience)
         .await?;
     Ok(Envelope::ok("Operator message sent", sent))
 }

@@ -1,6 +1,7 @@
 //! The conversations handed to a person and left quiet: each is given back to the assistant in
 //! its identity's actor once the person has been quiet for the assistant's
-//! `handoff_timeout_minutes`, by the node that owns the identity.
+//! `handoff_timeout_minutes`, by the node that owns the identity; and the assignments left
+//! unanswered, returned to the queue by the same node.
 
 use std::sync::Arc;
 
@@ -32,5 +33,21 @@ pub(super) async fn give_back_quiet(registry: ActorRef<RegistryMsg>, deps: Arc<C
         if let Err(error) = asked.await {
             tracing::warn!(%identity_id, %channel_id, %error, "a conversation's return to the assistant failed");
         }
+    }
+}
+
+/// Returns to the queue the assignments of this node's identities left unanswered too long;
+/// a failure is logged and the next sweep looks again.
+pub(super) async fn release_unanswered(deps: &ConversationDeps) {
+    let placement = deps.placement.clone();
+    let released = crate::assignment::release_unanswered(
+        &deps.db,
+        &deps.events,
+        &deps.changes,
+        |identity_id| placement.owns(identity_id),
+    )
+    .await;
+    if let Err(error) = released {
+        tracing::warn!(%error, "the assignment sweep could not return conversations to the queue");
     }
 }

@@ -194,6 +194,9 @@ pub(super) async fn store_inbound(
         ids.push(stored.id);
         stored_now.push(stored);
     }
+    if !stored_now.is_empty() {
+        deps.inbox_moved(found.conversation.workspace_id);
+    }
     Ok((ids, stored_now))
 }
 

@@ -52,6 +52,7 @@ impl ReplyPlan {
                 let outgoing = Outgoing {
                     to: to.clone(),
                     identity_id: Some(self.identity_id),
+                    operator: None,
                     content: OutboundContent::Text {
                         body: content.clone(),
                         context: wamid.clone(),
@@ -101,6 +102,7 @@ pub(super) async fn fall_back(
     message.error = Some(json!({"code": code, "message": error.to_string(), "at": Utc::now()}));
     let stored =
         conversations::store_message(&deps.writer, conversation, message, clock::now()).await?;
+    deps.inbox_moved(stored.workspace_id);
     for listener in streams {
         let _ = listener.send(TurnEvent::Token(fallback.clone())).await;
     }

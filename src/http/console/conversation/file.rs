@@ -84,7 +84,13 @@ async fn send_file(
                 let patience = Duration::from_secs(state.settings.server.send_timeout_secs);
                 let outbox = state.actors.outbox();
                 return Ok(outbox
-                    .reply_as_operator(&channel, thread, FreeForm::Media(media), patience)
+                    .reply_as_operator(
+                        &channel,
+                        thread,
+                        FreeForm::Media(media),
+                        console.author(),
+                        patience,
+                    )
                     .await?);
             }
             _ => {}

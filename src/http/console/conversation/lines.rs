@@ -14,6 +14,8 @@ use crate::http::console::view::{author, when};
 pub(in crate::http::console) struct Line {
     pub(in crate::http::console) kind: &'static str,
     pub(in crate::http::console) author: &'static str,
+    /// The operator who wrote it, by name (empty for anyone else).
+    pub(in crate::http::console) by: String,
     pub(in crate::http::console) text: String,
     /// Tool calls the assistant asked for (names), folded with their arguments.
     pub(in crate::http::console) tools: String,
@@ -82,6 +84,7 @@ pub(in crate::http::console) fn line(m: message::Model, files: Vec<attachment::M
         && matches!(m.role, Role::Assistant | Role::Operator)
         && m.tool_calls.is_none();
     Line {
+        by: String::new(),
         kind,
         author: author(m.role),
         text: if m.role == Role::Tool {

@@ -1,0 +1,345 @@
+//! Operators, the people who answer conversations in the console: `POST /workspace/operators`
+//! invites one (the answer carries a one-time link to set a password, mailed too when an SMTP
+//! relay is configured), `GET /workspace/operators` lists them, `PATCH
+//! /workspace/operators/{operator_id}` renames, changes the role, or disables one (their
+//! sessions end at once), `POST /workspace/operators/{operator_id}/invitation` makes a new
+//! link. All need the `admin` permission.
+
+use axum::extract::State;
+use axum::http::HeaderMap;
+use chrono::{DateTime, Utc};
+use parley_persistence::clock;
+use parley_persistence::entities::operator;
+use parley_persistence::operators::{self, NewOperator, OperatorChange};
+use serde::{Deserialize, Serialize};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use uuid::Uuid;
+
+use crate::domain::{Email, Name, Permission};
+use crate::http::AppState;
+use crate::http::auth::Caller;
+use crate::http::envelope::Envelope;
+use crate::http::error::{ApiError, Result};
+use crate::http::extract::{Json, Path, Query};
+use crate::http::pagination::{PageResponse, page_from};
+use crate::http::validation::{Problems, parse_uuid};
+
+/// How long an invitation link is accepted.
+pub(crate) const INVITATION_HOURS: i64 = 48;
+
+pub(crate) fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_operators, invite_operator))
+        .routes(routes!(change_operator))
+        .routes(routes!(new_invitation))
+}
+
+/// An operator as the API shows it (never their password).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub(crate) struct OperatorRecord {
+    id: Uuid,
+    email: String,
+    name: String,
+    /// `agent` or `supervisor`.
+    role: String,
+    /// `invited` (no password yet), `active` or `disabled`.
+    status: &'static str,
+    created_at: DateTime<Utc>,
+    disabled_at: Option<DateTime<Utc>>,
+    /// Present when the answer made a link: the one-time link to set a password.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    invitation: Option<InvitationRecord>,
+}
+
+/// A one-time link to set a password.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub(crate) struct InvitationRecord {
+    url: String,
+    expires_at: DateTime<Utc>,
+    /// Whether it was also sent by e-mail.
+    mailed: bool,
+}
+
+impl From<operator::Model> for OperatorRecord {
+    fn from(o: operator::Model) -> Self {
+        let status = if o.disabled_at.is_some() {
+            "disabled"
+        } else if o.password_hash.is_some() {
+            "active"
+        } else {
+            "invited"
+        };
+        Self {
+            id: o.id,
+            email: o.email,
+            name: o.name,
+            role: o.role,
+            status,
+            created_at: o.created_at,
+            disabled_at: o.disabled_at,
+            invitation: None,
+        }
+    }
+}
+
+crate::http::openapi::string_schema!(
+    /// An operator's role: an `agent` answers; a `supervisor` also assigns conversations to
+    /// others.
+    OperatorRole, one_of = ["agent", "supervisor"]
+);
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+struct InviteBody {
+    #[schema(format = "email")]
+    email: Option<String>,
+    #[schema(min_length = 1, max_length = 100)]
+    name: Option<String>,
+    #[schema(value_type = Option<OperatorRole>)]
+    role: Option<String>,
+}
+
+fn role(problems: &mut Problems, raw: Option<&str>) -> Option<String> {
+    match raw {
+        None => None,
+        Some(r @ ("agent" | "supervisor")) => Some(r.to_owned()),
+        Some(_) => {
+            problems.add(["role"], "must be agent or supervisor");
+            None
+        }
+    }
+}
+
+/// Invite an operator.
+///
+/// Answers the operator and a one-time link (`invitation.url`, valid 48 hours) where they set
+/// their password; the link is mailed too when `mail.smtp_url` is set.
+#[utoipa::path(
+    post,
+    path = "/workspace/operators",
+    tag = "operators",
+    request_body = InviteBody,
+    responses((status = 201, body = Envelope<OperatorRecord>)),
+)]
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+async fn invite_operator(
+    caller: Caller,
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Json(body): Json<InviteBody>,
+) -> Result<Envelope<OperatorRecord>> {
+    caller.require(Permission::Admin)?;
+    let mut problems = Problems::default();
+    let email = match body.email.as_deref() {
+        Some(raw) => problems.parse(["email"], Email::try_from(raw)),
+        None => {
+            problems.add(["email"], "is required");
+            None
+        }
+    };
+    let name = body
+        .name
+        .as_deref()
+        .and_then(|raw| problems.parse(["name"], Name::try_from(raw)));
+    let role = role(&mut problems, body.role.as_deref()).unwrap_or_else(|| "agent".to_owned());
+    problems.finish()?;
+    let Some(email) = email else {
+        return Err(ApiError::invalid_field(["email"], "is required"));
+    };
+    let email = email.as_str().to_lowercase();
+    let name = name.map_or_else(
+        || email.split('@').next().unwrap_or_default().to_owned(),
+        |n| n.into_inner(),
+    );
+    let (token, hash, expires_at) = invitation_token();
+    let stored = operators::invite(
+        &state.db,
+        NewOperator {
+            workspace_id: caller.workspace_id,
+            email,
+            name,
+            role,
+        },
+        hash,
+        expires_at,
+        clock::now(),
+    )
+    .await
+    .map_err(|error| match error {
+        parley_persistence::PersistenceError::Conflict(_) => ApiError::Conflict(
+            "This workspace already has an operator with that e-mail address".to_owned(),
+        ),
+        other => other.into(),
+    })?;
+    tracing::info!(operator_id = %stored.id, "operator invited");
+    let record = with_link(&state, &headers, stored, &token, expires_at).await;
+    Ok(Envelope::created("Operator invited", record))
+}
+
+/// A fresh invitation token, its stored hash, and when it expires.
+fn invitation_token() -> (String, String, DateTime<Utc>) {
+    let token = crate::http::console::random_token();
+    let hash = crate::http::console::digest(&token);
+    (
+        token,
+        hash,
+        clock::now() + chrono::Duration::hours(INVITATION_HOURS),
+    )
+}
+
+/// `operator`'s record with the link of `token`, mailed when a relay is configured.
+async fn with_link(
+    state: &AppState,
+    headers: &HeaderMap,
+    operator: operator::Model,
+    token: &str,
+    expires_at: DateTime<Utc>,
+) -> OperatorRecord {
+    let url = format!("{}/console/invitation/{token}", base_url(state, headers));
+    let mailed = crate::mail::invitation(&state.settings.mail, &operator.email, &url).await;
+    let mut record = OperatorRecord::from(operator);
+    record.invitation = Some(InvitationRecord {
+        url,
+        expires_at,
+        mailed,
+    });
+    record
+}
+
+/// Where this server is reached: the configured public URL, else the request's own host.
+fn base_url(state: &AppState, headers: &HeaderMap) -> String {
+    if let Some(public) = state.settings.server.public_url.as_deref() {
+        return public.trim_end_matches('/').to_owned();
+    }
+    let host = headers
+        .get(axum::http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("localhost");
+    format!("http://{host}")
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+struct ListQuery {
+    #[param(minimum = 1, maximum = 1_000_000_000_000_000_u64, default = 1)]
+    page: Option<u64>,
+    #[param(minimum = 1, maximum = 100)]
+    limit: Option<u64>,
+}
+
+/// List operators.
+///
+/// The workspace's operators, oldest first.
+#[utoipa::path(
+    get,
+    path = "/workspace/operators",
+    tag = "operators",
+    params(ListQuery),
+    responses((status = 200, body = PageResponse<OperatorRecord>)),
+)]
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+async fn list_operators(
+    caller: Caller,
+    State(state): State<AppState>,
+    Query(query): Query<ListQuery>,
+) -> Result<PageResponse<OperatorRecord>> {
+    caller.require(Permission::Admin)?;
+    let page = page_from(query.page, query.limit)?;
+    let paged = operators::list(&state.db, caller.workspace_id, page).await?;
+    Ok(PageResponse::new(
+        "Operators retrieved successfully",
+        page,
+        paged,
+        OperatorRecord::from,
+    ))
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+struct ChangeBody {
+    #[schema(min_length = 1, max_length = 100)]
+    name: Option<String>,
+    #[schema(value_type = Option<OperatorRole>)]
+    role: Option<String>,
+    /// `true` disables the operator (their sessions end at once and their conversations
+    /// return to the queue); `false` enables them again.
+    disabled: Option<bool>,
+}
+
+/// Change an operator.
+///
+/// Renames, changes the role, or disables (sessions end at once) or enables an operator.
+#[utoipa::path(
+    patch,
+    path = "/workspace/operators/{operator_id}",
+    tag = "operators",
+    params(("operator_id" = String, Path, format = Uuid, description = "Operator id")),
+    request_body = ChangeBody,
+    responses((status = 200, body = Envelope<OperatorRecord>)),
+)]
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+async fn change_operator(
+    caller: Caller,
+    State(state): State<AppState>,
+    Path(operator_id): Path<String>,
+    Json(body): Json<ChangeBody>,
+) -> Result<Envelope<OperatorRecord>> {
+    caller.require(Permission::Admin)?;
+    let id = parse_uuid(&operator_id, "operator_id")?;
+    let mut problems = Problems::default();
+    let name = body
+        .name
+        .as_deref()
+        .and_then(|raw| problems.parse(["name"], Name::try_from(raw)));
+    let role = role(&mut problems, body.role.as_deref());
+    problems.finish()?;
+    let change = OperatorChange {
+        name: name.map(|n| n.into_inner()),
+        role,
+        disabled: body.disabled,
+    };
+    let changed = operators::change(&state.db, caller.workspace_id, id, change, clock::now())
+        .await?
+        .ok_or(ApiError::NotFound("Operator"))?;
+    if body.disabled == Some(true) {
+        // Their open pages end at once, on every node.
+        state
+            .actors
+            .changes()
+            .announce(&parley_actors::Change::Inbox {
+                workspace_id: caller.workspace_id,
+            });
+        tracing::info!(operator_id = %id, "operator disabled");
+    }
+    Ok(Envelope::ok(
+        "Operator updated",
+        OperatorRecord::from(changed),
+    ))
+}
+
+/// Make a new invitation link.
+///
+/// For an operator whose link expired or was lost: the earlier links stop working.
+#[utoipa::path(
+    post,
+    path = "/workspace/operators/{operator_id}/invitation",
+    tag = "operators",
+    params(("operator_id" = String, Path, format = Uuid, description = "Operator id")),
+    responses((status = 201, body = Envelope<OperatorRecord>)),
+)]
+#[tracing::instrument(skip_all, fields(workspace_id = caller.workspace_id))]
+async fn new_invitation(
+    caller: Caller,
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(operator_id): Path<String>,
+) -> Result<Envelope<OperatorRecord>> {
+    caller.require(Permission::Admin)?;
+    let id = parse_uuid(&operator_id, "operator_id")?;
+    let found = operators::find(&state.db, caller.workspace_id, id)
+        .await?
+        .ok_or(ApiError::NotFound("Operator"))?;
+    let (token, hash, expires_at) = invitation_token();
+    operators::invitation(&state.db, found.id, hash, expires_at, clock::now()).await?;
+    let record = with_link(&state, &headers, found, &token, expires_at).await;
+    Ok(Envelope::created("Invitation made", record))
+}
