@@ -16,3 +16,4 @@ pub mod serve;
 pub mod startup;
 pub mod telemetry;
 pub mod tenancy;
+mod tokens;

@@ -76,14 +76,10 @@ impl Application {
         if let Some(membership) = &membership {
             membership.run(actors.clone());
         }
-        let identity_paths = crate::http::IdentityPaths::default();
-        let webhook_channels = crate::http::WebhookChannels::default();
-        let known_keys = crate::http::KnownKeys::default();
-        actors.changes().listen(Arc::new(known_keys.clone()));
-        actors.changes().listen(Arc::new(identity_paths.clone()));
-        actors.changes().listen(Arc::new(webhook_channels.clone()));
-        let console_pulse = crate::http::ConsolePulse::default();
-        actors.changes().listen(Arc::new(console_pulse.clone()));
+        let known_keys: crate::http::KnownKeys = listening(&actors);
+        let identity_paths: crate::http::IdentityPaths = listening(&actors);
+        let webhook_channels: crate::http::WebhookChannels = listening(&actors);
+        let console_pulse: crate::http::ConsolePulse = listening(&actors);
         actors
             .resume()
             .await
@@ -327,4 +323,14 @@ pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
             std::future::pending::<()>().await;
         }
     }
+}
+
+/// A front-door cache (or the console's pulse) that hears every change the actors announce.
+fn listening<T>(actors: &ActorRuntime) -> T
+where
+    T: parley_actors::changes::Listener + Clone + Default + 'static,
+{
+    let listener = T::default();
+    actors.changes().listen(Arc::new(listener.clone()));
+    listener
 }

@@ -42,7 +42,7 @@ use parley_persistence::{Page, channels};
 
 pub(crate) use self::live::Pulse;
 use self::session::Console;
-pub(crate) use self::session::{Sessions, digest, random_token};
+pub(crate) use self::session::Sessions;
 use self::view::Shell;
 
 /// The console's routes, with the headers every console answer carries.

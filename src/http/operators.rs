@@ -178,8 +178,8 @@ async fn invite_operator(
 
 /// A fresh invitation token, its stored hash, and when it expires.
 fn invitation_token() -> (String, String, DateTime<Utc>) {
-    let token = crate::http::console::random_token();
-    let hash = crate::http::console::digest(&token);
+    let token = crate::tokens::random_token();
+    let hash = crate::tokens::digest(&token);
     (
         token,
         hash,

@@ -28,7 +28,7 @@ mod desk;
 mod file;
 mod lines;
 
-use self::lines::{Line, line};
+use self::lines::Line;
 use super::session::Console;
 use super::view::{Done, Shell};
 use super::{CarriesCsrf, Failure, Plain, acting, live, named, page, page_with, see_other};
@@ -219,7 +219,7 @@ async fn render(
 
 async fn live_part(state: &AppState, found: &conversation::Model) -> Result<Live, Failure> {
     let idle_since = clock::now() - state.settings.actors.conversation_idle();
-    let (lines, older) = history_page(state, found.id, None).await?;
+    let (lines, older) = desk::history_page(state, found.id, None).await?;
     let (assignee, notes) = desk::assignee_and_notes(state, found).await?;
     Ok(Live {
         id: found.id,
@@ -231,38 +231,6 @@ async fn live_part(state: &AppState, found: &conversation::Model) -> Result<Live
         notes,
         older,
     })
-}
-
-/// One page of the conversation's messages (the newest [`SHOWN`], or those just before
-/// `before`), with who wrote each, and the oldest shown when older ones exist.
-async fn history_page(
-    state: &AppState,
-    conversation_id: Uuid,
-    before: Option<&parley_persistence::entities::message::Model>,
-) -> Result<(Vec<Line>, Option<Uuid>), Failure> {
-    let mut messages =
-        conversations::messages_before(&state.db, conversation_id, before, SHOWN + 1).await?;
-    let older = if messages.len() > usize::try_from(SHOWN).unwrap_or(usize::MAX) {
-        messages.remove(0);
-        messages.first().map(|m| m.id)
-    } else {
-        None
-    };
-    let ids: Vec<Uuid> = messages.iter().map(|m| m.id).collect();
-    let mut files = parley_persistence::attachments::of_messages(&state.db, &ids).await?;
-    let writers: Vec<Uuid> = messages.iter().filter_map(|m| m.operator_id).collect();
-    let names = parley_persistence::operators::names(&state.db, &writers).await?;
-    let lines = messages
-        .into_iter()
-        .map(|m| {
-            let carried = files.remove(&m.id).unwrap_or_default();
-            let by = m.operator_id.and_then(|id| names.get(&id).cloned());
-            let mut shown = line(m, carried);
-            shown.by = by.unwrap_or_default();
-            shown
-        })
-        .collect();
-    Ok((lines, older))
 }
 
 /// A file a person sent, from the console's session: shown in place (a picture, a voice

@@ -24,7 +24,8 @@ use super::super::session::Console;
 use super::super::view::{Shell, when};
 use super::super::{CarriesCsrf, Failure, acting, page, see_other};
 use super::lines::Line;
-use super::{find, history_page};
+use super::lines::line;
+use super::{SHOWN, find};
 
 pub(super) fn router() -> Router<AppState> {
     Router::new()
@@ -276,4 +277,36 @@ pub(super) async fn expand_shortcut(
             ),
         )),
     }
+}
+
+/// One page of the conversation's messages (the newest [`SHOWN`], or those just before
+/// `before`), with who wrote each, and the oldest shown when older ones exist.
+pub(super) async fn history_page(
+    state: &AppState,
+    conversation_id: Uuid,
+    before: Option<&parley_persistence::entities::message::Model>,
+) -> Result<(Vec<Line>, Option<Uuid>), Failure> {
+    let mut messages =
+        conversations::messages_before(&state.db, conversation_id, before, SHOWN + 1).await?;
+    let older = if messages.len() > usize::try_from(SHOWN).unwrap_or(usize::MAX) {
+        messages.remove(0);
+        messages.first().map(|m| m.id)
+    } else {
+        None
+    };
+    let ids: Vec<Uuid> = messages.iter().map(|m| m.id).collect();
+    let mut files = parley_persistence::attachments::of_messages(&state.db, &ids).await?;
+    let writers: Vec<Uuid> = messages.iter().filter_map(|m| m.operator_id).collect();
+    let names = parley_persistence::operators::names(&state.db, &writers).await?;
+    let lines = messages
+        .into_iter()
+        .map(|m| {
+            let carried = files.remove(&m.id).unwrap_or_default();
+            let by = m.operator_id.and_then(|id| names.get(&id).cloned());
+            let mut shown = line(m, carried);
+            shown.by = by.unwrap_or_default();
+            shown
+        })
+        .collect();
+    Ok((lines, older))
 }
