@@ -111,20 +111,40 @@ struct MessageRecord {
     metadata: Option<Value>,
     /// The files it carries (pictures, voice notes, videos, documents, stickers).
     attachments: Vec<AttachmentRecord>,
+    /// For an operator's message, who wrote it (`null` for anyone else, or an admin's key).
+    operator: Option<OperatorRef>,
     created_at: DateTime<Utc>,
+}
+
+/// An operator, as a message names them.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+struct OperatorRef {
+    id: Uuid,
+    name: String,
 }
 
 impl MessageRecord {
     /// The record of `m`, taking its attachments out of `files` (by message).
-    fn with_files(m: message::Model, files: &mut HashMap<Uuid, Vec<attachment::Model>>) -> Self {
+    /// The record of `m`, taking its attachments out of `files` (by message) and its
+    /// operator's name from `names`.
+    fn with_files(
+        m: message::Model,
+        files: &mut HashMap<Uuid, Vec<attachment::Model>>,
+        names: &HashMap<Uuid, String>,
+    ) -> Self {
         let attachments = files
             .remove(&m.id)
             .unwrap_or_default()
             .into_iter()
             .map(AttachmentRecord::from)
             .collect();
+        let operator = m.operator_id.map(|id| OperatorRef {
+            id,
+            name: names.get(&id).cloned().unwrap_or_default(),
+        });
         Self {
             attachments,
+            operator,
             ..Self::from(m)
         }
     }
@@ -146,6 +166,7 @@ impl From<message::Model> for MessageRecord {
             tool_calls: m.tool_calls,
             metadata: m.metadata,
             attachments: Vec::new(),
+            operator: None,
             created_at: m.created_at,
         }
     }
@@ -262,11 +283,13 @@ async fn list_messages(
     let paged = conversations::messages(&state.db, found.id, page).await?;
     let ids: Vec<Uuid> = paged.items.iter().map(|m| m.id).collect();
     let mut files = attachments::of_messages(&state.db, &ids).await?;
+    let writers: Vec<Uuid> = paged.items.iter().filter_map(|m| m.operator_id).collect();
+    let names = parley_persistence::operators::names(&state.db, &writers).await?;
     Ok(PageResponse::new(
         "Messages retrieved successfully",
         page,
         paged,
-        |m| MessageRecord::with_files(m, &mut files),
+        |m| MessageRecord::with_files(m, &mut files, &names),
     ))
 }
 

@@ -246,11 +246,14 @@ async fn an_operator_steps_into_a_live_conversation_in_chromium() {
         .expect("console");
     wait_for_text(&page, "h1", "Parley console").await;
     looked_at(&page, &app, "01-sign-in").await;
+    // An admin's key signs in from the folded form below the operators' one.
+    click(&page, "details summary").await;
     type_into(&page, "#key", "prl_not-a-key").await;
-    click(&page, "#sign-in").await;
+    click(&page, "#key-sign-in-button").await;
     wait_for_text(&page, "#problem", "That key was not accepted").await;
+    click(&page, "details summary").await;
     type_into(&page, "#key", &app.owner.api_key).await;
-    click(&page, "#sign-in").await;
+    click(&page, "#key-sign-in-button").await;
     wait_for_text(&page, "h1", "Conversations").await;
     wait_for_text(&page, "#conversation-rows", "No conversations match.").await;
 
@@ -410,4 +413,152 @@ async fn an_operator_steps_into_a_live_conversation_in_chromium() {
                        status of 401";
     no_errors(&page, &driver, &[refused_key]).await;
     page.close().await.expect("browser closed");
+}
+
+/// Invites `name` at `email` as `role` through the API; answers the link's path.
+async fn invited(app: &TestApp, email: &str, name: &str, role: &str) -> String {
+    let created = expect_status(
+        app.send_json(
+            reqwest::Method::POST,
+            "/workspace/operators",
+            &json!({"email": email, "name": name, "role": role}),
+        )
+        .await,
+        201,
+    )
+    .await;
+    let url = created["data"]["invitation"]["url"].as_str().expect("link");
+    url[url.find("/console/").expect("path")..].to_owned()
+}
+
+/// In `page`, answers the invitation at `link` with `password`, then signs in as `email`.
+async fn joins(page: &Client, base: &str, link: &str, email: &str, password: &str) {
+    page.goto(&format!("{base}{link}"))
+        .await
+        .expect("invitation");
+    wait_for_text(page, "#invited-email", email).await;
+    type_into(page, "#password", password).await;
+    type_into(page, "#confirm", password).await;
+    click(page, "#set-password").await;
+    wait_for_text(page, "#notice", "Your password is set").await;
+    type_into(page, "#email", email).await;
+    type_into(page, "#password", password).await;
+    click(page, "#sign-in").await;
+    wait_for_text(page, "h1", "Conversations").await;
+}
+
+#[tokio::test]
+async fn two_operators_share_a_conversation_live_and_a_session_outlives_its_server_in_chromium() {
+    let Some(driver) = driver().await else {
+        return;
+    };
+    let app = spawn_app().await;
+    let channel = app.live_channel(NUMBER).await;
+    let (ana_profile, bo_profile) = (
+        tempfile::tempdir().expect("profile"),
+        tempfile::tempdir().expect("profile"),
+    );
+    let ana = browser(&driver, ana_profile.path()).await;
+    let bo = browser(&driver, bo_profile.path()).await;
+
+    // Two people, each invited, each with their own password and session.
+    let ana_link = invited(&app, "ana@acme.test", "Ana Supervisora", "supervisor").await;
+    let bo_link = invited(&app, "bo@acme.test", "Boris Agente", "agent").await;
+    joins(
+        &ana,
+        &app.address,
+        &ana_link,
+        "ana@acme.test",
+        "sunlit harbour 2031",
+    )
+    .await;
+    joins(
+        &bo,
+        &app.address,
+        &bo_link,
+        "bo@acme.test",
+        "quiet meadow 7788",
+    )
+    .await;
+    wait_for_text(&ana, "#operator-name", "Ana Supervisora").await;
+    wait_for_text(&bo, "#operator-name", "Boris Agente").await;
+
+    // A person writes: both inboxes show it without a reload, in the queue.
+    let payload = text_message(
+        NUMBER,
+        SHEENA,
+        "Sheena Nelson",
+        "wamid.C1",
+        "My parcel is late",
+    );
+    assert_eq!(app.webhook(Some(&channel), &payload).await, 200);
+    app.wait_for_sends(1).await;
+    wait_for_text(&ana, "#conversation-rows", "Sheena Nelson").await;
+    wait_for_text(&bo, "#conversation-rows", "unassigned").await;
+
+    // The supervisor assigns it to the agent; the agent's inbox says so live.
+    click_live(&ana, "li.conversation a").await;
+    wait_for_text(&ana, "#person", "Sheena Nelson").await;
+    let conversation_url = ana.current_url().await.expect("url").to_string();
+    ana.find(Locator::Css("#assign-to"))
+        .await
+        .expect("assignee list")
+        .select_by_label("Boris Agente")
+        .await
+        .expect("chosen");
+    click(&ana, "#assign").await;
+    wait_for_text(&ana, "#assignment", "Assigned to Boris Agente").await;
+    wait_for_text(&bo, "#conversation-rows", "Boris Agente").await;
+    looked_at(&ana, &app, "08-assigned").await;
+
+    // The agent writes a private note; the supervisor's page shows it live; it never leaves.
+    bo.goto(&conversation_url).await.expect("conversation");
+    wait_for_text(&bo, "#assignment", "Assigned to Boris Agente").await;
+    assert!(
+        bo.find(Locator::Css("#assign-to")).await.is_err(),
+        "an agent is offered no one else to assign"
+    );
+    type_into(&bo, "#note-text", "Refund approved, tell her kindly").await;
+    click(&bo, "#add-note").await;
+    wait_for_text(&bo, "#notice", "Your note is kept").await;
+    wait_for_text(&ana, "#notes", "Refund approved, tell her kindly").await;
+    looked_at(&bo, &app, "09-note").await;
+    let payload = text_message(NUMBER, SHEENA, "Sheena Nelson", "wamid.C2", "Any news?");
+    assert_eq!(app.webhook(Some(&channel), &payload).await, 200);
+    let sent = app.wait_for_sends(2).await;
+    for request in app.model.requests() {
+        assert!(
+            !request.to_string().contains("Refund approved"),
+            "the model never reads a note"
+        );
+    }
+    for message in &sent {
+        assert!(!message.body.to_string().contains("Refund approved"));
+    }
+
+    // The same session on another server of the same database, and over that server's restart.
+    let (mut second, second_base) = crate::durability::serve(&app);
+    let elsewhere = conversation_url.replace(&app.address, &second_base);
+    ana.goto(&elsewhere).await.expect("second server");
+    wait_for_text(&ana, "#operator-name", "Ana Supervisora").await;
+    wait_for_text(&ana, "#notes", "Refund approved").await;
+    // Back on the first server before the second stops, so no live stream is cut mid-way.
+    ana.goto(&conversation_url).await.expect("first server");
+    wait_for_text(&ana, "#person", "Sheena Nelson").await;
+    let _ = second.kill();
+    let _ = second.wait();
+    let (mut restarted, restarted_base) = crate::durability::serve(&app);
+    ana.goto(&conversation_url.replace(&app.address, &restarted_base))
+        .await
+        .expect("restarted server");
+    wait_for_text(&ana, "#operator-name", "Ana Supervisora").await;
+    ana.goto(&conversation_url).await.expect("first server");
+    wait_for_text(&ana, "#person", "Sheena Nelson").await;
+    let _ = restarted.kill();
+    let _ = restarted.wait();
+
+    no_errors(&ana, &driver, &[]).await;
+    no_errors(&bo, &driver, &[]).await;
+    ana.close().await.expect("closed");
+    bo.close().await.expect("closed");
 }

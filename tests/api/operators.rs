@@ -9,6 +9,7 @@ use sea_orm::{ConnectionTrait, Statement};
 use serde_json::{Value, json};
 
 use crate::console::{NUMBER, Tab, sheena_writes};
+use crate::event_webhooks::{Receiver, endpoint};
 use crate::helpers::{TestApp, expect_error, expect_status, spawn_app, spawn_app_with};
 
 const PASSWORD: &str = "correct horse battery";
@@ -430,6 +431,20 @@ async fn operators_take_assign_note_search_and_send_saved_replies_and_their_name
         shown.contains(r#"<span class="by-operator">Ana</span>"#),
         "{shown}"
     );
+    let history = expect_status(
+        app.get(&format!("/conversations/{id}/messages?limit=100"))
+            .await,
+        200,
+    )
+    .await;
+    let by_ana: Vec<&Value> = history["data"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["operator"]["name"] == "Ana")
+        .collect();
+    assert_eq!(by_ana.len(), 1, "{history}");
+    assert_eq!(by_ana[0]["content"], "We answer 9 to 5, Monday to Friday.");
     let db = app.db().await;
     let row = db
         .query_one_raw(Statement::from_string(
@@ -484,4 +499,48 @@ async fn an_assignment_left_unanswered_returns_to_the_queue() {
         assert!(tokio::time::Instant::now() < deadline, "never returned");
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
+}
+
+#[tokio::test]
+async fn the_events_of_an_assignment_and_of_an_operators_message_name_the_operator() {
+    let app = spawn_app().await;
+    let channel = app.live_channel(NUMBER).await;
+    let receiver = Receiver::start().await;
+    endpoint(
+        &app,
+        &receiver.url,
+        json!(["conversation.assigned", "message.sent"]),
+    )
+    .await;
+    sheena_writes(&app, &channel, "wamid.ONE", "Hi").await;
+    let id = only_conversation(&app).await;
+    let page = format!("/console/conversations/{id}");
+    let mut ana = operator(&app, "ana@acme.test", "Ana", "agent").await;
+    let taken = ana
+        .act(&page, &format!("{page}/handoff"), &[("reason", "")])
+        .await;
+    assert_eq!(taken.status, StatusCode::SEE_OTHER, "{}", taken.body);
+    let sent = app.graph.sent_count();
+    let replied = ana
+        .act(&page, &format!("{page}/reply"), &[("text", "Ana here")])
+        .await;
+    assert_eq!(replied.status, StatusCode::SEE_OTHER, "{}", replied.body);
+    app.wait_for_sends(sent + 1).await;
+
+    // The assistant's reply, the assignment, the operator's reply.
+    receiver.wait_for(3).await;
+    let assigned = receiver.of("conversation.assigned");
+    assert_eq!(assigned.len(), 1);
+    let data = &assigned[0].json()["data"];
+    assert_eq!(data["operator"]["name"], "Ana");
+    assert_eq!(data["why"], "assigned");
+    assert_eq!(data["conversation_id"], id.as_str());
+    let by_ana: Vec<Value> = receiver
+        .of("message.sent")
+        .iter()
+        .map(|r| r.json()["data"].clone())
+        .filter(|d| !d["operator"].is_null())
+        .collect();
+    assert_eq!(by_ana.len(), 1, "one message of Ana's");
+    assert_eq!(by_ana[0]["operator"]["name"], "Ana");
 }

@@ -153,7 +153,7 @@ async fn sign_in(
     response
         .headers_mut()
         .insert(SET_COOKIE, session_cookie(&state, &token)?);
-    crate::metrics::console_sign_in("signed_in");
+    crate::metrics::console_sign_in("accepted");
     tracing::info!(workspace_id, "console session started");
     Ok(response)
 }
