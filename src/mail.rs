@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use lettre::message::Mailbox;
+use lettre::message::header::ContentType;
 use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
 
 use crate::config::MailConfig;
@@ -37,15 +38,19 @@ async fn send_invitation(
     link: &str,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let from: Mailbox = from.unwrap_or("Parley <parley@localhost>").parse()?;
+    let text = format!(
+        "Hello,\n\nyou were invited to answer conversations in a Parley workspace.\n\
+         Set your password here (the link works once, for 48 hours):\n\n{link}\n\n\
+         If you did not expect this, ignore this mail.\n"
+    );
+    // A link longer than a mail line travels quoted-printable (lettre's choice), which every
+    // mail reader decodes back to one line.
     let message = Message::builder()
         .from(from)
         .to(to.parse()?)
         .subject("You are invited to answer conversations in Parley")
-        .body(format!(
-            "Hello,\n\nyou were invited to answer conversations in a Parley workspace.\n\
-             Set your password here (the link works once, for 48 hours):\n\n{link}\n\n\
-             If you did not expect this, ignore this mail.\n"
-        ))?;
+        .header(ContentType::TEXT_PLAIN)
+        .body(text)?;
     let relay = AsyncSmtpTransport::<Tokio1Executor>::from_url(url)?
         .timeout(Some(PATIENCE))
         .build();

@@ -29,6 +29,7 @@ mod helpers;
 mod idempotency;
 mod identities;
 mod isolation;
+mod mail;
 mod mcp;
 mod media;
 mod media_out;
