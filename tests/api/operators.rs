@@ -544,3 +544,52 @@ async fn the_events_of_an_assignment_and_of_an_operators_message_name_the_operat
     assert_eq!(by_ana.len(), 1, "one message of Ana's");
     assert_eq!(by_ana[0]["operator"]["name"], "Ana");
 }
+
+#[tokio::test]
+async fn a_long_conversation_is_read_back_a_page_at_a_time() {
+    use parley_persistence::conversations::{self, NewMessage};
+    let app = spawn_app().await;
+    let channel = app.live_channel(NUMBER).await;
+    sheena_writes(&app, &channel, "wamid.ONE", "The very first words").await;
+    let id = only_conversation(&app).await;
+    // 250 more of the person's messages: with the first two, 252 in all.
+    let db = app.db().await;
+    let found = conversations::find_in_any_workspace(&db, id.parse().expect("uuid"))
+        .await
+        .expect("read")
+        .expect("the conversation");
+    for n in 0..250 {
+        let at = parley_persistence::clock::now();
+        conversations::append_message(
+            &db,
+            &found,
+            NewMessage::from_person(format!("line {n}")),
+            at,
+        )
+        .await
+        .expect("stored");
+    }
+    let mut tab = operator(&app, "ana@acme.test", "Ana", "agent").await;
+
+    // The page shows the newest 200 and a link to the older ones.
+    let newest = tab.get(&format!("/console/conversations/{id}")).await.body;
+    assert!(newest.contains("line 249") && newest.contains("line 50"));
+    assert!(!newest.contains("line 49<") && !newest.contains("The very first words"));
+    let (_, rest) = newest
+        .split_once(r#"id="older" href=""#)
+        .expect("an older link");
+    let older = rest.split('"').next().expect("href").replace("&#x3d;", "=");
+    let page = tab.get(&older).await;
+    assert_eq!(page.status, StatusCode::OK, "{older}: {}", page.body);
+    assert!(page.body.contains("The very first words") && page.body.contains("line 49"));
+    assert!(!page.body.contains("line 50<"));
+    assert!(
+        !page.body.contains(r#"id="older""#),
+        "the oldest page links no further"
+    );
+
+    let bad = tab
+        .get(&format!("/console/conversations/{id}/history?before=nope"))
+        .await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+}
