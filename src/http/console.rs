@@ -16,6 +16,7 @@ mod conversations;
 mod invitation;
 mod live;
 mod operations;
+mod operators;
 mod password;
 mod saved_replies;
 mod session;
@@ -64,6 +65,7 @@ pub(crate) fn router(file_limit: usize) -> Router<AppState> {
         .merge(conversation::router(file_limit))
         .merge(operations::router())
         .merge(saved_replies::router())
+        .merge(operators::router())
         .layer(axum::middleware::map_response(guarded))
 }
 

@@ -24,9 +24,7 @@ use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Json, Path, Query};
 use crate::http::pagination::{PageResponse, page_from};
 use crate::http::validation::{Problems, parse_uuid};
-
-/// How long an invitation link is accepted.
-pub(crate) const INVITATION_HOURS: i64 = 48;
+use crate::invitations::{self, Invited};
 
 pub(crate) fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -80,6 +78,19 @@ impl From<operator::Model> for OperatorRecord {
             disabled_at: o.disabled_at,
             invitation: None,
         }
+    }
+}
+
+impl OperatorRecord {
+    /// The record of an operator just invited, with its link.
+    fn with_link(invited: Invited) -> Self {
+        let mut record = Self::from(invited.operator);
+        record.invitation = Some(InvitationRecord {
+            url: invited.url,
+            expires_at: invited.expires_at,
+            mailed: invited.mailed,
+        });
+        record
     }
 }
 
@@ -151,71 +162,23 @@ async fn invite_operator(
         || email.split('@').next().unwrap_or_default().to_owned(),
         |n| n.into_inner(),
     );
-    let (token, hash, expires_at) = invitation_token();
-    let stored = operators::invite(
-        &state.db,
-        NewOperator {
-            workspace_id: caller.workspace_id,
-            email,
-            name,
-            role,
-        },
-        hash,
-        expires_at,
-        clock::now(),
-    )
-    .await
-    .map_err(|error| match error {
-        parley_persistence::PersistenceError::Conflict(_) => ApiError::Conflict(
-            "This workspace already has an operator with that e-mail address".to_owned(),
-        ),
-        other => other.into(),
-    })?;
-    tracing::info!(operator_id = %stored.id, "operator invited");
-    let record = with_link(&state, &headers, stored, &token, expires_at).await;
+    let base = invitations::base_url(&state.settings, &headers);
+    let new = NewOperator {
+        workspace_id: caller.workspace_id,
+        email,
+        name,
+        role,
+    };
+    let invited = invitations::invite(&state.db, &state.settings, &base, new)
+        .await
+        .map_err(|error| match error {
+            parley_persistence::PersistenceError::Conflict(_) => ApiError::Conflict(
+                "This workspace already has an operator with that e-mail address".to_owned(),
+            ),
+            other => other.into(),
+        })?;
+    let record = OperatorRecord::with_link(invited);
     Ok(Envelope::created("Operator invited", record))
-}
-
-/// A fresh invitation token, its stored hash, and when it expires.
-fn invitation_token() -> (String, String, DateTime<Utc>) {
-    let token = crate::tokens::random_token();
-    let hash = crate::tokens::digest(&token);
-    (
-        token,
-        hash,
-        clock::now() + chrono::Duration::hours(INVITATION_HOURS),
-    )
-}
-
-/// `operator`'s record with the link of `token`, mailed when a relay is configured.
-async fn with_link(
-    state: &AppState,
-    headers: &HeaderMap,
-    operator: operator::Model,
-    token: &str,
-    expires_at: DateTime<Utc>,
-) -> OperatorRecord {
-    let url = format!("{}/console/invitation/{token}", base_url(state, headers));
-    let mailed = crate::mail::invitation(&state.settings.mail, &operator.email, &url).await;
-    let mut record = OperatorRecord::from(operator);
-    record.invitation = Some(InvitationRecord {
-        url,
-        expires_at,
-        mailed,
-    });
-    record
-}
-
-/// Where this server is reached: the configured public URL, else the request's own host.
-fn base_url(state: &AppState, headers: &HeaderMap) -> String {
-    if let Some(public) = state.settings.server.public_url.as_deref() {
-        return public.trim_end_matches('/').to_owned();
-    }
-    let host = headers
-        .get(axum::http::header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .unwrap_or("localhost");
-    format!("http://{host}")
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -338,8 +301,8 @@ async fn new_invitation(
     let found = operators::find(&state.db, caller.workspace_id, id)
         .await?
         .ok_or(ApiError::NotFound("Operator"))?;
-    let (token, hash, expires_at) = invitation_token();
-    operators::invitation(&state.db, found.id, hash, expires_at, clock::now()).await?;
-    let record = with_link(&state, &headers, found, &token, expires_at).await;
+    let base = invitations::base_url(&state.settings, &headers);
+    let invited = invitations::renew(&state.db, &state.settings, &base, found).await?;
+    let record = OperatorRecord::with_link(invited);
     Ok(Envelope::created("Invitation made", record))
 }

@@ -593,3 +593,80 @@ async fn a_long_conversation_is_read_back_a_page_at_a_time() {
         .await;
     assert_eq!(bad.status, StatusCode::BAD_REQUEST);
 }
+
+#[tokio::test]
+async fn an_admin_invites_and_disables_operators_from_the_console_and_operators_cannot() {
+    let app = spawn_app().await;
+    let mut admin = Tab::new(&app);
+    admin.sign_in(&app.owner.api_key).await;
+    let invited = admin
+        .act(
+            "/console/operators",
+            "/console/operators",
+            &[
+                ("email", "gus@acme.test"),
+                ("name", "Gus"),
+                ("role", "agent"),
+            ],
+        )
+        .await;
+    assert_eq!(invited.status, StatusCode::OK, "{}", invited.body);
+    let (_, rest) = invited
+        .body
+        .split_once(r#"id="invitation-link" href=""#)
+        .expect("the link on the page");
+    let url = rest.split('"').next().expect("href");
+    let link = &url[url.find("/console/").expect("path")..];
+    let mut gus = Tab::new(&app);
+    let set = gus
+        .post(
+            link,
+            &[
+                ("name", "Gus"),
+                ("password", PASSWORD),
+                ("confirm", PASSWORD),
+            ],
+        )
+        .await;
+    assert_eq!(set.status, StatusCode::SEE_OTHER, "{}", set.body);
+    sign_in(&mut gus, "gus@acme.test").await;
+
+    // An operator's session may not manage operators.
+    assert_eq!(
+        gus.get("/console/operators").await.status,
+        StatusCode::FORBIDDEN
+    );
+    let twice = admin
+        .act(
+            "/console/operators",
+            "/console/operators",
+            &[("email", "GUS@acme.test"), ("name", ""), ("role", "agent")],
+        )
+        .await;
+    assert_eq!(twice.status, StatusCode::CONFLICT);
+    let bad = admin
+        .act(
+            "/console/operators",
+            "/console/operators",
+            &[("email", "nobody"), ("name", ""), ("role", "chief")],
+        )
+        .await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+
+    let listed = expect_status(app.get("/workspace/operators").await, 200).await;
+    let id = listed["data"][0]["id"].as_str().expect("id").to_owned();
+    let disabled = admin
+        .act(
+            "/console/operators",
+            &format!("/console/operators/{id}/disable"),
+            &[],
+        )
+        .await;
+    assert_eq!(disabled.status, StatusCode::SEE_OTHER);
+    assert_eq!(
+        gus.get("/console/conversations").await.status,
+        StatusCode::SEE_OTHER
+    );
+    let page = admin.get("/console/operators").await.body;
+    assert!(page.contains("<td>disabled</td>"), "{page}");
+}

@@ -13,6 +13,8 @@ pub(super) struct Shell {
     /// The workspace's name, for the header.
     pub(super) workspace_name: String,
     pub(super) may_act: bool,
+    /// Whether an admin's key signed in (who manages operators).
+    pub(super) may_admin: bool,
     /// The operator signed in (`None`: a key's session).
     pub(super) operator_name: Option<String>,
     pub(super) csrf: String,
@@ -26,6 +28,10 @@ impl Shell {
             section,
             workspace_name: console.workspace_name.clone(),
             may_act: console.may_act(),
+            may_admin: console
+                .caller
+                .permissions
+                .contains(crate::domain::Permission::Admin),
             operator_name: console.display_name().map(str::to_owned),
             csrf: console.csrf.clone(),
             notice: None,
