@@ -223,7 +223,41 @@ async fn only_an_admin_invites_and_bad_invitations_are_refused() {
         "{body}"
     );
 
-    invite(&app, "cy@acme.test", "Cy", "agent").await;
+    let cy = invite(&app, "cy@acme.test", "Cy", "agent").await;
+    // Another business's admin neither sees nor changes this workspace's operators.
+    let other = app
+        .bootstrap_another("Globex Inc", "Globex", "owner@globex.test")
+        .await;
+    let theirs = app
+        .request(
+            reqwest::Method::GET,
+            "/workspace/operators",
+            Some(&other.api_key),
+        )
+        .send()
+        .await
+        .expect("request");
+    let theirs = expect_status(theirs, 200).await;
+    assert_eq!(theirs["data"], json!([]));
+    let cy_id = cy["id"].as_str().expect("id");
+    for (method, path) in [
+        (
+            reqwest::Method::PATCH,
+            format!("/workspace/operators/{cy_id}"),
+        ),
+        (
+            reqwest::Method::POST,
+            format!("/workspace/operators/{cy_id}/invitation"),
+        ),
+    ] {
+        let refused = app
+            .request(method, &path, Some(&other.api_key))
+            .json(&json!({"disabled": true}))
+            .send()
+            .await
+            .expect("request");
+        expect_error(refused, 404, "not_found").await;
+    }
     let twice = app
         .send_json(
             reqwest::Method::POST,
