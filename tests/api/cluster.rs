@@ -967,3 +967,56 @@ async fn a_channels_media_is_fetched_once_by_the_node_that_owns_the_channel() {
         assert_eq!(messages[0]["attachments"][0]["size"], 200_000);
     }
 }
+
+/// Reads `stream` until it says `changed`; fails past `within`.
+async fn hears_changed(stream: &mut reqwest::Response, within: Duration) {
+    let deadline = tokio::time::Instant::now() + within;
+    let mut heard = String::new();
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        match tokio::time::timeout(left, stream.chunk()).await {
+            Ok(Ok(Some(chunk))) => {
+                heard.push_str(&String::from_utf8_lossy(&chunk));
+                if heard.contains("event: changed") {
+                    return;
+                }
+            }
+            Ok(Ok(None)) => panic!("the stream ended: {heard}"),
+            Ok(Err(error)) => panic!("the stream failed: {error}"),
+            Err(_) => panic!("no change heard within {within:?}: {heard}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_console_session_works_on_every_node_and_a_message_on_one_wakes_the_pages_of_the_other() {
+    if !on_postgres() {
+        return;
+    }
+    let app = quiet_app().await;
+    let channel = app.live_channel(NUMBER).await;
+    let (nodes, _) = two_settled_nodes(&app).await;
+    let (first, second) = (&nodes[0], &nodes[1]);
+
+    // Signed in on one node, the same cookie is a session on the other.
+    let mut on_first = crate::console::Tab::at(&first.url);
+    on_first.sign_in(&app.owner.api_key).await;
+    let mut on_second = on_first.at_other(&second.url);
+    let inbox = on_second.get("/console/conversations").await;
+    assert_eq!(inbox.status, 200, "{}", inbox.body);
+
+    // A live inbox on each node; a person's message arrives through one: both hear it.
+    let mut live_first = on_first.stream("/console/conversations/live").await;
+    let mut live_second = on_second.stream("/console/conversations/live").await;
+    assert_eq!(live_second.status(), 200);
+    // Let both streams read their first mark before anything changes.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let payload = text_message(NUMBER, "16505551234", "Sheena", "wamid.LIVE1", "Hello?");
+    let url = format!("{}/webhooks/waba/{channel}", first.url);
+    assert_eq!(
+        app.graph.post_webhook(&url, APP_SECRET, &payload).await,
+        200
+    );
+    hears_changed(&mut live_first, Duration::from_secs(15)).await;
+    hears_changed(&mut live_second, Duration::from_secs(15)).await;
+}

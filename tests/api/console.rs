@@ -128,6 +128,19 @@ impl Tab {
         page
     }
 
+    /// Opens the live stream at `path` (an `EventSource`'s request); answers it unread.
+    pub async fn stream(&self, path: &str) -> reqwest::Response {
+        let request = self
+            .client
+            .get(format!("{}{path}", self.base))
+            .header("accept", "text/event-stream");
+        let request = match &self.cookie {
+            Some(cookie) => request.header(COOKIE, cookie),
+            None => request,
+        };
+        request.send().await.expect("a live stream")
+    }
+
     /// Posts an action's form with the CSRF token of the page at `from`.
     pub async fn act(&mut self, from: &str, action: &str, fields: &[(&str, &str)]) -> Page {
         let csrf = self.get(from).await.csrf();
