@@ -100,10 +100,10 @@ struct ConversationPage {
     live: Live,
     /// Whether the session may assign the conversation to anyone.
     may_supervise: bool,
-    /// Whether an operator is signed in (who may assign it to themselves).
-    is_operator: bool,
-    /// Whom a supervisor may assign it to.
-    operators: Vec<(Uuid, String)>,
+    /// Whether an operator is signed in who does not have it (and may take it).
+    may_take: bool,
+    /// Whom a supervisor may assign it to, and whether they have it now.
+    operators: Vec<(Uuid, String, bool)>,
     /// The workspace's saved replies: shortcut and text.
     saved: Vec<(String, String)>,
 }
@@ -188,7 +188,7 @@ async fn render(
             .await?
             .into_iter()
             .filter(|o| o.password_hash.is_some())
-            .map(|o| (o.id, o.name))
+            .map(|o| (o.id, o.name, found.assigned_operator_id == Some(o.id)))
             .collect()
     } else {
         Vec::new()
@@ -210,7 +210,9 @@ async fn render(
             channel,
             live,
             may_supervise: console.may_supervise(),
-            is_operator: console.operator_id().is_some(),
+            may_take: console
+                .operator_id()
+                .is_some_and(|me| found.assigned_operator_id != Some(me)),
             operators,
             saved,
         },
