@@ -10,20 +10,22 @@ use axum::http::HeaderMap;
 use chrono::{DateTime, Utc};
 use parley_persistence::clock;
 use parley_persistence::entities::operator;
-use parley_persistence::operators::{self, NewOperator, OperatorChange};
+use parley_persistence::operators::{self, OperatorChange};
 use serde::{Deserialize, Serialize};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use crate::domain::{Email, Name, Permission};
+use crate::domain::{Name, Permission};
 use crate::http::AppState;
 use crate::http::auth::Caller;
 use crate::http::envelope::Envelope;
 use crate::http::error::{ApiError, Result};
 use crate::http::extract::{Json, Path, Query};
 use crate::http::pagination::{PageResponse, page_from};
-use crate::http::validation::{Problems, parse_uuid};
+use crate::http::validation::{
+    Problems, invitation_refused, new_operator, operator_role, parse_uuid,
+};
 use crate::invitations::{self, Invited};
 
 pub(crate) fn router() -> OpenApiRouter<AppState> {
@@ -61,19 +63,12 @@ pub(crate) struct InvitationRecord {
 
 impl From<operator::Model> for OperatorRecord {
     fn from(o: operator::Model) -> Self {
-        let status = if o.disabled_at.is_some() {
-            "disabled"
-        } else if o.password_hash.is_some() {
-            "active"
-        } else {
-            "invited"
-        };
         Self {
+            status: o.status(),
             id: o.id,
             email: o.email,
             name: o.name,
             role: o.role,
-            status,
             created_at: o.created_at,
             disabled_at: o.disabled_at,
             invitation: None,
@@ -110,17 +105,6 @@ struct InviteBody {
     role: Option<String>,
 }
 
-fn role(problems: &mut Problems, raw: Option<&str>) -> Option<String> {
-    match raw {
-        None => None,
-        Some(r @ ("agent" | "supervisor")) => Some(r.to_owned()),
-        Some(_) => {
-            problems.add(["role"], "must be agent or supervisor");
-            None
-        }
-    }
-}
-
 /// Invite an operator.
 ///
 /// Answers the operator and a one-time link (`invitation.url`, valid 48 hours) where they set
@@ -140,43 +124,16 @@ async fn invite_operator(
     Json(body): Json<InviteBody>,
 ) -> Result<Envelope<OperatorRecord>> {
     caller.require(Permission::Admin)?;
-    let mut problems = Problems::default();
-    let email = match body.email.as_deref() {
-        Some(raw) => problems.parse(["email"], Email::try_from(raw)),
-        None => {
-            problems.add(["email"], "is required");
-            None
-        }
-    };
-    let name = body
-        .name
-        .as_deref()
-        .and_then(|raw| problems.parse(["name"], Name::try_from(raw)));
-    let role = role(&mut problems, body.role.as_deref()).unwrap_or_else(|| "agent".to_owned());
-    problems.finish()?;
-    let Some(email) = email else {
-        return Err(ApiError::invalid_field(["email"], "is required"));
-    };
-    let email = email.as_str().to_lowercase();
-    let name = name.map_or_else(
-        || email.split('@').next().unwrap_or_default().to_owned(),
-        |n| n.into_inner(),
-    );
+    let new = new_operator(
+        caller.workspace_id,
+        body.email.as_deref(),
+        body.name.as_deref(),
+        body.role.as_deref(),
+    )?;
     let base = invitations::base_url(&state.settings, &headers);
-    let new = NewOperator {
-        workspace_id: caller.workspace_id,
-        email,
-        name,
-        role,
-    };
     let invited = invitations::invite(&state.db, &state.settings, &base, new)
         .await
-        .map_err(|error| match error {
-            parley_persistence::PersistenceError::Conflict(_) => ApiError::Conflict(
-                "This workspace already has an operator with that e-mail address".to_owned(),
-            ),
-            other => other.into(),
-        })?;
+        .map_err(invitation_refused)?;
     let record = OperatorRecord::with_link(invited);
     Ok(Envelope::created("Operator invited", record))
 }
@@ -253,7 +210,7 @@ async fn change_operator(
         .name
         .as_deref()
         .and_then(|raw| problems.parse(["name"], Name::try_from(raw)));
-    let role = role(&mut problems, body.role.as_deref());
+    let role = operator_role(&mut problems, body.role.as_deref());
     problems.finish()?;
     let change = OperatorChange {
         name: name.map(|n| n.into_inner()),

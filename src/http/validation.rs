@@ -10,8 +10,10 @@ use crate::domain::{TEXT_LIMIT, free_form_limit, within_free_form_limit};
 use crate::http::error::{ApiError, FieldError, PathSegment};
 
 mod media;
+mod operator;
 
 pub(crate) use self::media::{egress_allows, outgoing_media};
+pub(crate) use self::operator::{invitation_refused, new_operator, operator_role};
 
 /// What a free-form value over the limit is told (the value is never echoed).
 pub(crate) fn too_large() -> String {

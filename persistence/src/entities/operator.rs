@@ -30,3 +30,16 @@ pub struct Model {
 pub enum Relation {}
 
 impl ActiveModelBehavior for ActiveModel {}
+
+impl Model {
+    /// `invited` (no password yet), `active` or `disabled`.
+    pub fn status(&self) -> &'static str {
+        if self.disabled_at.is_some() {
+            "disabled"
+        } else if self.password_hash.is_some() {
+            "active"
+        } else {
+            "invited"
+        }
+    }
+}

@@ -9,15 +9,15 @@ use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
 use axum::routing::{get, post};
-use parley_persistence::operators::{self, NewOperator, OperatorChange};
-use parley_persistence::{Page, PersistenceError, clock};
+use parley_persistence::operators::{self, OperatorChange};
+use parley_persistence::{Page, clock};
 use serde::Deserialize;
 use uuid::Uuid;
 
-use crate::domain::{Email, Name, Permission};
+use crate::domain::Permission;
 use crate::http::AppState;
 use crate::http::error::ApiError;
-use crate::http::validation::{Problems, parse_uuid};
+use crate::http::validation::{invitation_refused, new_operator, parse_uuid};
 use crate::invitations::{self, Invited};
 
 use super::session::Console;
@@ -88,13 +88,7 @@ async fn render(
         .items
         .into_iter()
         .map(|o| Row {
-            status: if o.disabled_at.is_some() {
-                "disabled"
-            } else if o.password_hash.is_some() {
-                "active"
-            } else {
-                "invited"
-            },
+            status: o.status(),
             id: o.id,
             name: o.name,
             email: o.email,
@@ -144,46 +138,18 @@ async fn invite(
 ) -> Result<Response, Failure> {
     let fields: InviteForm = acting(&console, &body)?;
     admin(&console)?;
-    let mut problems = Problems::default();
-    let email = problems.parse(["email"], Email::try_from(fields.email.trim()));
-    let name = Some(fields.name.trim())
-        .filter(|n| !n.is_empty())
-        .and_then(|raw| problems.parse(["name"], Name::try_from(raw)));
-    if !matches!(fields.role.as_str(), "agent" | "supervisor") {
-        problems.add(["role"], "must be agent or supervisor");
-    }
-    problems
-        .finish()
-        .map_err(|error| Failure::new(&console, error))?;
-    let Some(email) = email else {
-        return Err(Failure::new(
-            &console,
-            ApiError::invalid_field(["email"], "is required"),
-        ));
-    };
-    let email = email.as_str().to_lowercase();
-    let name = name.map_or_else(
-        || email.split('@').next().unwrap_or_default().to_owned(),
-        |n| n.into_inner(),
-    );
-    let base = invitations::base_url(&state.settings, &headers);
-    let new = NewOperator {
-        workspace_id: console.caller.workspace_id,
-        email,
+    let name = Some(fields.name.trim()).filter(|n| !n.is_empty());
+    let new = new_operator(
+        console.caller.workspace_id,
+        Some(fields.email.trim()),
         name,
-        role: fields.role,
-    };
+        Some(fields.role.as_str()),
+    )
+    .map_err(|error| Failure::new(&console, error))?;
+    let base = invitations::base_url(&state.settings, &headers);
     let invited = invitations::invite(&state.db, &state.settings, &base, new)
         .await
-        .map_err(|error| match error {
-            PersistenceError::Conflict(_) => Failure::new(
-                &console,
-                ApiError::Conflict(
-                    "This workspace already has an operator with that e-mail address".to_owned(),
-                ),
-            ),
-            other => Failure::new(&console, other),
-        })?;
+        .map_err(|error| Failure::new(&console, invitation_refused(error)))?;
     render(
         &state,
         &console,
