@@ -5,12 +5,12 @@
 
 use parley_persistence::entities::{conversation, operator};
 use parley_persistence::operators::assignments;
-use parley_persistence::{DatabaseConnection, EventType, PersistenceError, assistants, clock};
+use parley_persistence::{DatabaseConnection, EventType, PersistenceError, clock};
 use serde_json::json;
 use uuid::Uuid;
 
 use crate::changes::{Announcer, Change};
-use crate::domain::AssistantSettings;
+use crate::domain::SweptSettings;
 use crate::events::Events;
 
 /// Why an assignment changed, as its event says.
@@ -106,26 +106,10 @@ pub async fn release_unanswered(
     // No timeout is shorter than a minute: nothing younger is due.
     let candidates =
         assignments::assigned_before(db, now - chrono::Duration::minutes(1), SWEEP_BATCH).await?;
-    let mut timeouts: Vec<(Option<Uuid>, chrono::Duration)> = Vec::new();
+    let mut settings = SweptSettings::default();
     let mut released = 0;
     for conversation in candidates.into_iter().filter(|c| owned(c.identity_id)) {
-        let timeout = match timeouts
-            .iter()
-            .find(|(a, _)| *a == conversation.assistant_id)
-        {
-            Some((_, timeout)) => *timeout,
-            None => {
-                let settings = match conversation.assistant_id {
-                    Some(id) => assistants::find(db, conversation.workspace_id, id)
-                        .await?
-                        .map(|a| AssistantSettings::from_stored(&a.settings))
-                        .unwrap_or_default(),
-                    None => AssistantSettings::default(),
-                };
-                timeouts.push((conversation.assistant_id, settings.assignment_timeout()));
-                settings.assignment_timeout()
-            }
-        };
+        let timeout = settings.of(db, &conversation).await?.assignment_timeout();
         if conversation.assigned_at.is_none_or(|at| at > now - timeout) {
             continue;
         }

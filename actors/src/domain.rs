@@ -14,6 +14,7 @@ mod name;
 mod permission;
 pub mod phone;
 pub mod secrets;
+mod swept_settings;
 pub mod templating;
 mod timezone;
 
@@ -27,6 +28,7 @@ pub use name::{BoundedName, LongName, Name, NameError};
 pub use permission::{Permission, Permissions, UnknownPermission};
 pub use phone::{InvalidPhone, Phone};
 pub use secrets::SecretBox;
+pub(crate) use swept_settings::SweptSettings;
 pub use timezone::{InvalidTimezone, Timezone};
 
 /// The default of the largest free-form JSON value (metadata, a description object, a task's

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use chrono::{DateTime, Utc};
 use parley_persistence::entities::conversation;
 use parley_persistence::{
-    ConversationMode, DatabaseConnection, EventType, PersistenceError, assistants, clock, handoff,
+    ConversationMode, DatabaseConnection, EventType, PersistenceError, clock, handoff,
 };
 use serde_json::json;
 use uuid::Uuid;
@@ -20,7 +20,7 @@ use uuid::Uuid;
 use super::context::Context;
 use super::turn::place;
 use super::{ConversationDeps, ConversationState, TurnError};
-use crate::domain::AssistantSettings;
+use crate::domain::SweptSettings;
 
 /// A change of who answers an identity's conversation on a channel.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
@@ -234,25 +234,9 @@ pub(super) async fn due(
     // No timeout is shorter than a minute: nothing quieter is due.
     let quiet = handoff::quiet_since(db, now - chrono::Duration::minutes(1), SWEEP_BATCH).await?;
     let mut due = Vec::new();
-    let mut timeouts: Vec<(Option<Uuid>, chrono::Duration)> = Vec::new();
+    let mut settings = SweptSettings::default();
     for conversation in quiet {
-        let timeout = match timeouts
-            .iter()
-            .find(|(a, _)| *a == conversation.assistant_id)
-        {
-            Some((_, timeout)) => *timeout,
-            None => {
-                let settings = match conversation.assistant_id {
-                    Some(id) => assistants::find(db, conversation.workspace_id, id)
-                        .await?
-                        .map(|a| AssistantSettings::from_stored(&a.settings))
-                        .unwrap_or_default(),
-                    None => AssistantSettings::default(),
-                };
-                timeouts.push((conversation.assistant_id, settings.handoff_timeout()));
-                settings.handoff_timeout()
-            }
-        };
+        let timeout = settings.of(db, &conversation).await?.handoff_timeout();
         let before = now - timeout;
         if conversation.human_active_at.is_some_and(|at| at < before) {
             due.push((
