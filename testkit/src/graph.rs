@@ -63,6 +63,7 @@ struct GraphState {
     window: HashMap<String, (Instant, u32)>,
     last_to: HashMap<(String, String), Instant>,
     per_second: Option<u32>,
+    received_past_limit: usize,
     pair_spacing: Option<Duration>,
     latency: Duration,
     listing_latency: Duration,
@@ -83,6 +84,25 @@ struct GraphState {
     upload_errors: VecDeque<i64>,
 }
 
+impl GraphState {
+    /// Counts one message of `number` (sent or received: Meta's throughput counts both) in its
+    /// one-second window; `false` when the window is full, and the message is not counted.
+    fn take_from_window(&mut self, number: &str, now: Instant) -> bool {
+        let Some(limit) = self.per_second else {
+            return true;
+        };
+        let window = self.window.entry(number.to_owned()).or_insert((now, 0));
+        if now.duration_since(window.0) >= Duration::from_secs(1) {
+            *window = (now, 0);
+        }
+        if window.1 >= limit {
+            return false;
+        }
+        window.1 += 1;
+        true
+    }
+}
+
 /// Delivery reports the fake posts back for every message it accepts.
 #[derive(Clone, Debug)]
 struct Reports {
@@ -90,6 +110,10 @@ struct Reports {
     app_secret: String,
     delay: Duration,
     statuses: Vec<String>,
+    /// One client for every report: a client per report loaded the system's certificates and
+    /// opened a connection each time, which at a thousand sends a second was most of the
+    /// machine's time (the fake's, not the server's).
+    http: reqwest::Client,
 }
 
 #[derive(Debug, Default)]
@@ -274,7 +298,37 @@ impl FakeGraph {
             app_secret: app_secret.to_owned(),
             delay,
             statuses: statuses.iter().map(|s| (*s).to_owned()).collect(),
+            http: self.http.clone(),
         });
+    }
+
+    /// Delivers a person's text message to `phone_number_id` as Meta does: counted in the
+    /// number's throughput (inbound and outbound messages share it) and posted to `url` signed
+    /// with `app_secret`; answers the status. A message past the number's throughput is still
+    /// delivered (Meta refuses sends, not people), and counted as received past it.
+    ///
+    /// # Panics
+    /// When the request cannot be sent.
+    pub async fn deliver_text(
+        &self,
+        url: &str,
+        app_secret: &str,
+        phone_number_id: &str,
+        (from, wamid, text): (&str, &str, &str),
+    ) -> u16 {
+        {
+            let mut state = self.shared.lock();
+            if !state.take_from_window(phone_number_id, Instant::now()) {
+                state.received_past_limit += 1;
+            }
+        }
+        let payload = text_message(phone_number_id, from, "Person", wamid, text);
+        self.post_webhook(url, app_secret, &payload).await
+    }
+
+    /// Messages delivered by [`FakeGraph::deliver_text`] when the number's window was full.
+    pub fn received_past_limit(&self) -> usize {
+        self.shared.lock().received_past_limit
     }
 
     /// Posts `payload` to `url` signed with `app_secret`, as Meta does; answers the status.
@@ -449,15 +503,8 @@ fn accept_now(
         return refuse(&mut state, 100);
     }
     let now = Instant::now();
-    if let Some(limit) = state.per_second {
-        let window = state.window.entry(number.clone()).or_insert((now, 0));
-        if now.duration_since(window.0) >= Duration::from_secs(1) {
-            *window = (now, 0);
-        }
-        if window.1 >= limit {
-            return refuse(&mut state, 130429);
-        }
-        window.1 += 1;
+    if !state.take_from_window(&number, now) {
+        return refuse(&mut state, 130429);
     }
     let to = body["to"].as_str().unwrap_or_default().to_owned();
     if let Some(spacing) = state.pair_spacing {
@@ -492,10 +539,10 @@ fn accept_now(
 /// Posts the configured statuses of `wamid`, signed, after the configured delay.
 async fn report(reports: Reports, number: String, wamid: String) {
     tokio::time::sleep(reports.delay).await;
-    let http = reqwest::Client::new();
     for status in &reports.statuses {
         let body = status_payload(&number, &wamid, status, None).to_string();
-        let _ = http
+        let _ = reports
+            .http
             .post(&reports.url)
             .header("content-type", "application/json")
             .header(
