@@ -8,6 +8,12 @@
 //! the run itself costs little) and waits for them to run. Reports the RSS growth over the empty
 //! server, the live task actors, and the lateness (due time to run start) of the 1,000.
 //!
+//! A workspace holds at most `actors.scheduler_task_quota` active tasks (1,000 by default), so
+//! the future tasks belong to as many other workspaces of the bench's business as they need, as
+//! a million tasks would on a real installation: the server runs with its default settings.
+//! `--one-workspace` stores them all in the bench's own workspace instead, with the quota raised
+//! to hold them (what a quota check costs in a workspace of that size).
+//!
 //! Run: `cargo run --release -p parley-benches --bin scheduler_scale -- [future tasks]`
 
 use std::time::{Duration, Instant};
@@ -15,19 +21,28 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use futures_util::StreamExt;
 use parley_benches::{BenchServer, Percentiles, memory_kib, ms};
+use parley_persistence::entities::workspace;
 use parley_persistence::scheduled_tasks::{self, NewTask};
 use parley_persistence::{TaskType, clock};
+use sea_orm::{ActiveModelTrait, ActiveValue::Set};
 use serde_json::{Value, json};
 
 const DUE_SOON: usize = 1_000;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    let one_workspace = std::env::args().any(|a| a == "--one-workspace");
     let future: usize = std::env::args()
-        .nth(1)
+        .skip(1)
+        .find(|a| !a.starts_with("--"))
         .map_or(Ok(100_000), |a| a.parse())
         .context("future tasks")?;
-    let server = BenchServer::start(|_| {}).await?;
+    let server = BenchServer::start(|settings| {
+        if one_workspace {
+            settings.actors.scheduler_task_quota = (future + 2 * DUE_SOON) as u64;
+        }
+    })
+    .await?;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let empty = memory_kib("VmRSS");
     let person = server
@@ -51,9 +66,11 @@ async fn main() -> anyhow::Result<()> {
         .await?["data"][0]["id"]
         .as_i64()
         .context("workspace id")?;
-    store_future(&server, workspace, future, &person, &stage).await?;
+    let per_workspace = if one_workspace { future } else { PER_WORKSPACE };
+    store_future(&server, workspace, future, one_workspace, &person, &stage).await?;
     let stored_in = started.elapsed();
 
+    let creating = Instant::now();
     let now = chrono::Utc::now();
     let first_due = now + chrono::Duration::seconds(3);
     let ids: Vec<anyhow::Result<String>> = futures_util::stream::iter(0..DUE_SOON)
@@ -72,6 +89,7 @@ async fn main() -> anyhow::Result<()> {
         .collect()
         .await;
     let ids: Vec<String> = ids.into_iter().collect::<anyhow::Result<_>>()?;
+    let created_in = creating.elapsed();
     let live_while_due = server
         .send(reqwest::Method::GET, "/admin/actors", &json!({}))
         .await
@@ -83,13 +101,19 @@ async fn main() -> anyhow::Result<()> {
     let late = Percentiles::of(&lateness).context("no runs")?;
     let latest = lateness.iter().max().copied().unwrap_or_default();
     println!(
-        "scheduler_scale: {future} future tasks over the next day + {DUE_SOON} due within 10 s, {}",
+        "scheduler_scale: {future} future tasks over the next day ({} a workspace) + {DUE_SOON} due within 10 s, {}",
+        per_workspace,
         server.database_kind()
     );
     println!(
         "{:<46} {:>14}",
         "future tasks stored in",
         format!("{:.1} s", stored_in.as_secs_f64())
+    );
+    println!(
+        "{:<46} {:>14}",
+        "the 1,000 due tasks created (API) in",
+        format!("{:.2} s", created_in.as_secs_f64())
     );
     println!(
         "{:<46} {:>14}",
@@ -134,20 +158,47 @@ async fn main() -> anyhow::Result<()> {
     server.stop().await
 }
 
-/// Stores `count` tasks due evenly over the next day, straight to the database.
+/// Future tasks per workspace (and per transaction): the default quota of active tasks.
+const PER_WORKSPACE: usize = 1_000;
+
+/// Stores `count` tasks due evenly over the next day, straight to the database: all in
+/// `workspace` when `one_workspace`, else [`PER_WORKSPACE`] to a new workspace of the business
+/// that owns it.
 async fn store_future(
     server: &BenchServer,
     workspace: i64,
     count: usize,
+    one_workspace: bool,
     person: &str,
     stage: &str,
 ) -> anyhow::Result<()> {
     let db = parley_persistence::connect(server.database_url()).await?;
+    let business = parley_persistence::workspaces::find_by_id(&db, workspace)
+        .await?
+        .context("the bench's workspace")?
+        .business_id;
     let start = chrono::Utc::now() + chrono::Duration::minutes(10);
     let step = 86_400_000 / count.max(1) as i64;
     let payload = json!({"identity_id": person, "stage_id": stage, "metadata": {}});
-    for chunk in (0..count).collect::<Vec<_>>().chunks(1_000) {
+    for (n, chunk) in (0..count)
+        .collect::<Vec<_>>()
+        .chunks(PER_WORKSPACE)
+        .enumerate()
+    {
         let txn = parley_persistence::begin_write(&db).await?;
+        let now = clock::now();
+        let owner = if one_workspace {
+            workspace
+        } else {
+            let new = workspace::ActiveModel {
+                business_id: Set(business),
+                name: Set(format!("future tasks {n}")),
+                created_at: Set(now),
+                updated_at: Set(now),
+                ..Default::default()
+            };
+            new.insert(&txn).await?.id
+        };
         for i in chunk {
             let new = NewTask {
                 name: format!("future-{i}"),
@@ -157,7 +208,7 @@ async fn store_future(
                 recurrence: None,
                 timezone: "UTC".to_owned(),
             };
-            scheduled_tasks::create(&txn, workspace, new, clock::now()).await?;
+            scheduled_tasks::create(&txn, owner, new, now).await?;
         }
         txn.commit().await?;
     }

@@ -267,7 +267,9 @@ pub(super) async fn create_task(
     let limits = &state.settings.actors;
     let min_interval = Duration::from_secs(limits.scheduler_min_interval_secs);
     let command = NewTaskCommand::try_from((body, min_interval))?;
-    let active = scheduled_tasks::count_active(&state.db, caller.workspace_id).await?;
+    let active =
+        scheduled_tasks::count_active(&state.db, caller.workspace_id, limits.scheduler_task_quota)
+            .await?;
     if active >= limits.scheduler_task_quota {
         return Err(ApiError::ConflictCode {
             code: "task_quota_reached",
