@@ -102,6 +102,8 @@ pub(crate) enum ChannelMsg {
     RegisterWebhook(RpcReplyPort<Result<bool, GraphError>>),
     /// Meta refused the credentials (190).
     CredentialsRejected(String),
+    /// A person's message reached the number (it counts in the number's throughput).
+    Received,
 }
 
 impl Actor for ChannelActor {
@@ -171,6 +173,7 @@ impl Actor for ChannelActor {
                     .await?;
                 state.channel.credentials_error = Some(message);
             }
+            ChannelMsg::Received => state.limits.received(),
         }
         Ok(())
     }

@@ -71,6 +71,9 @@ pub(crate) async fn process(
         Ok(inbound) => inbound,
         Err(unreadable) => return Processed::Refused(unreadable.to_string()),
     };
+    if fresh {
+        deps.outbox.channels().received(event.channel_id);
+    }
     let conversations = &deps.conversations;
     // Read before the identity may be created: see `Conversations::turn_of_created`.
     let announced_before = conversations.announced();

@@ -62,6 +62,16 @@ impl Channels {
         serde_json::from_value(value).map_err(|e| GraphError::Malformed(e.to_string()))
     }
 
+    /// A person's message reached the channel's number: Meta counts it in the number's
+    /// throughput, so the channel's sends leave room for it. Counted where the channel runs;
+    /// the events of a channel are answered there (`InboundDeps::placement`), so a message
+    /// answered elsewhere is not counted.
+    pub fn received(&self, channel_id: Uuid) {
+        if self.placement.owns(channel_id) {
+            self.local.received(channel_id);
+        }
+    }
+
     /// The channel's templates from Meta.
     ///
     /// # Errors

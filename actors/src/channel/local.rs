@@ -126,6 +126,11 @@ impl LocalChannels {
         self.tell(ChannelRegistryMsg::Rebalance);
     }
 
+    /// Tells the channel's live actor that a person's message reached its number.
+    pub(crate) fn received(&self, channel_id: Uuid) {
+        self.tell(ChannelRegistryMsg::Received(channel_id));
+    }
+
     /// Tells the registry that a channel changed or was deleted.
     pub(crate) fn changed(&self, change: &Change) {
         self.tell(ChannelRegistryMsg::Changed(change.clone()));

@@ -52,6 +52,9 @@ pub(crate) enum ChannelRegistryMsg {
     /// The partitions this node owns changed: actors of channels it no longer owns stop,
     /// active channels it now owns start.
     Rebalance,
+    /// A person's message reached the channel's number: its live actor counts it (a channel
+    /// with none sends nothing, so there is nothing to count it against).
+    Received(Uuid),
 }
 
 impl Actor for ChannelRegistry {
@@ -120,6 +123,11 @@ impl Actor for ChannelRegistry {
                 state.live.retire(&channel_id, None);
             }
             ChannelRegistryMsg::Changed(_) => {}
+            ChannelRegistryMsg::Received(channel_id) => {
+                if let Some(actor) = state.live.get(&channel_id) {
+                    let _ = actor.send_message(ChannelMsg::Received);
+                }
+            }
             ChannelRegistryMsg::Count(workspace, reply) => {
                 let _ = reply.send(state.live.count_in(workspace));
             }
