@@ -179,7 +179,7 @@ fn env_key(flat: &str) -> String {
         _ => {}
     }
     for section in [
-        "llm", "whatsapp", "mcp", "egress", "cluster", "media", "usage", "mail",
+        "llm", "whatsapp", "mcp", "egress", "cluster", "media", "usage", "mail", "database",
     ] {
         if let Some(key) = flat.strip_prefix(section).and_then(|k| k.strip_prefix('_')) {
             return format!("{section}.{key}");
@@ -279,7 +279,9 @@ mod tests {
             jail.set_env("PARLEY_DATA_DIR", "/var/lib/parley");
             jail.set_env("PARLEY_MODEL_CALLS_PER_WORKSPACE", "3");
             jail.set_env("PARLEY_USAGE_METERING", "false");
+            jail.set_env("PARLEY_DATABASE_SQLITE_CHECKPOINT_MS", "250");
             let settings = Settings::load(None, &Overrides::default()).map_err(|e| *e)?;
+            assert_eq!(settings.database.sqlite_checkpoint_ms, 250);
             assert_eq!(settings.actors.model_calls_per_workspace, 3);
             assert!(!settings.usage.metering);
             assert_eq!(
@@ -303,6 +305,7 @@ mod tests {
         let settings = Settings {
             database: DatabaseSettings {
                 url: Some("postgres://app:hunter2@db:5432/parley".to_owned()),
+                ..DatabaseSettings::default()
             },
             llm: LlmSettings {
                 api_key: Some("sk-secret".into()),

@@ -147,9 +147,9 @@ impl Application {
         let addr = listener.local_addr()?;
         tracing::info!(%addr, "listening");
         // Only SQLite has a write-ahead log of Parley's to copy; PostgreSQL checkpoints itself.
-        let checkpoints = (state.db.get_database_backend()
-            == parley_persistence::DbBackend::Sqlite)
-            .then(|| tokio::spawn(checkpoint_every(state.db.clone(), WAL_CHECKPOINT_EVERY)));
+        let every = Duration::from_millis(state.settings.database.sqlite_checkpoint_ms.max(1));
+        let checkpoints = parley_persistence::checkpoint_connection(&state.db)
+            .map(|own| (tokio::spawn(checkpoint_every(own.clone(), every)), own));
         serve(listener, router(state.clone()), limits, shutdown, grace).await;
         if let Some(membership) = &membership
             && let Err(error) = membership.drain().await
@@ -161,8 +161,13 @@ impl Application {
         if let Some(membership) = &membership {
             membership.leave().await;
         }
-        if let Some(checkpoints) = checkpoints {
+        // Closed before the pool: the pool's last connection then checkpoints what is left.
+        if let Some((checkpoints, own)) = checkpoints {
             checkpoints.abort();
+            let _ = checkpoints.await;
+            if let Err(error) = own.close_by_ref().await {
+                tracing::warn!(%error, "closing the checkpoint connection");
+            }
         }
         if let Err(error) = state.db.close_by_ref().await {
             tracing::warn!(%error, "closing the database");
@@ -171,14 +176,6 @@ impl Application {
         Ok(())
     }
 }
-
-/// How often the embedded SQLite database's write-ahead log is copied into the database file.
-/// A checkpoint holds the writer up (write batches of 11–17 ms began with each, against half a
-/// millisecond otherwise): once a second, at 300 messages a second, one took 43–60 ms and made
-/// the replies in flight the p99; every 250 ms they took 15–23 ms, and every 100 ms the p99 fell
-/// from about 30 to about 17 ms. In a burst, checkpoints this often cost about a tenth of the
-/// throughput (benches/README.md, the fourteenth session).
-const WAL_CHECKPOINT_EVERY: Duration = Duration::from_millis(100);
 
 /// Checkpoints the embedded database's write-ahead log every `period` until aborted.
 async fn checkpoint_every(db: DatabaseConnection, period: Duration) {

@@ -149,10 +149,37 @@ fn postgres_writers(db: &DatabaseConnection, writers: u32) -> DatabaseConnection
     SqlxPostgresConnector::from_sqlx_postgres_pool(own)
 }
 
+/// SQLite only: a connection of its own for [`checkpoint_wal`] (one connection, so one thread
+/// of sqlx's), opened as `db`'s are; `None` on PostgreSQL, which checkpoints itself, and for an
+/// in-memory database.
+///
+/// A checkpoint on a connection of the shared pool took one of the readers' connections for its
+/// copy and its two flushes; on its own it takes none, and keeps its page cache warm between
+/// checkpoints.
+pub fn checkpoint_connection(db: &DatabaseConnection) -> Option<DatabaseConnection> {
+    if db.get_database_backend() != sea_orm::DbBackend::Sqlite {
+        return None;
+    }
+    let options = (*db.get_sqlite_connection_pool().connect_options()).clone();
+    if options.get_filename() == Path::new(":memory:") {
+        return None;
+    }
+    let own = SqlitePoolOptions::new()
+        .max_connections(1)
+        .min_connections(1)
+        .idle_timeout(None)
+        .max_lifetime(None)
+        .test_before_acquire(false)
+        .acquire_timeout(Duration::from_secs(10))
+        .after_connect(|connection, _| Box::pin(prepare_sqlite(connection)))
+        .connect_lazy_with(options);
+    Some(SqlxSqliteConnector::from_sqlx_sqlite_pool(own))
+}
+
 /// SQLite only: copies what it can of the write-ahead log into the database file. Connections
-/// do not checkpoint when they commit (see [`connect`]); the server calls this periodically,
-/// off the request path. `PASSIVE` never waits for readers or writers: what it cannot copy now
-/// is copied next time. Does nothing on PostgreSQL.
+/// do not checkpoint when they commit (see [`connect`]); the server calls this periodically on
+/// [`checkpoint_connection`], off the request path. `PASSIVE` never waits for readers or
+/// writers: what it cannot copy now is copied next time. Does nothing on PostgreSQL.
 ///
 /// # Errors
 /// Fails on a database error.

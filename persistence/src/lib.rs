@@ -41,7 +41,8 @@ pub mod workers;
 pub mod workspaces;
 
 pub use connection::{
-    begin_write, checkpoint_wal, connect, migrate, pool_connections, sqlite_url_in,
+    begin_write, checkpoint_connection, checkpoint_wal, connect, migrate, pool_connections,
+    sqlite_url_in,
 };
 pub use error::PersistenceError;
 pub use group_commit::{GroupCommit, Merged, WRITE_BATCH, Writes};

@@ -104,11 +104,23 @@ impl Default for ServerSettings {
 }
 
 /// `[database]`.
-#[derive(Clone, Default, Serialize, Deserialize)]
+#[derive(Clone, Serialize, Deserialize)]
 #[serde(default)]
 pub struct DatabaseSettings {
     /// `sqlite://…` or `postgres://…`; defaults to `parley.db` in [`Settings::data_dir`].
     pub url: Option<String>,
+    /// SQLite only: how often the write-ahead log is copied into the database file, in
+    /// milliseconds (on a connection of its own; commits never checkpoint).
+    pub sqlite_checkpoint_ms: u64,
+}
+
+impl Default for DatabaseSettings {
+    fn default() -> Self {
+        Self {
+            url: None,
+            sqlite_checkpoint_ms: 100,
+        }
+    }
 }
 
 // The URL's password stays out of logs and panic messages.
@@ -116,6 +128,7 @@ impl std::fmt::Debug for DatabaseSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DatabaseSettings")
             .field("url", &self.url.as_deref().map(redact_url))
+            .field("sqlite_checkpoint_ms", &self.sqlite_checkpoint_ms)
             .finish()
     }
 }
