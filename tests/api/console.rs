@@ -722,7 +722,10 @@ async fn successful_sign_ins_are_throttled_per_address_and_a_key_keeps_its_newes
     let app = spawn_app().await;
     let mut statuses = Vec::new();
     let mut first = None;
-    for _ in 0..31 {
+    let started = std::time::Instant::now();
+    // Thirty a minute, refilled one every two seconds: on a loaded machine the loop may take
+    // long enough for a refill or two, so it signs in until refused.
+    while statuses.len() < 60 && statuses.last() != Some(&429) {
         let mut tab = Tab::new(&app);
         let page = tab
             .post("/console/sign-in", &[("key", app.owner.api_key.as_str())])
@@ -732,10 +735,11 @@ async fn successful_sign_ins_are_throttled_per_address_and_a_key_keeps_its_newes
             first = Some(tab);
         }
     }
-    assert!(statuses[..30].iter().all(|s| *s == 303), "{statuses:?}");
-    assert_eq!(
-        statuses[30], 429,
-        "the 31st sign-in of a minute: {statuses:?}"
+    let allowed = statuses.iter().take_while(|s| **s == 303).count();
+    let refilled = usize::try_from(started.elapsed().as_secs() / 2).unwrap_or(usize::MAX);
+    assert!(
+        (30..=31 + refilled).contains(&allowed) && statuses.last() == Some(&429),
+        "30 sign-ins of a minute, then 429: {statuses:?}"
     );
     // A key holds its 20 newest sessions: the first of these thirty was let go.
     let mut first = first.expect("a session");
