@@ -10,7 +10,9 @@ use parley_migrations::{Migrator, MigratorTrait};
 use sea_orm::sqlx::Connection as _;
 use sea_orm::sqlx::SqliteConnection;
 use sea_orm::sqlx::postgres::PgPoolOptions;
-use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sea_orm::sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous,
+};
 use sea_orm::{
     ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DatabaseTransaction,
     SqliteTransactionMode, SqlxPostgresConnector, SqlxSqliteConnector, TransactionOptions,
@@ -108,21 +110,27 @@ fn sqlite_writer(db: &DatabaseConnection) -> DatabaseConnection {
         // Merged writes prepare one statement per number of pieces they carry: room for those
         // beside the single-row ones, which stay cached.
         .statement_cache_capacity(WRITER_STATEMENTS);
+    // A second connection to `:memory:` would open another, empty database.
+    one_sqlite_connection(options).unwrap_or_else(|| db.clone())
+}
+
+/// A pool of one SQLite connection opened with `options`, kept for good (reopening it would
+/// empty the page cache it is there for); `None` for `:memory:`, where a second connection
+/// would open another, empty database.
+fn one_sqlite_connection(options: SqliteConnectOptions) -> Option<DatabaseConnection> {
     if options.get_filename() == Path::new(":memory:") {
-        // A second connection to `:memory:` would open another, empty database.
-        return db.clone();
+        return None;
     }
     let own = SqlitePoolOptions::new()
         .max_connections(1)
         .min_connections(1)
-        // Its one connection is kept: reopening it would empty the cache it is there for.
         .idle_timeout(None)
         .max_lifetime(None)
         .test_before_acquire(false)
         .acquire_timeout(Duration::from_secs(10))
         .after_connect(|connection, _| Box::pin(prepare_sqlite(connection)))
         .connect_lazy_with(options);
-    SqlxSqliteConnector::from_sqlx_sqlite_pool(own)
+    Some(SqlxSqliteConnector::from_sqlx_sqlite_pool(own))
 }
 
 /// PostgreSQL's writer connections, one per writer (see [`writer_connection`]), pinged before
@@ -160,20 +168,7 @@ pub fn checkpoint_connection(db: &DatabaseConnection) -> Option<DatabaseConnecti
     if db.get_database_backend() != sea_orm::DbBackend::Sqlite {
         return None;
     }
-    let options = (*db.get_sqlite_connection_pool().connect_options()).clone();
-    if options.get_filename() == Path::new(":memory:") {
-        return None;
-    }
-    let own = SqlitePoolOptions::new()
-        .max_connections(1)
-        .min_connections(1)
-        .idle_timeout(None)
-        .max_lifetime(None)
-        .test_before_acquire(false)
-        .acquire_timeout(Duration::from_secs(10))
-        .after_connect(|connection, _| Box::pin(prepare_sqlite(connection)))
-        .connect_lazy_with(options);
-    Some(SqlxSqliteConnector::from_sqlx_sqlite_pool(own))
+    one_sqlite_connection((*db.get_sqlite_connection_pool().connect_options()).clone())
 }
 
 /// SQLite only: copies what it can of the write-ahead log into the database file. Connections
