@@ -116,7 +116,6 @@ pub struct FlowDeps {
 /// # Errors
 /// Fails on a database error.
 pub(crate) async fn reach_recipient(
-    db: &DatabaseConnection,
     flows: &Flows,
     report: &StatusReport,
 ) -> Result<(), PersistenceError> {
@@ -124,9 +123,16 @@ pub(crate) async fn reach_recipient(
         return Ok(());
     };
     let error = report.error.as_ref().map(|e| (e.code, e.message.clone()));
-    if let Some((flow_id, _)) =
-        flows::apply_delivery(db, &report.wamid, status, error, clock::now()).await?
-    {
+    let wamid = report.wamid.clone();
+    let now = clock::now();
+    let moved = flows
+        .writer()
+        .write(move |db| {
+            let (wamid, error) = (wamid.clone(), error.clone());
+            Box::pin(async move { flows::apply_delivery(db, &wamid, status, error, now).await })
+        })
+        .await?;
+    if let Some((flow_id, _)) = moved {
         crate::measure::flow_recipient(status.as_str());
         flows.reported(flow_id);
     }
@@ -137,7 +143,7 @@ impl DeliveryWatcher for Flows {
     /// A report on a flow recipient's message moves the recipient and wakes its flow; any
     /// other message is not a flow's, and nothing happens.
     fn delivered<'a>(&'a self, report: &'a StatusReport) -> Watching<'a> {
-        Box::pin(async move { reach_recipient(self.db(), self, report).await })
+        Box::pin(async move { reach_recipient(self, report).await })
     }
 }
 

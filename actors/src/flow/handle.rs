@@ -1,7 +1,7 @@
 //! [`Flows`], the handle the HTTP layer, scheduled tasks and the delivery reports talk to the
 //! `flows` supervisor through, and the messages it understands.
 
-use parley_persistence::DatabaseConnection;
+use parley_persistence::{DatabaseConnection, GroupCommit};
 use ractor::{RpcReplyPort, call_t};
 use uuid::Uuid;
 
@@ -27,8 +27,11 @@ pub(crate) enum FlowRegistryMsg {
 #[derive(Clone, Debug)]
 pub struct Flows {
     registry: Slot<FlowRegistryMsg>,
-    /// Flows are created, and delivery reports applied, through it.
+    /// Flows are created and read through it.
     db: DatabaseConnection,
+    /// Recipients' claims, outcomes and delivery reports are written through it, committed
+    /// with the other writes of the moment (a campaign makes several per message).
+    writer: GroupCommit,
     /// Which flows run here; the owner of the others is told through the database.
     placement: Placement,
     /// A flow's end (a person's cancel) is written with its event.
@@ -39,12 +42,14 @@ impl Flows {
     pub(crate) fn new(
         registry: Slot<FlowRegistryMsg>,
         db: DatabaseConnection,
+        writer: GroupCommit,
         placement: Placement,
         events: Events,
     ) -> Self {
         Self {
             registry,
             db,
+            writer,
             placement,
             events,
         }
@@ -52,6 +57,10 @@ impl Flows {
 
     pub(crate) fn db(&self) -> &DatabaseConnection {
         &self.db
+    }
+
+    pub(crate) fn writer(&self) -> &GroupCommit {
+        &self.writer
     }
 
     pub(crate) fn events(&self) -> &Events {

@@ -103,7 +103,16 @@ impl Runner {
                 }
                 let now = clock::now();
                 let fence = self.sender.flows.placement().fence(self.flow_id);
-                if !flows::claim(&self.sender.db, recipient.id, now, fence.as_ref()).await? {
+                let id = recipient.id;
+                let claimed = self
+                    .sender
+                    .flows
+                    .writer()
+                    .write(move |db| {
+                        Box::pin(async move { flows::claim(db, id, now, fence.as_ref()).await })
+                    })
+                    .await?;
+                if !claimed {
                     continue;
                 }
                 let sender = self.sender.clone();

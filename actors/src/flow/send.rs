@@ -130,7 +130,13 @@ pub(super) async fn record_outcome(
         } => Some((*message_id, platform_message_id.clone(), *status)),
         SendOutcome::Retry { .. } | SendOutcome::Final { .. } => None,
     };
-    flows::record(&sender.db, recipient_id, outcome, clock::now()).await?;
+    let now = clock::now();
+    let recorded = outcome.clone();
+    sender
+        .flows
+        .writer()
+        .write(move |db| Box::pin(flows::record(db, recipient_id, recorded.clone(), now)))
+        .await?;
     let Some((message_id, wamid, recorded)) = accepted else {
         return Ok(());
     };
@@ -148,7 +154,7 @@ pub(super) async fn record_outcome(
             .error
             .and_then(|e| serde_json::from_value::<MetaError>(e).ok()),
     };
-    super::reach_recipient(&sender.db, &sender.flows, &report).await
+    super::reach_recipient(&sender.flows, &report).await
 }
 
 /// What a send's answer means for the recipient and the flow, by the kind of Meta's error.
@@ -336,6 +342,7 @@ mod tests {
         let flows = Flows::new(
             Slot::new(SupervisorKind::Flows),
             db.clone(),
+            deps.conversations.writer.clone(),
             crate::cluster::Placement::single(),
             deps.conversations.events.clone(),
         );
@@ -402,6 +409,7 @@ mod tests {
         };
         let reports = crate::outbound::Reports::start(
             db.clone(),
+            deps.conversations.writer.clone(),
             Arc::new(sender.flows.clone()),
             crate::events::Events::default(),
             crate::changes::Announcer::default(),

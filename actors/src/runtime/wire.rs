@@ -64,6 +64,7 @@ pub(super) fn wire(deps: &RuntimeDeps, slots: &Slots) -> (Handles, RootArgs) {
     let flows = Flows::new(
         slots.flows.clone(),
         db.clone(),
+        deps.conversations.writer.clone(),
         placement.clone(),
         deps.events.events.clone(),
     );
@@ -79,6 +80,7 @@ pub(super) fn wire(deps: &RuntimeDeps, slots: &Slots) -> (Handles, RootArgs) {
         scheduler: Scheduler::new(slots.scheduler.clone(), placement.clone()),
         reports: Reports::start(
             db.clone(),
+            deps.conversations.writer.clone(),
             Arc::new(flows.clone()),
             deps.conversations.events.clone(),
             changes.clone(),
