@@ -127,7 +127,7 @@ pub(crate) async fn reach_recipient(
     let now = clock::now();
     let moved = flows
         .writer()
-        .write(move |db| {
+        .write_small(move |db| {
             let (wamid, error) = (wamid.clone(), error.clone());
             Box::pin(async move { flows::apply_delivery(db, &wamid, status, error, now).await })
         })

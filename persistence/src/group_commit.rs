@@ -66,6 +66,9 @@ pub type Writes<'e, T> = Pin<Box<dyn Future<Output = Result<T>> + Send + 'e>>;
 #[derive(Clone, Debug)]
 pub struct GroupCommit {
     jobs: mpsc::Sender<Box<dyn Job>>,
+    /// The pool, where a small write runs directly on a database that writes in parallel
+    /// (PostgreSQL; see [`GroupCommit::write_small`]); `None` on SQLite.
+    parallel: Option<DatabaseConnection>,
 }
 
 impl GroupCommit {
@@ -75,13 +78,14 @@ impl GroupCommit {
     #[must_use]
     pub fn start(db: DatabaseConnection) -> Self {
         let writers = writers(&db);
+        let parallel = (db.get_database_backend() != DbBackend::Sqlite).then(|| db.clone());
         let db = crate::connection::writer_connection(&db, writers);
         let (jobs, queue) = mpsc::channel(QUEUE);
         let queue = Arc::new(Mutex::new(queue));
         for _ in 0..writers {
             tokio::spawn(keep_writing(db.clone(), queue.clone()));
         }
-        Self { jobs }
+        Self { jobs, parallel }
     }
 
     /// Runs `work` with other callers' writes and answers its result once committed.
@@ -109,6 +113,44 @@ impl GroupCommit {
         F: for<'e> Fn(&'e DatabaseExecutor<'e>) -> Writes<'e, T> + Send + 'static,
     {
         self.submit(work, true).await
+    }
+
+    /// Runs `work`, a write of a statement or two that needs nothing of a batch but its commit,
+    /// where it waits least: on SQLite with the writer's batches (one write lock: a write on
+    /// another connection would wait for the writer's commits and hold them up in turn), on
+    /// PostgreSQL on a pool connection of its own (writes run in parallel there, and the
+    /// writers' few connections would queue it behind every other write). Answers once
+    /// committed, as [`GroupCommit::write`].
+    ///
+    /// # Errors
+    /// As [`GroupCommit::write`].
+    pub async fn write_small<T, F>(&self, work: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: for<'e> Fn(&'e DatabaseExecutor<'e>) -> Writes<'e, T> + Send + 'static,
+    {
+        match &self.parallel {
+            Some(pool) => work(&DatabaseExecutor::Connection(pool)).await,
+            None => self.submit(work, false).await,
+        }
+    }
+
+    /// As [`GroupCommit::write_small`], for statements that must commit together.
+    ///
+    /// # Errors
+    /// As [`GroupCommit::write`].
+    pub async fn write_small_atomic<T, F>(&self, work: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: for<'e> Fn(&'e DatabaseExecutor<'e>) -> Writes<'e, T> + Send + 'static,
+    {
+        let Some(pool) = &self.parallel else {
+            return self.submit(work, true).await;
+        };
+        let txn = crate::begin_write(pool).await?;
+        let answer = work(&DatabaseExecutor::Transaction(&txn)).await?;
+        txn.commit().await?;
+        Ok(answer)
     }
 
     /// Runs `piece` with the other pieces of its kind waiting in the same batch, in one

@@ -108,7 +108,7 @@ impl Runner {
                     .sender
                     .flows
                     .writer()
-                    .write(move |db| {
+                    .write_small(move |db| {
                         Box::pin(async move { flows::claim(db, id, now, fence.as_ref()).await })
                     })
                     .await?;

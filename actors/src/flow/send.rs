@@ -135,7 +135,7 @@ pub(super) async fn record_outcome(
     sender
         .flows
         .writer()
-        .write(move |db| Box::pin(flows::record(db, recipient_id, recorded.clone(), now)))
+        .write_small(move |db| Box::pin(flows::record(db, recipient_id, recorded.clone(), now)))
         .await?;
     let Some((message_id, wamid, recorded)) = accepted else {
         return Ok(());
