@@ -117,6 +117,7 @@ pub(crate) async fn runtime_deps() -> (RuntimeDeps, tempfile::TempDir, FakeModel
         scheduler_runs_kept: 100,
         events: crate::events::delivery::DeliveryDeps {
             db: conversations.db.clone(),
+            writer: conversations.writer.clone(),
             secrets: channels.secrets.clone(),
             egress: std::sync::Arc::new(
                 crate::egress::Egress::parse("127.0.0.0/8").expect("allow list"),

@@ -38,6 +38,7 @@ impl Settings {
         let announcer = changes.clone();
         let delivery = DeliveryDeps {
             db: db.clone(),
+            writer: writer.clone(),
             secrets: secrets.clone(),
             egress: Arc::new(self.egress.policy().unwrap_or_default()),
             events: events.clone(),

@@ -11,20 +11,87 @@ use parley_persistence::entities::{event_delivery, event_webhook};
 use parley_persistence::event_deliveries::{self, Settled};
 use parley_persistence::usage;
 use parley_persistence::{
-    DatabaseConnection, DeliveryStatus, PersistenceError, clock, event_webhooks,
+    ConnectionTrait, DeliveryStatus, PersistenceError, clock, event_webhooks,
 };
 use uuid::Uuid;
 
-use super::super::sign;
+use super::super::sign::Signer;
 use super::DeliveryDeps;
+use crate::domain::SecretBox;
 use crate::events::Events;
 
-/// One attempt of one delivery.
-pub(super) struct Attempt {
-    pub(super) deps: Arc<DeliveryDeps>,
-    pub(super) client: reqwest::Client,
-    pub(super) endpoint: event_webhook::Model,
-    pub(super) delivery: event_delivery::Model,
+/// An endpoint as its lane posts to it: its address and its secrets, opened once.
+#[derive(Debug)]
+pub(super) struct Target {
+    pub(super) id: Uuid,
+    pub(super) workspace_id: i64,
+    url: String,
+    /// The sealed secrets it was opened from: a rotation makes a new target.
+    sealed: (String, Option<String>, Option<DateTime<Utc>>),
+    /// The signers, or why the secrets could not be opened.
+    signers: Result<Signers, String>,
+}
+
+/// Who signs: the current secret, and both while a rotated-out secret still signs.
+#[derive(Debug)]
+struct Signers {
+    current: Signer,
+    /// Until when the previous secret signs too, and the signer of both.
+    with_previous: Option<(DateTime<Utc>, Signer)>,
+}
+
+impl Target {
+    /// `endpoint`'s address, and its secrets opened with `secrets`.
+    pub(super) fn new(endpoint: &event_webhook::Model, secrets: &SecretBox) -> Self {
+        let open = |sealed: &str| {
+            secrets
+                .open(sealed)
+                .map_err(|_| "the endpoint's secret could not be opened".to_owned())
+        };
+        let signers = open(&endpoint.secret).and_then(|current| {
+            let with_previous = match (&endpoint.previous_secret, endpoint.previous_secret_until) {
+                (Some(previous), Some(until)) => {
+                    let previous = open(previous)?;
+                    Some((until, Signer::new(&[&current, &previous])))
+                }
+                _ => None,
+            };
+            Ok(Signers {
+                current: Signer::new(&[&current]),
+                with_previous,
+            })
+        });
+        Self {
+            id: endpoint.id,
+            workspace_id: endpoint.workspace_id,
+            url: endpoint.url.clone(),
+            sealed: Self::sealed(endpoint),
+            signers,
+        }
+    }
+
+    /// Whether `endpoint` still posts and signs as this target does.
+    pub(super) fn same_as(&self, endpoint: &event_webhook::Model) -> bool {
+        self.url == endpoint.url && self.sealed == Self::sealed(endpoint)
+    }
+
+    fn sealed(endpoint: &event_webhook::Model) -> (String, Option<String>, Option<DateTime<Utc>>) {
+        (
+            endpoint.secret.clone(),
+            endpoint.previous_secret.clone(),
+            endpoint.previous_secret_until,
+        )
+    }
+
+    /// Who signs at `now`: the current secret, and the previous one for a day after a
+    /// rotation.
+    fn signer(&self, now: DateTime<Utc>) -> Result<&Signer, String> {
+        let signers = self.signers.as_ref().map_err(Clone::clone)?;
+        Ok(match &signers.with_previous {
+            Some((until, both)) if *until > now => both,
+            _ => &signers.current,
+        })
+    }
 }
 
 /// How an endpoint answered.
@@ -39,9 +106,9 @@ enum Answer {
     Unreachable(String),
 }
 
-/// What an attempt came to, recorded by the actor with the others that ended about then.
-#[derive(Debug)]
-pub(crate) struct Outcome {
+/// What an attempt came to, recorded by its lane with the others that ended about then.
+#[derive(Clone, Debug)]
+pub(super) struct Outcome {
     pub(super) endpoint_id: Uuid,
     pub(super) workspace_id: i64,
     pub(super) delivery_id: Uuid,
@@ -50,10 +117,19 @@ pub(crate) struct Outcome {
     pub(super) disable: Option<&'static str>,
 }
 
+/// One attempt of one delivery.
+pub(super) struct Attempt {
+    pub(super) deps: Arc<DeliveryDeps>,
+    pub(super) client: reqwest::Client,
+    pub(super) target: Arc<Target>,
+    pub(super) delivery: event_delivery::Model,
+}
+
 impl Attempt {
     /// Posts the delivery; answers how its row is to be settled.
-    pub(super) async fn run(self) -> Outcome {
-        let answer = self.post().await;
+    pub(super) async fn run(mut self) -> Outcome {
+        let body = std::mem::take(&mut self.delivery.body);
+        let answer = self.post(body).await;
         let (settled, disable) = self.settle(&answer, clock::now());
         crate::measure::event_delivery(match settled.status {
             DeliveryStatus::Succeeded => "succeeded",
@@ -61,37 +137,33 @@ impl Attempt {
             DeliveryStatus::Failed => "failed",
         });
         Outcome {
-            endpoint_id: self.endpoint.id,
-            workspace_id: self.endpoint.workspace_id,
+            endpoint_id: self.target.id,
+            workspace_id: self.target.workspace_id,
             delivery_id: self.delivery.id,
             settled,
             disable,
         }
     }
 
-    /// Signs and posts the stored body.
-    async fn post(&self) -> Answer {
-        let secrets = match self.secrets() {
-            Ok(secrets) => secrets,
+    /// Signs and posts the stored `body`.
+    async fn post(&self, body: String) -> Answer {
+        let now = clock::now();
+        let signer = match self.target.signer(now) {
+            Ok(signer) => signer,
             Err(error) => return Answer::Unreachable(error),
         };
-        let secrets: Vec<&str> = secrets.iter().map(String::as_str).collect();
         let id = self.delivery.event_id.to_string();
-        let timestamp = clock::now().timestamp();
-        let body = &self.delivery.body;
+        let timestamp = now.timestamp();
         let request = self
             .client
-            .post(&self.endpoint.url)
+            .post(&self.target.url)
             .timeout(self.deps.settings.timeout)
             .header("content-type", "application/json")
             .header("user-agent", "Parley-Webhooks/1")
-            .header("webhook-id", &id)
-            .header("webhook-timestamp", timestamp.to_string())
-            .header(
-                "webhook-signature",
-                sign::signature(&secrets, &id, timestamp, body),
-            )
-            .body(body.clone());
+            .header("webhook-signature", signer.sign(&id, timestamp, &body))
+            .header("webhook-id", id)
+            .header("webhook-timestamp", timestamp)
+            .body(body);
         match request.send().await {
             Ok(response) => {
                 let status = response.status().as_u16();
@@ -116,26 +188,6 @@ impl Attempt {
             // An address the egress policy refuses reads as one that cannot be reached.
             Err(_) => Answer::Unreachable("the endpoint could not be reached".to_owned()),
         }
-    }
-
-    /// The secrets that sign now: the current one, and the previous one for a day after a
-    /// rotation.
-    fn secrets(&self) -> Result<Vec<String>, String> {
-        let open = |sealed: &str| {
-            self.deps
-                .secrets
-                .open(sealed)
-                .map_err(|_| "the endpoint's secret could not be opened".to_owned())
-        };
-        let mut secrets = vec![open(&self.endpoint.secret)?];
-        if let (Some(previous), Some(until)) = (
-            &self.endpoint.previous_secret,
-            self.endpoint.previous_secret_until,
-        ) && until > clock::now()
-        {
-            secrets.push(open(previous)?);
-        }
-        Ok(secrets)
     }
 
     /// The row's new state after `answer`, and why to disable the endpoint, if it must be.
@@ -188,21 +240,21 @@ impl Attempt {
     }
 }
 
-/// Records `outcomes` in one transaction: the deliveries that succeeded with one statement per
+/// Records `outcomes` on `db` (the caller's transaction): the deliveries that succeeded with one statement per
 /// status code, the others one by one, and each endpoint's failing streak (ended by a success;
 /// five days of it, or a 410, disable the endpoint). Answers the endpoints disabled now, with
 /// their workspaces.
 ///
 /// # Errors
-/// The database's; nothing is recorded then, and the deliveries are attempted again.
+/// The database's; nothing is recorded then (the caller's transaction rolls back), and the
+/// deliveries are attempted again.
 pub(super) async fn record(
-    db: &DatabaseConnection,
+    db: &impl ConnectionTrait,
     events: &Events,
     outcomes: &[Outcome],
     give_up_after: chrono::Duration,
 ) -> Result<Vec<(Uuid, i64)>, PersistenceError> {
     let now = clock::now();
-    let txn = parley_persistence::begin_write(db).await?;
     let mut by_code: HashMap<Option<i32>, Vec<Uuid>> = HashMap::new();
     let mut endpoints: HashMap<Uuid, (i64, bool, Option<&'static str>)> = HashMap::new();
     for outcome in outcomes {
@@ -219,12 +271,11 @@ pub(super) async fn record(
                 .or_default()
                 .push(outcome.delivery_id);
         } else {
-            event_deliveries::settle(&txn, outcome.delivery_id, outcome.settled.clone(), now)
-                .await?;
+            event_deliveries::settle(db, outcome.delivery_id, outcome.settled.clone(), now).await?;
         }
     }
     for (code, ids) in by_code {
-        event_deliveries::succeeded(&txn, &ids, code, now).await?;
+        event_deliveries::succeeded(db, &ids, code, now).await?;
     }
     // Each delivery the endpoint took counts in its workspace's usage, with its record.
     let delivered: Vec<usage::Count> = outcomes
@@ -232,19 +283,19 @@ pub(super) async fn record(
         .filter(|o| o.settled.status == DeliveryStatus::Succeeded)
         .map(|o| usage::Count::new(o.workspace_id, now, usage::Metric::EventDeliveries, 1))
         .collect();
-    usage::add(&txn, &delivered).await?;
+    usage::add(db, &delivered).await?;
     let mut disabled = Vec::new();
     for (endpoint_id, (workspace_id, any_success, gone)) in endpoints {
         let now_disabled = if let Some(reason) = gone {
-            event_webhooks::disable(&txn, endpoint_id, reason, None, now).await?
+            event_webhooks::disable(db, endpoint_id, reason, None, now).await?
         } else if any_success {
-            event_webhooks::succeeded(&txn, endpoint_id).await?;
+            event_webhooks::succeeded(db, endpoint_id).await?;
             false
         } else {
-            event_webhooks::failed(&txn, endpoint_id, now).await?;
+            event_webhooks::failed(db, endpoint_id, now).await?;
             let reason = "every delivery failed for five days";
             let since = Some(now - give_up_after);
-            event_webhooks::disable(&txn, endpoint_id, reason, since, now).await?
+            event_webhooks::disable(db, endpoint_id, reason, since, now).await?
         };
         if now_disabled {
             disabled.push((endpoint_id, workspace_id));
@@ -253,8 +304,7 @@ pub(super) async fn record(
     // The routes leave a disabled endpoint out before its disabling commits: no fact written
     // after the commit is written for it.
     for (_, workspace_id) in &disabled {
-        events.reload(&txn, Some(*workspace_id)).await?;
+        events.reload(db, Some(*workspace_id)).await?;
     }
-    txn.commit().await?;
     Ok(disabled)
 }

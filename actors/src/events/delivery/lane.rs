@@ -1,0 +1,328 @@
+//! One endpoint's lane: a task of its own that lives while its endpoint has deliveries due on
+//! this node. It reads the due deliveries ahead into a queue, keeps at most `per_endpoint`
+//! attempts in flight (polled here: no task and no actor message per attempt), and records the
+//! outcomes of those that ended within a few milliseconds of each other together, through the
+//! database's writer. The delivery actor tells it when to look again ([`LaneMsg`]); once it
+//! has nothing read, in flight or unrecorded, and nothing more to read, it says so
+//! ([`DeliveryMsg::Idle`]) and the actor ends it, unless it has told it something since.
+
+use std::collections::{HashSet, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+use parley_persistence::entities::{event_delivery, event_webhook};
+use parley_persistence::{PersistenceError, clock, event_deliveries};
+use ractor::ActorRef;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use super::attempt::{self, Attempt, Outcome, Target};
+use super::{DeliveryDeps, DeliveryMsg};
+
+/// Most deliveries read ahead of the requests.
+const READ_AHEAD: u64 = 64;
+/// Most outcomes recorded in one transaction.
+const RECORD_BATCH: usize = 128;
+/// How long an outcome waits for others to be recorded with.
+const RECORD_AFTER: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// What the delivery actor tells a lane.
+pub(super) enum LaneMsg {
+    /// Deliveries may be due: the endpoint as just read.
+    Look(Box<event_webhook::Model>),
+    /// The endpoint has nothing due on this node any more (it was disabled or deleted, or
+    /// another node owns it now): what is queued is dropped, what is in flight ends.
+    Rest,
+}
+
+/// The delivery actor's handle on a lane; dropping it ends the lane once its recording is done.
+pub(super) struct LaneHandle {
+    tx: mpsc::UnboundedSender<LaneMsg>,
+    /// Messages sent: a lane idle after reading as many may end.
+    told: u64,
+}
+
+impl LaneHandle {
+    /// Starts the lane of `endpoint`, reading at once.
+    pub(super) fn start(
+        deps: Arc<DeliveryDeps>,
+        client: reqwest::Client,
+        endpoint: event_webhook::Model,
+        actor: ActorRef<DeliveryMsg>,
+    ) -> Self {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let lane = Lane {
+            target: Arc::new(Target::new(&endpoint, &deps.secrets)),
+            deps,
+            client,
+            actor,
+            queue: VecDeque::new(),
+            held: HashSet::new(),
+            running: FuturesUnordered::new(),
+            ended: Vec::new(),
+            told: 0,
+            more: true,
+            resting: false,
+            disabled: false,
+            said_idle: false,
+        };
+        tokio::spawn(lane.run(rx));
+        Self { tx, told: 0 }
+    }
+
+    /// Tells the lane `message`.
+    pub(super) fn tell(&mut self, message: LaneMsg) {
+        self.told += 1;
+        let _ = self.tx.send(message);
+    }
+
+    /// How many messages the lane was sent.
+    pub(super) fn told(&self) -> u64 {
+        self.told
+    }
+}
+
+/// A future a lane polls among its others.
+type Pending<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+/// What a read found, with the count of messages the lane had taken when it started.
+type Read = (u64, Result<Vec<event_delivery::Model>, PersistenceError>);
+
+/// What a recording came to: the deliveries it was for, and the endpoints it disabled (with
+/// their workspaces), or why it failed.
+type Recorded = (Vec<Uuid>, Result<Vec<(Uuid, i64)>, PersistenceError>);
+
+/// The lane's state, owned by its task.
+struct Lane {
+    deps: Arc<DeliveryDeps>,
+    client: reqwest::Client,
+    actor: ActorRef<DeliveryMsg>,
+    target: Arc<Target>,
+    queue: VecDeque<event_delivery::Model>,
+    /// Ids queued, in flight or ended and not recorded: a read leaves them out.
+    held: HashSet<Uuid>,
+    running: FuturesUnordered<Pending<Outcome>>,
+    ended: Vec<Outcome>,
+    /// Messages taken from the actor.
+    told: u64,
+    /// Whether a read may find more: false once one came back short, until the next look.
+    more: bool,
+    /// Told to rest: nothing more is read until the next look.
+    resting: bool,
+    /// The endpoint was disabled by an outcome recorded here: nothing more is read or started.
+    disabled: bool,
+    /// Whether the actor was told the lane is idle since its last message.
+    said_idle: bool,
+}
+
+impl Lane {
+    async fn run(mut self, mut messages: mpsc::UnboundedReceiver<LaneMsg>) {
+        let per_endpoint = self.deps.settings.per_endpoint;
+        let mut reading: Option<Pending<Read>> = None;
+        let mut recording: Option<Pending<Recorded>> = None;
+        let mut record_at: Option<Instant> = None;
+        loop {
+            if reading.is_none() && self.may_read() && self.queue.len() < per_endpoint {
+                reading = Some(self.read());
+            }
+            self.start_attempts(per_endpoint);
+            if self.ended.is_empty() {
+                record_at = None;
+            } else if record_at.is_none() {
+                record_at = Some(Instant::now() + RECORD_AFTER);
+            }
+            let due = record_at.is_some_and(|at| at <= Instant::now());
+            if recording.is_none() && (due || self.ended.len() >= RECORD_BATCH) {
+                recording = Some(self.record());
+                record_at = None;
+            }
+            if reading.is_none() && recording.is_none() && self.held.is_empty() {
+                self.say_idle();
+            }
+            let wake_at = record_at.unwrap_or_else(|| Instant::now() + RECORD_AFTER);
+            tokio::select! {
+                message = messages.recv() => match message {
+                    Some(message) => self.take(message),
+                    None => break,
+                },
+                Some(outcome) = self.running.next(), if !self.running.is_empty() => {
+                    self.ended.push(outcome);
+                }
+                read = poll(&mut reading) => {
+                    reading = None;
+                    self.queue_read(read);
+                }
+                recorded = poll(&mut recording) => {
+                    recording = None;
+                    self.let_go(recorded);
+                }
+                () = tokio::time::sleep_until(wake_at), if record_at.is_some() => {}
+            }
+        }
+        // The actor stopped: what ended is recorded; what is in flight stays pending and goes
+        // again.
+        if let Some(recording) = recording {
+            let recorded = recording.await;
+            self.let_go(recorded);
+        }
+        if !self.ended.is_empty() {
+            let recorded = self.record().await;
+            self.let_go(recorded);
+        }
+    }
+
+    /// Whether the lane reads on.
+    fn may_read(&self) -> bool {
+        self.more && !self.resting && !self.disabled
+    }
+
+    /// Takes the actor's `message`.
+    fn take(&mut self, message: LaneMsg) {
+        self.told += 1;
+        self.said_idle = false;
+        match message {
+            LaneMsg::Look(endpoint) => {
+                if !self.target.same_as(&endpoint) {
+                    self.target = Arc::new(Target::new(&endpoint, &self.deps.secrets));
+                }
+                self.resting = false;
+                self.more = true;
+            }
+            LaneMsg::Rest => {
+                self.resting = true;
+                self.drop_queue();
+            }
+        }
+    }
+
+    /// Reads the next due deliveries (answering the count of messages taken when it started).
+    fn read(&self) -> Pending<Read> {
+        let db = self.deps.db.clone();
+        let (endpoint_id, asked_at) = (self.target.id, self.told);
+        let held: Vec<Uuid> = self.held.iter().copied().collect();
+        Box::pin(async move {
+            let read = event_deliveries::due(&db, endpoint_id, clock::now(), &held, READ_AHEAD);
+            (asked_at, read.await)
+        })
+    }
+
+    /// Queues what a read found. A read that came back short ends the reading until the next
+    /// look, unless a look came while it ran.
+    fn queue_read(&mut self, (asked_at, read): Read) {
+        let due = match read {
+            Ok(due) => due,
+            Err(error) => {
+                tracing::warn!(%error, "could not read an endpoint's due deliveries");
+                self.more = false;
+                return;
+            }
+        };
+        if (due.len() as u64) < READ_AHEAD && asked_at == self.told {
+            self.more = false;
+        }
+        if self.resting || self.disabled {
+            return;
+        }
+        for delivery in due {
+            if self.held.insert(delivery.id) {
+                self.queue.push_back(delivery);
+            }
+        }
+    }
+
+    /// Starts queued deliveries while there is room.
+    fn start_attempts(&mut self, per_endpoint: usize) {
+        while self.running.len() < per_endpoint && !self.disabled {
+            let Some(delivery) = self.queue.pop_front() else {
+                break;
+            };
+            let attempt = Attempt {
+                deps: self.deps.clone(),
+                client: self.client.clone(),
+                target: self.target.clone(),
+                delivery,
+            };
+            self.running.push(Box::pin(attempt.run()));
+        }
+    }
+
+    /// Records what ended, in one transaction through the writer (with other writes, on
+    /// SQLite); the ids stay held until it is done.
+    fn record(&mut self) -> Pending<Recorded> {
+        let ended: Arc<Vec<Outcome>> = Arc::new(std::mem::take(&mut self.ended));
+        let ids = ended.iter().map(|o| o.delivery_id).collect();
+        let deps = self.deps.clone();
+        Box::pin(async move {
+            let (events, give_up_after) = (deps.events.clone(), deps.settings.give_up_after);
+            let recorded = deps
+                .writer
+                .write_small_atomic(move |db| {
+                    let (events, ended) = (events.clone(), ended.clone());
+                    Box::pin(
+                        async move { attempt::record(db, &events, &ended, give_up_after).await },
+                    )
+                })
+                .await;
+            (ids, recorded)
+        })
+    }
+
+    /// Lets recorded deliveries' ids go. A failed recording leaves them pending, read again;
+    /// an endpoint disabled stops the lane and is announced, so that every node's routes
+    /// leave it out.
+    fn let_go(&mut self, (ids, recorded): Recorded) {
+        for id in &ids {
+            self.held.remove(id);
+        }
+        let disabled = match recorded {
+            Ok(disabled) => disabled,
+            Err(error) => {
+                tracing::warn!(%error, "could not record event deliveries");
+                self.more = true;
+                return;
+            }
+        };
+        for (endpoint_id, workspace_id) in disabled {
+            tracing::warn!(%endpoint_id, "event webhook endpoint disabled");
+            self.disabled = true;
+            self.drop_queue();
+            // This node's routes left it out before the commit; the other nodes' read theirs
+            // again now.
+            self.deps
+                .changes
+                .announce(&crate::changes::Change::EventRoutes { workspace_id });
+        }
+    }
+
+    /// Drops what is queued (it stays pending in the table).
+    fn drop_queue(&mut self) {
+        for delivery in self.queue.drain(..) {
+            self.held.remove(&delivery.id);
+        }
+    }
+
+    /// Tells the actor, once per message taken, that nothing is held and nothing more is to
+    /// be read.
+    fn say_idle(&mut self) {
+        if self.said_idle || self.may_read() {
+            return;
+        }
+        self.said_idle = true;
+        let _ = self.actor.send_message(DeliveryMsg::Idle {
+            endpoint_id: self.target.id,
+            told: self.told,
+        });
+    }
+}
+
+/// Waits for `pending`, or forever when there is none.
+async fn poll<T>(pending: &mut Option<Pending<T>>) -> T {
+    match pending {
+        Some(future) => future.await,
+        None => std::future::pending().await,
+    }
+}
