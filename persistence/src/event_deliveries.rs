@@ -94,7 +94,7 @@ pub async fn endpoints_due(
         .await?)
 }
 
-/// Up to `limit` deliveries of `endpoint_id` due at `now`, oldest first, leaving out `busy`
+/// Up to `limit` deliveries of `endpoint_id` due at `now`, the longest due first, leaving out `busy`
 /// (those being attempted).
 ///
 /// # Errors
@@ -113,9 +113,11 @@ pub async fn due(
     if !busy.is_empty() {
         query = query.filter(event_delivery::Column::Id.is_not_in(busy.iter().copied()));
     }
+    // In the `(endpoint_id, status, next_attempt_at)` index's own order, so that the read stops
+    // after `limit` rows: a tie-break on the id had the database sort every due row first (a
+    // backlog of 20,000 due at one instant sorted 20,000 rows for each 64 read).
     Ok(query
         .order_by_asc(event_delivery::Column::NextAttemptAt)
-        .order_by_asc(event_delivery::Column::Id)
         .limit(limit)
         .all(db)
         .await?)

@@ -802,3 +802,31 @@ async fn a_sandbox_reply_is_told_sent_then_delivered_as_a_live_one_is() {
         delivered[0].json()["data"]["message_id"]
     );
 }
+
+#[tokio::test]
+async fn a_backlog_longer_than_a_read_ahead_goes_out_once_each_and_a_later_fact_still_goes() {
+    let app = spawn_app().await;
+    let receiver = Receiver::start().await;
+    // The receiver holds each request a little: the lane's queue fills past its read-ahead
+    // (64) while the first ones are in flight.
+    receiver.otherwise(Some(Answer::Slow(Duration::from_millis(30))));
+    let (_, channel) = app.chat_channel("Echo.", json!({})).await;
+    let (id, _) = endpoint(&app, &receiver.url, json!(["message.received"])).await;
+    app.put_identity("crm-9", json!({"name": "Ida"})).await;
+    let turns = 80;
+    for n in 0..turns {
+        expect_status(app.chat("crm-9", &channel, &format!("hi {n}")).await, 200).await;
+    }
+    let received = receiver.wait_for(turns).await;
+    assert_eq!(received.len(), turns, "an event went out twice");
+    assert!(receiver.most_in_flight() <= 4, "more than four in flight");
+
+    // The lane ended once idle; the next fact starts another, and it goes out too.
+    let deliveries = format!("/workspace/webhooks/{id}/deliveries?limit=100");
+    wait_for_delivery(&app, &deliveries, |d| d["status"] == "succeeded").await;
+    expect_status(app.chat("crm-9", &channel, "again").await, 200).await;
+    let received = receiver.wait_for(turns + 1).await;
+    assert_eq!(received.len(), turns + 1);
+    let last = received.last().expect("last").json();
+    assert_eq!(last["data"]["content"], "again", "{last}");
+}

@@ -25,6 +25,9 @@ use super::{DeliveryDeps, DeliveryMsg};
 
 /// Most deliveries read ahead of the requests.
 const READ_AHEAD: u64 = 64;
+/// The queue is read into again when it is shorter than this: the read runs while the
+/// half still queued keeps the requests going.
+const REFILL_BELOW: usize = READ_AHEAD as usize / 2;
 /// Most outcomes recorded in one transaction.
 const RECORD_BATCH: usize = 128;
 /// How long an outcome waits for others to be recorded with.
@@ -126,7 +129,7 @@ impl Lane {
         let mut recording: Option<Pending<Recorded>> = None;
         let mut record_at: Option<Instant> = None;
         loop {
-            if reading.is_none() && self.may_read() && self.queue.len() < per_endpoint {
+            if reading.is_none() && self.may_read() && self.queue.len() < REFILL_BELOW {
                 reading = Some(self.read());
             }
             self.start_attempts(per_endpoint);
