@@ -333,3 +333,43 @@ async fn a_failing_statement_without_a_transaction_leaves_its_pieces_to_run_alon
     }
     assert_eq!(keys(&db).await, (1..=8).collect::<Vec<_>>());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_adds_what_its_writes_counted_once_before_its_commit_and_a_failed_write_nothing() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = database(&dir).await;
+    crate::migrate(&db).await.expect("migrate");
+    let writer = GroupCommit::start(db.clone());
+    writer.write(insert(7)).await.expect("committed");
+    let at = chrono::Utc::now();
+    // Each write counts its key, then inserts it; key 7 conflicts after counting.
+    let counted = one_batch_of(&writer, 1..=10, move |writer, k| async move {
+        writer
+            .write_atomic(move |db| {
+                Box::pin(async move {
+                    let count = crate::usage::Count::new(1, at, crate::usage::Metric::McpCalls, k);
+                    crate::usage::add(db, &[count]).await?;
+                    insert(k)(db).await
+                })
+            })
+            .await
+    })
+    .await;
+    for (k, result) in counted {
+        assert_eq!(result.is_ok(), k != 7, "key {k}: {result:?}");
+    }
+    assert_eq!(keys(&db).await, (1..=10).collect::<Vec<_>>());
+    // One row for the key, holding what the committed writes counted (55 less the 7).
+    let rows = db
+        .query_all_raw(Statement::from_string(
+            db.get_database_backend(),
+            "SELECT value FROM usage_daily WHERE metric = 'mcp_calls'",
+        ))
+        .await
+        .expect("usage");
+    let values: Vec<i64> = rows
+        .iter()
+        .map(|r| r.try_get_by_index::<i64>(0).expect("value"))
+        .collect();
+    assert_eq!(values, vec![48]);
+}

@@ -90,31 +90,12 @@ async fn together(db: &DatabaseConnection, batch: &mut Vec<Box<dyn Job>>) {
     // Pieces of one kind side by side (ordinary work first, in the order it came).
     batch.sort_by_key(|job| job.kind());
     if let Ok(txn) = crate::begin_write(db).await {
-        let mut succeeded = true;
-        {
-            let executor = DatabaseExecutor::Transaction(&txn);
-            let mut start = 0;
-            while let Some(head) = batch.get(start) {
-                let kind = head.kind();
-                let end = match kind {
-                    None => start + 1,
-                    Some(_) => {
-                        start
-                            + batch[start..]
-                                .iter()
-                                .take_while(|job| job.kind() == kind)
-                                .count()
-                    }
-                };
-                let Some((head, others)) = batch[start..end].split_first_mut() else {
-                    break;
-                };
-                if !head.run(others, &executor).await {
-                    succeeded = false;
-                    break;
-                }
-                start = end;
-            }
+        // What the writes count is added last, with the batch's other counts (see
+        // `usage::kept_back`).
+        let (mut succeeded, counts) =
+            crate::usage::kept_back(run_in(&DatabaseExecutor::Transaction(&txn), batch)).await;
+        if succeeded && !counts.is_empty() {
+            succeeded = crate::usage::add(&txn, &counts).await.is_ok();
         }
         if succeeded && txn.commit().await.is_ok() {
             for job in batch.drain(..) {
@@ -125,6 +106,33 @@ async fn together(db: &DatabaseConnection, batch: &mut Vec<Box<dyn Job>>) {
         // Dropping an uncommitted transaction rolls it back.
     }
     each_alone(db, batch).await;
+}
+
+/// Runs the writes of `batch` on `executor`, the [`Merged`] pieces of each kind together;
+/// answers whether all succeeded (it stops at the first that failed).
+async fn run_in(executor: &DatabaseExecutor<'_>, batch: &mut [Box<dyn Job>]) -> bool {
+    let mut start = 0;
+    while let Some(head) = batch.get(start) {
+        let kind = head.kind();
+        let end = match kind {
+            None => start + 1,
+            Some(_) => {
+                start
+                    + batch[start..]
+                        .iter()
+                        .take_while(|job| job.kind() == kind)
+                        .count()
+            }
+        };
+        let Some((head, others)) = batch[start..end].split_first_mut() else {
+            break;
+        };
+        if !head.run(others, executor).await {
+            return false;
+        }
+        start = end;
+    }
+    true
 }
 
 /// Runs each write of a batch that failed (and left nothing behind) again alone.
