@@ -68,6 +68,10 @@ impl Application {
             .with_context(|| format!("binding {bind}"))?;
         let (placement, membership) = cluster::join(&settings, &db, listener.local_addr()?).await?;
         parley_persistence::usage::set_metering(settings.usage.metering);
+        // Before the actors start: what they record at their start (the event backlog's first
+        // sweep, resumed sends) would otherwise go to no recorder and be missing until it
+        // happened again.
+        let metrics = crate::metrics::install();
         let deps = settings.runtime_deps(db.clone(), secrets.clone(), placement, media);
         let actors = ActorRuntime::start(deps)
             .await
@@ -108,7 +112,7 @@ impl Application {
                 db,
                 actors,
                 secrets,
-                metrics: crate::metrics::install(),
+                metrics,
             },
         })
     }
