@@ -73,6 +73,9 @@ struct GraphState {
     number_errors: VecDeque<i64>,
     number_checks: Vec<String>,
     counter: u64,
+    /// Sends being answered now, and the most there have been at once.
+    sends_in_flight: usize,
+    most_sends_in_flight: usize,
     reports: Option<Reports>,
     /// Where the fake answers (`http://127.0.0.1:port`), for the download URLs it gives.
     origin: String,
@@ -220,6 +223,11 @@ impl FakeGraph {
     /// Refuses a send to a recipient sooner than `spacing` after the previous one (131056).
     pub fn limit_pair_spacing(&self, spacing: Duration) {
         self.shared.lock().pair_spacing = Some(spacing);
+    }
+
+    /// The most sends the fake was answering at one time.
+    pub fn most_sends_in_flight(&self) -> usize {
+        self.shared.lock().most_sends_in_flight
     }
 
     /// Delay before every answer.
@@ -463,7 +471,14 @@ async fn accept_send(
     body: Bytes,
     edge: &str,
 ) -> Response {
-    let latency = shared.lock().latency;
+    let latency = {
+        let mut state = shared.lock();
+        state.sends_in_flight += 1;
+        state.most_sends_in_flight = state.most_sends_in_flight.max(state.sends_in_flight);
+        state.latency
+    };
+    // Counted out however the answer ends (a client that hung up drops this future).
+    let _answered = InFlight(&shared);
     tokio::time::sleep(latency).await;
     let Ok(body) = serde_json::from_slice::<Value>(&body) else {
         return meta_error(100);
@@ -474,6 +489,15 @@ async fn accept_send(
         tokio::time::sleep(answer_after).await;
     }
     answer
+}
+
+/// One send being answered, counted out when dropped.
+struct InFlight<'a>(&'a Shared);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.lock().sends_in_flight -= 1;
+    }
 }
 
 /// Accepts or refuses a send (under the lock); answers the response and how long to wait

@@ -1119,6 +1119,40 @@ async fn a_flow_within_metas_limits_is_paced_by_the_channel_and_completes_on_rep
     );
 }
 
+/// An unpaced flow fills every free slot of `maxConcurrentMessages` at once (its claims go
+/// together) and never has more sends than that at Meta.
+#[tokio::test]
+async fn an_unpaced_flow_keeps_its_sends_in_flight_at_its_concurrency_and_never_over() {
+    let app =
+        crate::helpers::spawn_app_with(|settings| settings.whatsapp.rate_per_sec = 1_000).await;
+    app.graph.add_template("waba-1", order_update());
+    // Each answer takes long enough that sends overlap whenever the runner lets them.
+    app.graph.set_latency(Duration::from_millis(40));
+    app.graph.report_statuses(
+        &format!("{}/webhooks/waba", app.address),
+        crate::helpers::APP_SECRET,
+        Duration::from_millis(5),
+        &["delivered"],
+    );
+    let live = app.live_channel("100001").await;
+    let campaign = campaign(&app, &live, "Orders", per_person()).await;
+    let people = people(&app, 24).await;
+    let created = flow(
+        &app,
+        json!({"channelUid": live, "campaignUid": campaign, "contactUids": people,
+               "configuration": {"pauseBetweenContactsMs": 0, "maxConcurrentMessages": 4}}),
+    )
+    .await;
+    let done = wait_flow(&app, &uid(&created), |f| {
+        f["status"] != "queued" && f["status"] != "running"
+    })
+    .await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["statistics"]["delivered"], 24, "{done}");
+    assert_eq!(app.graph.sent().len(), 24);
+    assert_eq!(app.graph.most_sends_in_flight(), 4);
+}
+
 /// Meta's delivery reports can overtake its answer to the send: they name a message whose id
 /// Parley has not recorded yet. They are applied once it is, and the flow still completes.
 #[tokio::test]

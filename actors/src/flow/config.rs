@@ -97,6 +97,12 @@ impl FlowConfig {
         Self::parse(Some(stored)).unwrap_or_default()
     }
 
+    /// Whether recipients are paced: a pause (or its salt) between two of them. An unpaced flow
+    /// claims every free slot at once.
+    pub fn paced(self) -> bool {
+        self.pause_ms > 0 || self.salt_ms > 0
+    }
+
     /// The pause before the next recipient: the base ± a random amount up to the salt.
     pub fn pause(self) -> Duration {
         let salt = if self.salt_ms == 0 {

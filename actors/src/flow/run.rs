@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
+use parley_persistence::entities::flow_recipient;
 use parley_persistence::flows::{self, Statistics};
 use parley_persistence::{FlowStatus, PersistenceError, campaigns, channels, clock};
 use tokio::sync::{Notify, watch};
@@ -86,7 +87,8 @@ impl Runner {
                 }
                 return self.await_reports(&prepared).await;
             }
-            for recipient in due {
+            let mut due = due.into_iter();
+            loop {
                 while in_flight.len() >= prepared.config.max_concurrent {
                     if let Some(done) = in_flight.join_next().await
                         && let Sent::Fatal(fatal) = joined(done)?
@@ -95,32 +97,58 @@ impl Runner {
                         return self.end(FlowStatus::Error, Some(fatal.0)).await;
                     }
                 }
+                // Sends that ended meanwhile make room for this claim too.
+                while let Some(done) = in_flight.try_join_next() {
+                    if let Sent::Fatal(fatal) = joined(done)? {
+                        drain(in_flight).await?;
+                        return self.end(FlowStatus::Error, Some(fatal.0)).await;
+                    }
+                }
+                let room = prepared.config.max_concurrent - in_flight.len();
+                // Paced, one at a time; unpaced, every free slot with one claim.
+                let take = if prepared.config.paced() { 1 } else { room };
+                let batch: Vec<_> = due.by_ref().take(take).collect();
+                if batch.is_empty() {
+                    break;
+                }
                 if !self.until_running().await? {
                     return drain(in_flight).await;
                 }
                 if self.over_quota(&prepared).await? {
                     break;
                 }
-                let now = clock::now();
-                let fence = self.sender.flows.placement().fence(self.flow_id);
-                let id = recipient.id;
-                let claimed = self
-                    .sender
-                    .flows
-                    .writer()
-                    .write_small(move |db| {
-                        Box::pin(async move { flows::claim(db, id, now, fence.as_ref()).await })
-                    })
-                    .await?;
-                if !claimed {
-                    continue;
+                for recipient in self.claim(batch).await? {
+                    let sender = self.sender.clone();
+                    let shared = prepared.clone();
+                    in_flight.spawn(async move { send_one(&sender, &shared, recipient).await });
                 }
-                let sender = self.sender.clone();
-                let shared = prepared.clone();
-                in_flight.spawn(async move { send_one(&sender, &shared, recipient).await });
                 self.sleep(prepared.config.pause()).await;
             }
         }
+    }
+
+    /// Claims `batch` (recipients due, in order) with one write; answers those taken, in
+    /// order (one claimed meanwhile elsewhere, or by a stale lease, is left out).
+    async fn claim(
+        &self,
+        batch: Vec<flow_recipient::Model>,
+    ) -> Result<Vec<flow_recipient::Model>, PersistenceError> {
+        let now = clock::now();
+        let fence = self.sender.flows.placement().fence(self.flow_id);
+        let ids: Vec<Uuid> = batch.iter().map(|recipient| recipient.id).collect();
+        let taken = self
+            .sender
+            .flows
+            .writer()
+            .write_small(move |db| {
+                let ids = ids.clone();
+                Box::pin(async move { flows::claim_all(db, &ids, now, fence.as_ref()).await })
+            })
+            .await?;
+        Ok(batch
+            .into_iter()
+            .filter(|recipient| taken.contains(&recipient.id))
+            .collect())
     }
 
     /// Reads the flow, its campaign and its template; `None` when the flow ended instead

@@ -3,7 +3,9 @@
 
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::{Expr, ExprTrait};
-use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
+use sea_orm::{
+    ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, QueryTrait,
+};
 use uuid::Uuid;
 
 use crate::cluster::{Fence, fenced};
@@ -64,6 +66,23 @@ pub async fn claim(
     now: DateTime<Utc>,
     fence: Option<&Fence>,
 ) -> Result<bool> {
+    Ok(!claim_all(db, &[id], now, fence).await?.is_empty())
+}
+
+/// Claims the recipients `ids` as [`claim`] does, in one statement, and answers those it took
+/// (a runner with room for several sends claims them with one write, not one each).
+///
+/// # Errors
+/// The database's.
+pub async fn claim_all(
+    db: &impl ConnectionTrait,
+    ids: &[Uuid],
+    now: DateTime<Utc>,
+    fence: Option<&Fence>,
+) -> Result<Vec<Uuid>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
     let update = flow_recipient::Entity::update_many()
         .col_expr(
             flow_recipient::Column::Status,
@@ -74,10 +93,15 @@ pub async fn claim(
             Expr::col(flow_recipient::Column::Attempts).add(1),
         )
         .col_expr(flow_recipient::Column::UpdatedAt, Expr::value(now))
-        .filter(flow_recipient::Column::Id.eq(id))
+        .filter(flow_recipient::Column::Id.is_in(ids.iter().copied()))
         .filter(flow_recipient::Column::Status.eq(RecipientStatus::Pending));
-    let updated = fenced(update, fence).exec(db).await?;
-    Ok(updated.rows_affected > 0)
+    let mut update = fenced(update, fence).into_query();
+    update.returning_col(flow_recipient::Column::Id);
+    db.query_all(&update)
+        .await?
+        .iter()
+        .map(|row| Ok(row.try_get::<Uuid>("", "id")?))
+        .collect()
 }
 
 /// How a claimed recipient's send ended.
