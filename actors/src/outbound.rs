@@ -285,7 +285,8 @@ impl Outbox {
             .messages(thread.workspace_id, outgoing.category())
             .await?;
         let now = clock::now();
-        let conversation = thread::current(&self.db, thread, self.idle_after, None, now).await?;
+        let conversation =
+            thread::current_by(&self.db, &self.writer, thread, self.idle_after, now).await?;
         let mut message = pending(&outgoing, text.clone());
         message.id = message_id;
         message.role = writer.role();

@@ -36,6 +36,28 @@ pub async fn current(
         .conversation)
 }
 
+/// As [`current`], for a caller outside a transaction: the conversation found on `db` (a read),
+/// one to start committed by the database's writer ([`start_by`]), so that a burst of sends
+/// to people without an open conversation (a campaign) starts theirs with one statement, and
+/// none takes SQLite's write lock beside the writer.
+///
+/// # Errors
+/// Fails on a database error.
+pub(crate) async fn current_by(
+    db: &impl ConnectionTrait,
+    writer: &GroupCommit,
+    thread: Thread,
+    idle_after: chrono::Duration,
+    now: DateTime<Utc>,
+) -> Result<conversation::Model, PersistenceError> {
+    match find(db, thread, idle_after, now).await? {
+        Found::Open(conversation) => Ok(conversation),
+        Found::Start { close } => Ok(start_by(writer, thread, close, None, now)
+            .await?
+            .conversation),
+    }
+}
+
 /// A thread's current conversation, as [`current`] finds it.
 #[derive(Clone, Debug)]
 pub(crate) struct Current {
