@@ -9,8 +9,10 @@
 //! 1), each with `maxConcurrentMessages` 10 and no pause; with `--people R`, R people a second
 //! write to the channel's assistant meanwhile and its replies go out through the same number.
 //! Reports:
-//! - the channel's send rate from the first flow send to the last, over the cap (the ratio), and
-//!   the most messages (sent and received) the fake counted in one of its one-second windows;
+//! - the channel's send rate from the first flow send to the last, over the cap (the ratio); over
+//!   the same span its sends with the replies, and every message of the number (sent and
+//!   received, as Meta counts them) over the cap; and the most messages the fake counted in one
+//!   of its one-second windows;
 //! - how many 130429 and 131056 answers the flows provoked;
 //! - the replies to the people: webhook post to the fake accepting the reply, p50 and p99;
 //! - the time until every flow ended `completed` (every delivery report in);
@@ -163,7 +165,14 @@ async fn main() -> anyhow::Result<()> {
             .max()
             .context("no flow sends")?,
     );
-    let rate = templates.len() as f64 / last.duration_since(first).as_secs_f64();
+    let span = last.duration_since(first).as_secs_f64();
+    let rate = templates.len() as f64 / span;
+    // Meta's cap counts every message of the number, sent and received: the flows share it
+    // with the replies and with the people's own messages.
+    let within = |at: Instant| first <= at && at <= last;
+    let channel_sends = sent.iter().filter(|m| within(m.at)).count();
+    let received = posted.iter().filter(|(_, at)| within(*at)).count();
+    let number_rate = (channel_sends + received) as f64 / span;
     let replies = reply_latencies(&sent, &posted)?;
     println!(
         "flow_send_rate: {} recipients in {} flows, maxConcurrentMessages 10, no pause, Meta's cap {cap} msg/s per number, {} people/s writing, {}",
@@ -185,6 +194,14 @@ async fn main() -> anyhow::Result<()> {
     line(
         "ratio over the cap",
         format!("{:.3}", rate / f64::from(cap)),
+    );
+    line(
+        "channel's sends (flows and replies), same span",
+        format!("{:.1} msg/s", channel_sends as f64 / span),
+    );
+    line(
+        "the number's messages (sent and received) over the cap",
+        format!("{:.3}", number_rate / f64::from(cap)),
     );
     line(
         "most messages in one of the fake's windows",
