@@ -33,13 +33,7 @@ impl Application {
     /// # Errors
     /// Fails when the database cannot be opened or migrated, or the address cannot be bound.
     pub async fn build(settings: Settings) -> anyhow::Result<Self> {
-        settings
-            .egress
-            .policy()
-            .context("reading PARLEY_EGRESS_ALLOW (egress.allow)")?;
-        parley_actors::domain::set_free_form_limit(settings.server.max_field_bytes);
-        // Before the database is opened (and migrated): a cluster this node cannot serve.
-        cluster::refuse_unservable(&settings)?;
+        set_up_process(&settings)?;
         // Off the runtime, beside opening the database: the first number parsed would load it
         // on a runtime worker (see `Phone::load_metadata`).
         let phone_metadata =
@@ -49,12 +43,6 @@ impl Application {
         let configured_key = settings.secret_key.as_ref().map(|k| k.expose());
         let secrets = SecretBox::load(configured_key, &settings.data_dir)
             .context("loading the key for secrets at rest")?;
-        parley_actors::llm::install_crypto_provider();
-        if settings.llm.base_url.is_none() {
-            tracing::warn!(
-                "no language model configured (PARLEY_LLM_BASE_URL): conversations will answer 503"
-            );
-        }
         let secrets = Arc::new(secrets);
         let media = settings
             .media
@@ -327,6 +315,25 @@ pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
 }
 
 /// A front-door cache (or the console's pulse) that hears every change the actors announce.
+/// What the process sets once from its settings, before anything is opened: the egress
+/// policy read, the size of free-form fields, a cluster this node cannot serve refused (before
+/// the database is migrated), the TLS provider, and a word when no language model is set.
+fn set_up_process(settings: &Settings) -> anyhow::Result<()> {
+    settings
+        .egress
+        .policy()
+        .context("reading PARLEY_EGRESS_ALLOW (egress.allow)")?;
+    parley_actors::domain::set_free_form_limit(settings.server.max_field_bytes);
+    cluster::refuse_unservable(settings)?;
+    parley_actors::llm::install_crypto_provider();
+    if settings.llm.base_url.is_none() {
+        tracing::warn!(
+            "no language model configured (PARLEY_LLM_BASE_URL): conversations will answer 503"
+        );
+    }
+    Ok(())
+}
+
 fn listening<T>(actors: &ActorRuntime) -> T
 where
     T: parley_actors::changes::Listener + Clone + Default + 'static,
