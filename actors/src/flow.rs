@@ -7,12 +7,14 @@
 //! - [`FlowConfig`]: pacing, concurrency, retries and the delivery timeout.
 //! - `registry`: the `flows` supervisor; [`Flows`] its handle (which also hears delivery
 //!   reports of flow recipients' messages); `actor`: one flow's actor.
-//! - `run`: the runner a flow's actor owns, and `send`: one recipient's send.
+//! - `run`: the runner a flow's actor owns, `in_flight`: the sends it has under way, and
+//!   `send`: one recipient's send.
 
 mod actor;
 mod commands;
 mod config;
 mod handle;
+mod in_flight;
 pub mod params;
 mod person;
 mod recover;

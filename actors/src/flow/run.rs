@@ -11,11 +11,11 @@ use parley_persistence::entities::flow_recipient;
 use parley_persistence::flows::{self, Statistics};
 use parley_persistence::{FlowStatus, PersistenceError, campaigns, channels, clock};
 use tokio::sync::{Notify, watch};
-use tokio::task::JoinSet;
 use uuid::Uuid;
 
 use parley_persistence::usage::Category;
 
+use super::in_flight::{InFlight, drain, joined, make_room};
 use super::send::{Prepared, Sender, Sent, send_one};
 use super::template::{TemplateProblem, filling_of, template_of};
 use super::{FlowConfig, FlowDeps, Flows, QUOTA_REASON, params};
@@ -65,7 +65,7 @@ impl Runner {
             return Ok(());
         };
         let prepared = Arc::new(prepared);
-        let mut in_flight: JoinSet<Result<Sent, PersistenceError>> = JoinSet::new();
+        let mut in_flight = InFlight::new();
         loop {
             if !self.until_running().await? {
                 return drain(in_flight).await;
@@ -89,20 +89,11 @@ impl Runner {
             }
             let mut due = due.into_iter();
             loop {
-                while in_flight.len() >= prepared.config.max_concurrent {
-                    if let Some(done) = in_flight.join_next().await
-                        && let Sent::Fatal(fatal) = joined(done)?
-                    {
-                        drain(in_flight).await?;
-                        return self.end(FlowStatus::Error, Some(fatal.0)).await;
-                    }
-                }
-                // Sends that ended meanwhile make room for this claim too.
-                while let Some(done) = in_flight.try_join_next() {
-                    if let Sent::Fatal(fatal) = joined(done)? {
-                        drain(in_flight).await?;
-                        return self.end(FlowStatus::Error, Some(fatal.0)).await;
-                    }
+                if let Some(fatal) =
+                    make_room(&mut in_flight, prepared.config.max_concurrent).await?
+                {
+                    drain(in_flight).await?;
+                    return self.end(FlowStatus::Error, Some(fatal.0)).await;
                 }
                 let room = prepared.config.max_concurrent - in_flight.len();
                 // Paced, one at a time; unpaced, every free slot with one claim.
@@ -368,30 +359,6 @@ fn outcome(stats: &Statistics) -> (FlowStatus, Option<String>) {
             Some("no recipient received the template".to_owned()),
         )
     }
-}
-
-fn joined(
-    done: Result<Result<Sent, PersistenceError>, tokio::task::JoinError>,
-) -> Result<Sent, PersistenceError> {
-    match done {
-        Ok(outcome) => outcome,
-        // A send task that panicked leaves its recipient `sending`: failed `interrupted` at
-        // the actor's next start.
-        Err(error) => {
-            tracing::error!(%error, "a flow send task failed");
-            Ok(Sent::Recorded)
-        }
-    }
-}
-
-/// Waits for the sends in flight (each records its own outcome).
-async fn drain(
-    mut in_flight: JoinSet<Result<Sent, PersistenceError>>,
-) -> Result<(), PersistenceError> {
-    while let Some(done) = in_flight.join_next().await {
-        joined(done)?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]
