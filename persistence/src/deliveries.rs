@@ -13,8 +13,10 @@ use serde_json::Value;
 use uuid::Uuid;
 
 mod accepted;
+mod reported;
 
 pub use self::accepted::Accepted;
+pub use self::reported::Reported;
 use crate::cluster::{Fence, fenced};
 use crate::entities::{conversation, message};
 use crate::page::fetch_page;

@@ -148,6 +148,46 @@ async fn claims_run_together_give_each_message_to_one_claim() {
     }
 }
 
+/// Meta's reports waiting in one batch of the writer: each moves its own message once, and
+/// only forward.
+#[tokio::test]
+async fn reports_run_together_move_each_message_once_and_only_forward() {
+    use parley_persistence::{DatabaseExecutor, Merged, deliveries};
+    let (deps, _dir, _model) = deps().await;
+    let db = &deps.db;
+    let (ws, channel_id, a, b) = world(db).await;
+    let sent = |identity_id, wamid| {
+        crate::test_support::sent_message(db, ws, channel_id, identity_id, wamid)
+    };
+    let pending = [sent(a, "wamid.A").await, sent(b, "wamid.B").await];
+    let executor = DatabaseExecutor::Connection(db);
+    let report = |message_id, status| deliveries::Reported {
+        message_id,
+        status,
+        error: None,
+    };
+    let (delivered, read, behind) = (
+        report(pending[0], MessageStatus::Delivered),
+        report(pending[1], MessageStatus::Read),
+        report(pending[0], MessageStatus::Sent),
+    );
+    let moved =
+        deliveries::Reported::run_all(&executor, vec![&delivered, &read, &delivered, &behind])
+            .await
+            .expect("reported");
+    assert_eq!(moved, vec![true, true, false, false]);
+    for (wamid, status) in [
+        ("wamid.A", MessageStatus::Delivered),
+        ("wamid.B", MessageStatus::Read),
+    ] {
+        let found = deliveries::find_by_platform_id(db, channel_id, wamid)
+            .await
+            .expect("read")
+            .expect("stored");
+        assert_eq!(found.status, status);
+    }
+}
+
 #[tokio::test]
 async fn events_stored_together_keep_one_per_message_and_are_answered_together() {
     use parley_persistence::webhook_events::{self, Answered, NewEvent};

@@ -175,20 +175,22 @@ impl Reports {
         let kind = crate::events::message_event(report.status);
         let wanted = kind.is_some_and(|kind| self.events.wanted(found.workspace_id, kind));
         let (status, wamid) = (report.status, report.wamid.clone());
-        if !wanted || status.rank() <= found.status.rank() {
-            let applied = self
-                .writer
-                .write_small(move |db| {
-                    let (wamid, error) = (wamid.clone(), error.clone());
-                    Box::pin(async move {
-                        deliveries::apply_status(db, channel_id, &wamid, status, error).await
-                    })
-                })
-                .await?;
-            if applied == Some(true) {
+        // Statuses only move forward: a report of where the message already is, or behind it,
+        // has nothing to write.
+        if status.rank() <= found.status.rank() {
+            return Ok(Some(false));
+        }
+        if !wanted {
+            let report = deliveries::Reported {
+                message_id: found.id,
+                status,
+                error,
+            };
+            let moved = self.writer.write_merged(report).await?;
+            if moved {
                 self.moved(found.workspace_id);
             }
-            return Ok(applied);
+            return Ok(Some(moved));
         }
         let identity_id = deliveries::recipient_of(db, channel_id, &report.wamid).await?;
         let told = MessageTold {
