@@ -125,15 +125,13 @@ pub(crate) async fn reach_recipient(
         return Ok(());
     };
     let error = report.error.as_ref().map(|e| (e.code, e.message.clone()));
-    let wamid = report.wamid.clone();
-    let now = clock::now();
-    let moved = flows
-        .writer()
-        .write_small(move |db| {
-            let (wamid, error) = (wamid.clone(), error.clone());
-            Box::pin(async move { flows::apply_delivery(db, &wamid, status, error, now).await })
-        })
-        .await?;
+    let reached = flows::Reached {
+        platform_message_id: report.wamid.clone(),
+        status,
+        error,
+        now: clock::now(),
+    };
+    let moved = flows.writer().write_merged(reached).await?;
     if let Some((flow_id, _)) = moved {
         crate::measure::flow_recipient(status.as_str());
         flows.reported(flow_id);

@@ -11,9 +11,11 @@ use sea_orm::{
 use serde_json::Value;
 use uuid::Uuid;
 
+mod merged;
 mod recipients;
 mod statistics;
 
+pub use self::merged::{Claimed, Reached, Recorded};
 pub use self::recipients::*;
 pub use self::statistics::*;
 use crate::entities::{flow, flow_recipient};

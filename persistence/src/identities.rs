@@ -24,7 +24,7 @@ mod merge;
 pub use self::first_contact::NewPerson;
 pub use self::journey::{set_stage, stage_history, stages_by_id};
 pub use self::lookups::{ByContact, ContactLookups};
-pub use self::many::{by_contacts, by_external_ids, existing_ids};
+pub use self::many::{by_contacts, by_external_ids, existing_ids, find_many};
 pub use self::merge::merge;
 use crate::page::fetch_page;
 use crate::shape::Shape;

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 
+use parley_persistence::entities::{contact_point, identity};
 use parley_persistence::{ContactKind, DatabaseConnection, PersistenceError, identities, memory};
 use serde_json::Value;
 use uuid::Uuid;
@@ -19,20 +20,55 @@ pub(super) enum Reach {
     Person(Phone, Box<Person>),
 }
 
-/// The recipient's identity as the parameter expressions read it.
-pub(super) async fn person_of(
+/// The recipients' identities (`identity_ids`, a runner's claim) as the parameter expressions
+/// read them, in their order: the identities and their contact points are two reads for the
+/// whole claim, not two per recipient.
+pub(super) async fn people_of(
     db: &DatabaseConnection,
     workspace_id: i64,
     filling: &Filling,
-    identity_id: Uuid,
-) -> Result<Reach, PersistenceError> {
-    let Some(identity) = identities::find(db, workspace_id, identity_id).await? else {
-        return Ok(Reach::Gone);
-    };
-    if identity.opted_out {
-        return Ok(Reach::OptedOut);
+    identity_ids: &[Uuid],
+) -> Result<Vec<Reach>, PersistenceError> {
+    let mut found: HashMap<Uuid, identity::Model> =
+        identities::find_many(db, workspace_id, identity_ids)
+            .await?
+            .into_iter()
+            .map(|identity| (identity.id, identity))
+            .collect();
+    let live: Vec<Uuid> = found
+        .values()
+        .filter(|identity| !identity.opted_out)
+        .map(|identity| identity.id)
+        .collect();
+    let mut contacts: HashMap<Uuid, Vec<contact_point::Model>> = HashMap::new();
+    for contact in identities::contacts_of(db, &live).await? {
+        contacts
+            .entry(contact.identity_id)
+            .or_default()
+            .push(contact);
     }
-    let contacts = identities::contacts_of(db, &[identity.id]).await?;
+    let mut reaches = Vec::with_capacity(identity_ids.len());
+    for id in identity_ids {
+        let reach = match found.remove(id) {
+            None => Reach::Gone,
+            Some(identity) if identity.opted_out => Reach::OptedOut,
+            Some(identity) => {
+                let contacts = contacts.remove(id).unwrap_or_default();
+                person(db, filling, identity, &contacts).await?
+            }
+        };
+        reaches.push(reach);
+    }
+    Ok(reaches)
+}
+
+/// Whom `identity`, with its `contacts`, is to the parameter expressions.
+async fn person(
+    db: &DatabaseConnection,
+    filling: &Filling,
+    identity: identity::Model,
+    contacts: &[contact_point::Model],
+) -> Result<Reach, PersistenceError> {
     let primary = |kind: ContactKind| {
         contacts
             .iter()

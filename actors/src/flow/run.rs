@@ -16,6 +16,7 @@ use uuid::Uuid;
 use parley_persistence::usage::Category;
 
 use super::in_flight::{InFlight, drain, joined, make_room};
+use super::person::people_of;
 use super::send::{Prepared, Sender, Sent, send_one};
 use super::template::{TemplateProblem, filling_of, template_of};
 use super::{FlowConfig, FlowDeps, Flows, QUOTA_REASON, params};
@@ -35,6 +36,10 @@ pub(super) struct Runner {
     pub(super) control: watch::Receiver<FlowStatus>,
     /// Woken when a delivery report moved one of the flow's recipients.
     pub(super) reports: Arc<Notify>,
+    /// The runner started the flow, or found it running: the `Queued` its control holds until
+    /// the actor hears otherwise is from before. (Without it, every claim of a flow started
+    /// by its runner tried the start again and read the flow back: two statements per claim.)
+    started: bool,
 }
 
 impl Runner {
@@ -56,6 +61,7 @@ impl Runner {
             sender,
             control,
             reports,
+            started: false,
         }
     }
 
@@ -108,10 +114,15 @@ impl Runner {
                 if self.over_quota(&prepared).await? {
                     break;
                 }
-                for recipient in self.claim(batch).await? {
+                let claimed = self.claim(batch).await?;
+                let ids: Vec<Uuid> = claimed.iter().map(|r| r.identity_id).collect();
+                let (db, ws) = (&self.sender.db, prepared.flow.workspace_id);
+                let reaches = people_of(db, ws, &prepared.filling, &ids).await?;
+                for (recipient, reach) in claimed.into_iter().zip(reaches) {
                     let sender = self.sender.clone();
                     let shared = prepared.clone();
-                    in_flight.spawn(async move { send_one(&sender, &shared, recipient).await });
+                    in_flight
+                        .spawn(async move { send_one(&sender, &shared, recipient, reach).await });
                 }
                 self.sleep(prepared.config.pause()).await;
             }
@@ -127,15 +138,8 @@ impl Runner {
         let now = clock::now();
         let fence = self.sender.flows.placement().fence(self.flow_id);
         let ids: Vec<Uuid> = batch.iter().map(|recipient| recipient.id).collect();
-        let taken = self
-            .sender
-            .flows
-            .writer()
-            .write_small(move |db| {
-                let ids = ids.clone();
-                Box::pin(async move { flows::claim_all(db, &ids, now, fence.as_ref()).await })
-            })
-            .await?;
+        let claimed = flows::Claimed { ids, fence, now };
+        let taken = self.sender.flows.writer().write_merged(claimed).await?;
         Ok(batch
             .into_iter()
             .filter(|recipient| taken.contains(&recipient.id))
@@ -199,6 +203,7 @@ impl Runner {
             let status = *self.control.borrow_and_update();
             match status {
                 FlowStatus::Running => return Ok(true),
+                FlowStatus::Queued if self.started => return Ok(true),
                 FlowStatus::Queued => {
                     let db = &self.sender.db;
                     let now = clock::now();
@@ -212,6 +217,7 @@ impl Runner {
                     .await?
                     {
                         tracing::info!(flow_id = %self.flow_id, "flow started");
+                        self.started = true;
                         return Ok(true);
                     }
                     // Paused or cancelled meanwhile: the actor hears of it; look again.
@@ -219,7 +225,10 @@ impl Runner {
                         .await?
                         .map(|f| f.status);
                     match current {
-                        Some(FlowStatus::Running) => return Ok(true),
+                        Some(FlowStatus::Running) => {
+                            self.started = true;
+                            return Ok(true);
+                        }
                         Some(FlowStatus::Paused) => {
                             if self.control.changed().await.is_err() {
                                 return Ok(false);

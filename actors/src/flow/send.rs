@@ -14,7 +14,7 @@ use uuid::Uuid;
 use super::FlowConfig;
 use super::handle::Flows;
 use super::params::{self, Filling, Needed};
-use super::person::{Reach, person_of};
+use super::person::Reach;
 use super::recover::{attempt_message_id, before_retry};
 use crate::channel::SendError;
 use crate::outbound::{OutboundError, Outbox};
@@ -56,19 +56,18 @@ pub(super) struct Sender {
     pub(super) flows: Flows,
 }
 
-/// Sends the template to one claimed recipient and records how it went.
+/// Sends the template to one claimed recipient, whom it `reach`es, and records how it went.
 pub(super) async fn send_one(
     sender: &Sender,
     prepared: &Prepared,
     recipient: flow_recipient::Model,
+    reach: Reach,
 ) -> Result<Sent, PersistenceError> {
     let skip = |reason: SkipReason| SendOutcome::Final {
         status: RecipientStatus::Skipped,
         code: None,
         error: reason.as_str().to_owned(),
     };
-    let ws = prepared.flow.workspace_id;
-    let reach = person_of(&sender.db, ws, &prepared.filling, recipient.identity_id).await?;
     let (outcome, fatal) = match reach {
         Reach::Gone => (skip(SkipReason::IdentityDeleted), None),
         Reach::OptedOut => (skip(SkipReason::OptedOut), None),
@@ -130,13 +129,12 @@ pub(super) async fn record_outcome(
         } => Some((*message_id, platform_message_id.clone(), *status)),
         SendOutcome::Retry { .. } | SendOutcome::Final { .. } => None,
     };
-    let now = clock::now();
-    let recorded = outcome.clone();
-    sender
-        .flows
-        .writer()
-        .write_small(move |db| Box::pin(flows::record(db, recipient_id, recorded.clone(), now)))
-        .await?;
+    let recorded = flows::Recorded {
+        id: recipient_id,
+        outcome,
+        now: clock::now(),
+    };
+    sender.flows.writer().write_merged(recorded).await?;
     let Some((message_id, wamid, recorded)) = accepted else {
         return Ok(());
     };
@@ -349,20 +347,36 @@ mod tests {
         Sender { db, outbox, flows }
     }
 
-    /// The window the reports' retry cannot see: Meta's report arrives once the message holds
-    /// its id but before the recipient does. It moves the message and finds no recipient; the
-    /// recipient must still end where the message is.
-    #[tokio::test]
-    async fn a_report_between_the_messages_id_and_the_recipients_reaches_the_recipient() {
+    /// A running flow of `people` on the channel, each claimed for a send.
+    async fn claimed_flow(
+        db: &parley_persistence::DatabaseConnection,
+        ws: i64,
+        channel_id: Uuid,
+        people: &[Uuid],
+    ) -> (flow::Model, Vec<flow_recipient::Model>) {
+        let (flow, due) = running_flow(db, ws, channel_id, people).await;
+        for recipient in &due {
+            assert!(
+                flows::claim(db, recipient.id, clock::now(), None)
+                    .await
+                    .expect("claim")
+            );
+        }
+        (flow, due)
+    }
+
+    /// A running flow of `people` on the channel, and its recipients, due.
+    async fn running_flow(
+        db: &parley_persistence::DatabaseConnection,
+        ws: i64,
+        channel_id: Uuid,
+        people: &[Uuid],
+    ) -> (flow::Model, Vec<flow_recipient::Model>) {
+        use parley_persistence::CampaignStatus;
         use parley_persistence::campaigns::{self, CampaignFields};
         use parley_persistence::flows::{NewFlow, NewRecipient};
-        use parley_persistence::{CampaignStatus, MessageStatus};
 
-        let (deps, _dir, _model) = crate::test_support::runtime_deps().await;
-        let sender = sender(&deps);
-        let db = &sender.db;
         let now = clock::now();
-        let (ws, channel_id, identity_id, _) = crate::test_support::world(db).await;
         let fields = CampaignFields {
             name: "c".into(),
             description: None,
@@ -383,22 +397,71 @@ mod tests {
             status: FlowStatus::Running,
             configuration: serde_json::json!({}),
         };
-        let recipient = NewRecipient {
-            identity_id,
-            contact: "p0".into(),
-        };
-        let flow = flows::create(db, new_flow, vec![recipient], now)
+        let recipients = people
+            .iter()
+            .enumerate()
+            .map(|(i, &identity_id)| NewRecipient {
+                identity_id,
+                contact: format!("p{i}"),
+            })
+            .collect();
+        let flow = flows::create(db, new_flow, recipients, now)
             .await
             .expect("flow");
-        let recipient = flows::due_recipients(db, flow.id, now, 1)
+        let due = flows::due_recipients(db, flow.id, now, 10)
             .await
-            .expect("due")
-            .remove(0);
-        assert!(
-            flows::claim(db, recipient.id, now, None)
-                .await
-                .expect("claim")
+            .expect("due");
+        (flow, due)
+    }
+
+    /// The claims of two flows' runners waiting in one batch of the writer: each takes its own
+    /// recipients, a recipient asked for twice goes to the first claim, and one taken already
+    /// goes to none.
+    #[tokio::test]
+    async fn claims_of_flows_together_each_take_their_own_once() {
+        use parley_persistence::{DatabaseExecutor, Merged};
+
+        let (deps, _dir, _model) = crate::test_support::runtime_deps().await;
+        let db = &deps.conversations.db;
+        let (ws, channel_id, a, b) = crate::test_support::world(db).await;
+        let (_, first) = running_flow(db, ws, channel_id, &[a, b]).await;
+        let (_, second) = running_flow(db, ws, channel_id, &[a]).await;
+        let executor = DatabaseExecutor::Connection(db);
+        let claim = |ids: Vec<Uuid>| flows::Claimed {
+            ids,
+            fence: None,
+            now: clock::now(),
+        };
+        let (one, two) = (
+            claim(vec![first[0].id, first[1].id]),
+            claim(vec![second[0].id, first[0].id]),
         );
+        let taken = flows::Claimed::run_all(&executor, vec![&one, &two])
+            .await
+            .expect("claims");
+        assert_eq!(
+            taken,
+            vec![vec![first[0].id, first[1].id], vec![second[0].id]]
+        );
+        let again = flows::Claimed::run_all(&executor, vec![&one])
+            .await
+            .expect("claims");
+        assert_eq!(again, vec![Vec::<Uuid>::new()]);
+    }
+
+    /// The window the reports' retry cannot see: Meta's report arrives once the message holds
+    /// its id but before the recipient does. It moves the message and finds no recipient; the
+    /// recipient must still end where the message is.
+    #[tokio::test]
+    async fn a_report_between_the_messages_id_and_the_recipients_reaches_the_recipient() {
+        use parley_persistence::MessageStatus;
+
+        let (deps, _dir, _model) = crate::test_support::runtime_deps().await;
+        let sender = sender(&deps);
+        let db = &sender.db;
+        let (ws, channel_id, identity_id, _) = crate::test_support::world(db).await;
+        let (flow, mut claimed) = claimed_flow(db, ws, channel_id, &[identity_id]).await;
+        let recipient = claimed.remove(0);
         let message_id =
             crate::test_support::sent_message(db, ws, channel_id, identity_id, "wamid.1").await;
 
@@ -433,5 +496,111 @@ mod tests {
             .await
             .expect("recorded");
         assert_eq!(status().await, RecipientStatus::Read);
+    }
+
+    /// Outcomes recorded and reports applied together (one batch of the writer each) leave every
+    /// recipient where its own outcome and report say: each accepted send with its own message
+    /// and id, a retry pending, a report moving only its own recipient, once, and never back.
+    #[tokio::test]
+    async fn recipients_recorded_and_reached_together_each_end_where_their_own_say() {
+        use parley_persistence::{DatabaseExecutor, Merged};
+
+        let (deps, _dir, _model) = crate::test_support::runtime_deps().await;
+        let db = &deps.conversations.db;
+        let (ws, channel_id, a, b) = crate::test_support::world(db).await;
+        let (flow, claimed) = claimed_flow(db, ws, channel_id, &[a, b]).await;
+        let (ra, rb) = (&claimed[0], &claimed[1]);
+        let message_a = crate::test_support::sent_message(db, ws, channel_id, a, "wamid.A").await;
+        let message_b = crate::test_support::sent_message(db, ws, channel_id, b, "wamid.B").await;
+        let executor = DatabaseExecutor::Connection(db);
+        let now = clock::now();
+        let recorded = |id, outcome| flows::Recorded { id, outcome, now };
+        let accepted = |message_id, wamid: &str, status| SendOutcome::Accepted {
+            message_id,
+            platform_message_id: wamid.to_owned(),
+            status,
+        };
+        let at = now + chrono::Duration::seconds(30);
+        let (sent, retry) = (
+            recorded(ra.id, accepted(message_a, "wamid.A", RecipientStatus::Sent)),
+            recorded(
+                rb.id,
+                SendOutcome::Retry {
+                    code: Some(131_000),
+                    error: "busy".into(),
+                    at,
+                },
+            ),
+        );
+        flows::Recorded::run_all(&executor, vec![&sent, &retry])
+            .await
+            .expect("recorded");
+        let rows = || async {
+            let mut rows = flows::recipients(db, flow.id, None, 10)
+                .await
+                .expect("recipients")
+                .items;
+            rows.sort_by_key(|row| row.identity_id != a);
+            rows
+        };
+        let now_rows = rows().await;
+        assert_eq!(
+            (
+                now_rows[0].status,
+                now_rows[0].message_id,
+                now_rows[0].platform_message_id.as_deref()
+            ),
+            (RecipientStatus::Sent, Some(message_a), Some("wamid.A"))
+        );
+        assert_eq!(
+            (
+                now_rows[1].status,
+                now_rows[1].error_code,
+                now_rows[1].next_attempt_at
+            ),
+            (RecipientStatus::Pending, Some(131_000), Some(at))
+        );
+        // The retry went out and the sandbox answered `delivered` at once: a status of its own.
+        let delivered = recorded(
+            rb.id,
+            accepted(message_b, "wamid.B", RecipientStatus::Delivered),
+        );
+        flows::Recorded::run_all(&executor, vec![&delivered])
+            .await
+            .expect("recorded");
+
+        let report = |wamid: &str, status, error| flows::Reached {
+            platform_message_id: wamid.to_owned(),
+            status,
+            error,
+            now,
+        };
+        let failure = Some((Some(131_026), "undeliverable".to_owned()));
+        let (read_a, behind_a, failed_b, unknown) = (
+            report("wamid.A", RecipientStatus::Read, None),
+            report("wamid.A", RecipientStatus::Delivered, None),
+            report("wamid.B", RecipientStatus::Failed, failure),
+            report("wamid.none", RecipientStatus::Read, None),
+        );
+        let batch = vec![&read_a, &behind_a, &failed_b, &read_a, &unknown];
+        let moved = flows::Reached::run_all(&executor, batch)
+            .await
+            .expect("reached");
+        let (to_a, to_b) = (Some((flow.id, a)), Some((flow.id, b)));
+        assert_eq!(moved, vec![to_a, None, to_b, None, None]);
+        let now_rows = rows().await;
+        assert_eq!(now_rows[0].status, RecipientStatus::Read);
+        assert_eq!(
+            (
+                now_rows[1].status,
+                now_rows[1].error_code,
+                now_rows[1].error.as_deref()
+            ),
+            (
+                RecipientStatus::Failed,
+                Some(131_026),
+                Some("undeliverable")
+            )
+        );
     }
 }

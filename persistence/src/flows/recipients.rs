@@ -269,49 +269,6 @@ pub async fn fail_interrupted(
     Ok(())
 }
 
-/// Moves the recipient whose template Meta knows as `platform_message_id` forward to `status`
-/// (never back); answers its flow and identity when one moved.
-///
-/// # Errors
-/// The database's.
-pub async fn apply_delivery(
-    db: &impl ConnectionTrait,
-    platform_message_id: &str,
-    status: RecipientStatus,
-    error: Option<(Option<i64>, String)>,
-    now: DateTime<Utc>,
-) -> Result<Option<(Uuid, Uuid)>> {
-    let lower: &[RecipientStatus] = match status {
-        RecipientStatus::Delivered => &[RecipientStatus::Sent],
-        RecipientStatus::Read => &[RecipientStatus::Sent, RecipientStatus::Delivered],
-        RecipientStatus::Failed => &[
-            RecipientStatus::Sent,
-            RecipientStatus::Delivered,
-            RecipientStatus::Read,
-        ],
-        _ => return Ok(None),
-    };
-    let Some(found) = flow_recipient::Entity::find()
-        .filter(flow_recipient::Column::PlatformMessageId.eq(platform_message_id))
-        .one(db)
-        .await?
-    else {
-        return Ok(None);
-    };
-    let mut update = flow_recipient::Entity::update_many()
-        .col_expr(flow_recipient::Column::Status, Expr::value(status))
-        .col_expr(flow_recipient::Column::UpdatedAt, Expr::value(now))
-        .filter(flow_recipient::Column::Id.eq(found.id))
-        .filter(flow_recipient::Column::Status.is_in(lower.iter().copied()));
-    if let Some((code, message)) = error {
-        update = update
-            .col_expr(flow_recipient::Column::ErrorCode, Expr::value(code))
-            .col_expr(flow_recipient::Column::Error, Expr::value(message));
-    }
-    let moved = update.exec(db).await?.rows_affected > 0;
-    Ok(moved.then_some((found.flow_id, found.identity_id)))
-}
-
 /// A keyset page of the flow's recipients, in sending order.
 ///
 /// # Errors

@@ -20,6 +20,22 @@ pub async fn existing_ids(
     workspace_id: i64,
     ids: &[Uuid],
 ) -> Result<Vec<Uuid>> {
+    Ok(find_many(db, workspace_id, ids)
+        .await?
+        .into_iter()
+        .map(|i| i.id)
+        .collect())
+}
+
+/// The identities of the workspace among `ids` (those gone are missing), in no set order.
+///
+/// # Errors
+/// The database's.
+pub async fn find_many(
+    db: &impl ConnectionTrait,
+    workspace_id: i64,
+    ids: &[Uuid],
+) -> Result<Vec<identity::Model>> {
     let mut found = Vec::new();
     for chunk in ids.chunks(LOOKUP_CHUNK) {
         let rows = identity::Entity::find()
@@ -27,7 +43,7 @@ pub async fn existing_ids(
             .filter(identity::Column::Id.is_in(chunk.iter().copied()))
             .all(db)
             .await?;
-        found.extend(rows.into_iter().map(|i| i.id));
+        found.extend(rows);
     }
     Ok(found)
 }
