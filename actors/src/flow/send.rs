@@ -560,14 +560,25 @@ mod tests {
             ),
             (RecipientStatus::Pending, Some(131_000), Some(at))
         );
-        // The retry went out and the sandbox answered `delivered` at once: a status of its own.
-        let delivered = recorded(
-            rb.id,
-            accepted(message_b, "wamid.B", RecipientStatus::Delivered),
+        // The retry went out, recorded with another send of the same status: one statement
+        // for both, each recipient with its own message and id.
+        let (sent_b, sent_a) = (
+            recorded(rb.id, accepted(message_b, "wamid.B", RecipientStatus::Sent)),
+            recorded(ra.id, accepted(message_a, "wamid.A", RecipientStatus::Sent)),
         );
-        flows::Recorded::run_all(&executor, vec![&delivered])
+        flows::Recorded::run_all(&executor, vec![&sent_b, &sent_a])
             .await
             .expect("recorded");
+        let now_rows = rows().await;
+        assert_eq!(
+            (
+                now_rows[1].status,
+                now_rows[1].message_id,
+                now_rows[1].platform_message_id.as_deref()
+            ),
+            (RecipientStatus::Sent, Some(message_b), Some("wamid.B"))
+        );
+        assert_eq!(now_rows[0].message_id, Some(message_a));
 
         let report = |wamid: &str, status, error| flows::Reached {
             platform_message_id: wamid.to_owned(),
