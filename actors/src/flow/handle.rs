@@ -29,8 +29,9 @@ pub struct Flows {
     registry: Slot<FlowRegistryMsg>,
     /// Flows are created and read through it.
     db: DatabaseConnection,
-    /// Recipients' claims, outcomes and delivery reports are written through it as small
-    /// writes ([`GroupCommit::write_small`]: a campaign makes several per message).
+    /// Recipients' claims, outcomes and delivery reports are written through it as merged
+    /// writes ([`GroupCommit::write_merged`]: a campaign makes several per message, and those
+    /// of one kind in a batch run as one statement).
     writer: GroupCommit,
     /// Which flows run here; the owner of the others is told through the database.
     placement: Placement,
