@@ -34,6 +34,8 @@ pub mod scheduled_tasks;
 mod shape;
 pub mod stages;
 pub mod tenancy;
+#[cfg(test)]
+mod test_support;
 pub mod usage;
 pub mod values;
 pub mod webhook_events;

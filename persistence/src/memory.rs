@@ -136,29 +136,16 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::{identities, tenancy, workspaces};
+    use crate::identities;
 
     /// The joined read answers what the two reads it replaces answered: the identity, its
     /// entries in key order (one row each, though the identity's columns repeat on every
     /// row), none for an identity without memory, and nothing outside the workspace.
     #[tokio::test]
     async fn an_identity_is_read_with_its_memory_in_one_statement() {
-        let dir = tempfile::tempdir().expect("dir");
-        let db = crate::connect(&crate::sqlite_url_in(dir.path()))
-            .await
-            .expect("database");
-        crate::migrate(&db).await.expect("migrate");
+        let (_dir, db) = crate::test_support::migrated().await;
         let now = crate::clock::now();
-        let business = tenancy::find_or_create_business(&db, "b", now)
-            .await
-            .expect("business");
-        let owner = tenancy::find_or_create_user(&db, business.id, None, now)
-            .await
-            .expect("user");
-        let workspace = workspaces::create_with_owner(&db, business.id, owner.id, "w", None, now)
-            .await
-            .expect("workspace");
-        let ws = workspace.id;
+        let ws = crate::test_support::workspace(&db, "w", now).await;
         let mut people = Vec::new();
         for name in ["Ana", "Rui"] {
             let new = identities::NewIdentity {

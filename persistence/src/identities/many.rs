@@ -108,25 +108,11 @@ mod tests {
 
     #[tokio::test]
     async fn another_workspaces_identities_are_not_found_by_id() {
-        let dir = tempfile::tempdir().expect("dir");
-        let db = crate::connect(&crate::sqlite_url_in(dir.path()))
-            .await
-            .expect("connect");
-        crate::migrate(&db).await.expect("migrate");
+        let (_dir, db) = crate::test_support::migrated().await;
         let now = Utc::now();
         let mut workspaces = Vec::new();
         for name in ["ours", "theirs"] {
-            let business = crate::tenancy::find_or_create_business(&db, name, now)
-                .await
-                .expect("business");
-            let user = crate::tenancy::find_or_create_user(&db, business.id, None, now)
-                .await
-                .expect("user");
-            let workspace =
-                crate::workspaces::create_with_owner(&db, business.id, user.id, name, None, now)
-                    .await
-                    .expect("workspace");
-            workspaces.push(workspace.id);
+            workspaces.push(crate::test_support::workspace(&db, name, now).await);
         }
         let mut ids = Vec::new();
         for workspace in [workspaces[0], workspaces[1], workspaces[0]] {

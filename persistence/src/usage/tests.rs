@@ -2,14 +2,7 @@ use chrono::TimeZone;
 
 use super::*;
 
-async fn db() -> (tempfile::TempDir, sea_orm::DatabaseConnection) {
-    let dir = tempfile::tempdir().expect("dir");
-    let db = crate::connect(&crate::sqlite_url_in(dir.path()))
-        .await
-        .expect("connect");
-    crate::migrate(&db).await.expect("migrate");
-    (dir, db)
-}
+use crate::test_support::migrated as db;
 
 #[tokio::test]
 async fn counts_of_one_key_add_up_and_read_back_by_day_and_by_channel() {
