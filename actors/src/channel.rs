@@ -26,7 +26,7 @@ use serde_json::Value;
 pub use self::handle::Channels;
 use self::limits::Limits;
 use self::send_job::SendJob;
-pub use self::sending::{Accepted, SendAnswer, SendError, SendRequest};
+pub use self::sending::{Accepted, Lane, SendAnswer, SendError, SendRequest};
 use crate::domain::SecretBox;
 use crate::tree::ActorPath;
 use crate::whatsapp::{GraphClient, GraphError, MetaError, OutboundContent, Outgoing};
@@ -201,6 +201,7 @@ async fn send(
         },
         keep_when_unavailable: request.keep_when_unavailable,
         channel_retries: request.channel_retries,
+        lane: request.lane,
         placement: state.deps.placement.clone(),
     };
     let token = match admit(state, &request.outgoing).await {

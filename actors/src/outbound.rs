@@ -29,7 +29,7 @@ pub use self::parcel::{Parcel, pending};
 pub use self::reports::{DeliveryWatcher, Reports};
 pub use self::text::FreeForm;
 use crate::changes::{Announcer, Change};
-use crate::channel::{Accepted, Channels, SendError, SendRequest};
+use crate::channel::{Accepted, Channels, Lane, SendError, SendRequest};
 use crate::domain::Phone;
 use crate::events::Events;
 use crate::people;
@@ -197,7 +197,7 @@ impl Outbox {
             &send.phone,
             (content, rendered.text),
             id,
-            Retries::Channel,
+            Origin::Direct,
         )
         .await
     }
@@ -219,10 +219,11 @@ impl Outbox {
         let outbox = self.clone();
         detached(async move {
             let content = OutboundContent::Template(rendered.message);
-            // The flow retries its own sends, each attempt counted.
+            // The flow retries its own sends, each attempt counted, and yields the number's
+            // room to direct messages.
             let shown = (content, rendered.text);
             outbox
-                .send_to(thread, &phone, shown, message_id, Retries::Caller)
+                .send_to(thread, &phone, shown, message_id, Origin::Campaign)
                 .await
         })
         .await
@@ -251,7 +252,7 @@ impl Outbox {
         phone: &Phone,
         (content, text): (OutboundContent, String),
         message_id: Option<Uuid>,
-        retries: Retries,
+        origin: Origin,
     ) -> Result<Sent, OutboundError> {
         self.send_as(
             Writer::Assistant,
@@ -259,7 +260,7 @@ impl Outbox {
             phone,
             (content, text),
             message_id,
-            retries,
+            origin,
         )
         .await
     }
@@ -272,7 +273,7 @@ impl Outbox {
         phone: &Phone,
         (content, text): (OutboundContent, String),
         message_id: Option<Uuid>,
-        retries: Retries,
+        origin: Origin,
     ) -> Result<Sent, OutboundError> {
         let outgoing = Outgoing {
             to: phone.digits().to_owned(),
@@ -300,7 +301,7 @@ impl Outbox {
             outgoing,
         };
         let accepted =
-            self.send(parcel, false, retries)
+            self.send(parcel, false, origin)
                 .await
                 .map_err(|error| OutboundError::NotSent {
                     message_id: stored.id,
@@ -336,7 +337,7 @@ impl Outbox {
     /// Why it was not sent; [`SendError::AlreadyTaken`] when it is not pending any more.
     pub async fn deliver(&self, parcel: Parcel) -> Result<Accepted, SendError> {
         let outbox = self.clone();
-        detached(async move { outbox.send(parcel, true, Retries::Channel).await }).await
+        detached(async move { outbox.send(parcel, true, Origin::Direct).await }).await
     }
 
     /// Hands `parcel` to its channel; `keep_when_unavailable`: whether a message Meta could
@@ -345,25 +346,32 @@ impl Outbox {
         &self,
         parcel: Parcel,
         keep_when_unavailable: bool,
-        retries: Retries,
+        origin: Origin,
     ) -> Result<Accepted, SendError> {
         let request = SendRequest {
             message_id: Some(parcel.message_id),
             outgoing: parcel.outgoing,
             keep_when_unavailable,
-            channel_retries: retries == Retries::Channel,
+            channel_retries: origin == Origin::Direct,
+            lane: match origin {
+                Origin::Direct => Lane::Direct,
+                Origin::Campaign => Lane::Campaign,
+            },
         };
         self.channels.send(parcel.channel_id, request).await
     }
 }
 
-/// Who tries a send again when Meta asks for it (a throttle, its own trouble).
+/// Whose send it is: who tries it again when Meta asks for it (a throttle, its own trouble),
+/// and where it waits for the number's room.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Retries {
-    /// The channel, up to `whatsapp.max_retries`: replies, the send endpoint, tasks.
-    Channel,
-    /// The caller, under its own policy: a flow (`maxRetries`, `retryDelayMs`).
-    Caller,
+enum Origin {
+    /// A reply, the send endpoint, a task: the channel tries it again, up to
+    /// `whatsapp.max_retries`, and it goes ahead of campaign sends.
+    Direct,
+    /// A flow's: the flow tries it again under its own policy (`maxRetries`,
+    /// `retryDelayMs`), and it yields the number's room to direct messages.
+    Campaign,
 }
 
 /// Runs `work` in a task of its own and waits for it: if the caller is dropped (a client that

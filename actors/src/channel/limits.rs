@@ -2,17 +2,20 @@
 //! 1,000 after the automatic upgrade; received messages count in it as sent ones do) and the
 //! spacing per recipient (Meta's pair limit, about one message per 6 s with bursts). Shared by
 //! every send job of the channel, so the limits hold across conversations, flows and tasks.
+//! Campaign sends take the number's room only while no direct message waits for it ([`Lane`]).
 
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use governor::clock::{Clock, DefaultClock};
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLimiter};
 
-use super::ChannelSettings;
+use super::{ChannelSettings, Lane};
 
 /// Recipients the pair limiter holds before it first forgets those whose limit has refilled.
 const PAIRS_KEPT: usize = 1_024;
@@ -31,6 +34,8 @@ pub(super) struct Limits {
     slowed_until: Arc<Mutex<Option<Instant>>>,
     /// Messages received when the number had no room left: the next sends wait for them too.
     owed: Arc<AtomicU32>,
+    /// The direct messages waiting for the number's room, ahead of campaign sends.
+    ahead: Arc<Ahead>,
 }
 
 impl Limits {
@@ -47,6 +52,7 @@ impl Limits {
             pairs_after_sweep: Arc::new(AtomicUsize::new(0)),
             slowed_until: Arc::new(Mutex::new(None)),
             owed: Arc::new(AtomicU32::new(0)),
+            ahead: Arc::new(Ahead::default()),
         }
     }
 
@@ -58,8 +64,9 @@ impl Limits {
         }
     }
 
-    /// Waits until one more message may go to `recipient`, and one more from the number.
-    pub(super) async fn until_ready(&self, recipient: &String) {
+    /// Waits until one more message may go to `recipient`, and one more from the number: for
+    /// a campaign's send, with no direct message waiting.
+    pub(super) async fn until_ready(&self, recipient: &String, lane: Lane) {
         let slowed = *self
             .slowed_until
             .lock()
@@ -74,9 +81,32 @@ impl Limits {
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
             .is_ok()
         {
-            self.number.until_ready().await;
+            self.number_room(lane).await;
         }
-        self.number.until_ready().await;
+        self.number_room(lane).await;
+    }
+
+    /// Takes one message's room of the number. A direct message takes the next room there
+    /// is; a campaign's send checks that none waits before each try, so at the number's full
+    /// rate a person's answer waits for a room or two, not behind every campaign send waiting
+    /// (each of which governor would wake at once for the same room).
+    async fn number_room(&self, lane: Lane) {
+        match lane {
+            Lane::Direct => {
+                let _waiting = self.ahead.enter();
+                self.number.until_ready().await;
+            }
+            Lane::Campaign => loop {
+                self.ahead.none_waiting().await;
+                match self.number.check() {
+                    Ok(()) => return,
+                    Err(not_until) => {
+                        let wait = not_until.wait_time_from(DefaultClock::default().now());
+                        futures_timer::Delay::new(wait).await;
+                    }
+                }
+            },
+        }
     }
 
     /// Forgets recipients whose pair limit has refilled, once the map has doubled since the
@@ -101,6 +131,48 @@ impl Limits {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if slowed.is_none_or(|current| current < until) {
             *slowed = Some(until);
+        }
+    }
+}
+
+/// The direct messages waiting for a number's room; campaign sends wait until none does.
+#[derive(Debug, Default)]
+struct Ahead {
+    waiting: AtomicUsize,
+    /// Told when the last one waiting took its room (or stopped waiting).
+    none_left: Notify,
+}
+
+impl Ahead {
+    /// Counts one more direct message waiting, until the answer is dropped.
+    fn enter(&self) -> Waiting<'_> {
+        self.waiting.fetch_add(1, Ordering::AcqRel);
+        Waiting(self)
+    }
+
+    /// Returns once no direct message waits.
+    async fn none_waiting(&self) {
+        loop {
+            let none_left = self.none_left.notified();
+            tokio::pin!(none_left);
+            // Listening before the count is read: a last one leaving in between is heard.
+            none_left.as_mut().enable();
+            if self.waiting.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            none_left.await;
+        }
+    }
+}
+
+/// A direct message waiting for its number's room (dropped: it took it, or its send was
+/// dropped).
+struct Waiting<'a>(&'a Ahead);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        if self.0.waiting.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.none_left.notify_waiters();
         }
     }
 }
@@ -145,7 +217,9 @@ mod tests {
         let limits = one_per_recipient_every(Duration::from_millis(1));
         for round in 0..4 {
             for person in 0..3_000 {
-                limits.until_ready(&format!("{round}-{person}")).await;
+                limits
+                    .until_ready(&format!("{round}-{person}"), Lane::Direct)
+                    .await;
             }
             // Every limit refills in a millisecond.
             tokio::time::sleep(Duration::from_millis(5)).await;
@@ -200,6 +274,79 @@ mod tests {
         );
     }
 
+    /// Limits of a number sending `per_second` messages, any number to one recipient.
+    fn a_number_at(per_second: u32) -> Limits {
+        Limits::new(&ChannelSettings {
+            per_second,
+            pair_burst: 1_000,
+            pair_period: Duration::from_millis(1),
+            max_retries: 0,
+            retry_backoff: Duration::from_millis(1),
+            public_url: None,
+        })
+    }
+
+    #[tokio::test]
+    async fn a_direct_message_takes_the_next_room_ahead_of_every_campaign_send_waiting() {
+        let limits = a_number_at(100);
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let campaign: Vec<_> = (0..30)
+            .map(|n| {
+                let (limits, log) = (limits.clone(), log.clone());
+                tokio::spawn(async move {
+                    limits.until_ready(&format!("c{n}"), Lane::Campaign).await;
+                    log.lock().expect("log").push(format!("c{n}"));
+                })
+            })
+            .collect();
+        // Wait until the campaign is under way, every send of it waiting for the number.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while log.lock().expect("log").len() < 3 {
+            assert!(Instant::now() < deadline, "the campaign did not start");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        // A task among the others (the test's own task is woken first of all).
+        let direct = tokio::spawn({
+            let (limits, log) = (limits.clone(), log.clone());
+            async move {
+                let before = log.lock().expect("log").len();
+                limits.until_ready(&"person".to_owned(), Lane::Direct).await;
+                log.lock().expect("log").push("person".to_owned());
+                before
+            }
+        });
+        let before = direct.await.expect("direct send");
+        for send in campaign {
+            send.await.expect("campaign send");
+        }
+        let log = log.lock().expect("log");
+        let at = log.iter().position(|sent| sent == "person");
+        // Without the lanes it went last, behind every campaign send that waited before it.
+        assert_eq!(at, Some(before), "{log:?}");
+        assert_eq!(log.len(), 31);
+    }
+
+    #[tokio::test]
+    async fn a_direct_message_that_stops_waiting_holds_up_no_campaign() {
+        let limits = a_number_at(100);
+        // The number's room is used up: the next message waits about 10 ms.
+        while limits.number.check().is_ok() {}
+        let (person, someone) = ("person".to_owned(), "someone".to_owned());
+        let mut direct = Box::pin(limits.until_ready(&person, Lane::Direct));
+        // Polled once: it waits, counted ahead of campaigns.
+        tokio::select! {
+            biased;
+            () = &mut direct => panic!("the number had no room"),
+            () = std::future::ready(()) => {}
+        }
+        assert_eq!(limits.ahead.waiting.load(Ordering::Acquire), 1);
+        drop(direct);
+        let campaign = limits.until_ready(&someone, Lane::Campaign);
+        tokio::time::timeout(Duration::from_secs(10), campaign)
+            .await
+            .expect("the campaign send went once the number had room");
+    }
+
     #[tokio::test]
     async fn a_received_message_takes_the_room_of_a_send() {
         let limits = Limits::new(&ChannelSettings {
@@ -215,7 +362,9 @@ mod tests {
             limits.received();
         }
         assert_eq!(limits.owed.load(Ordering::Relaxed), 4);
-        limits.until_ready(&"someone".to_owned()).await;
+        limits
+            .until_ready(&"someone".to_owned(), Lane::Direct)
+            .await;
         // The send took the four owed messages' room before its own: none owed, none left.
         assert_eq!(limits.owed.load(Ordering::Relaxed), 0);
         assert!(limits.number.check().is_err());

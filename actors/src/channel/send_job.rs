@@ -12,7 +12,7 @@ use ractor::ActorRef;
 use uuid::Uuid;
 
 use super::limits::Limits;
-use super::{Accepted, ChannelMsg, ChannelSettings, SendError};
+use super::{Accepted, ChannelMsg, ChannelSettings, Lane, SendError};
 use crate::events::{Events, MessageTold, Recorded};
 use crate::whatsapp::error::PAIR_RATE_LIMIT;
 use crate::whatsapp::{GraphClient, GraphError, MetaErrorKind, Outgoing};
@@ -31,6 +31,8 @@ pub(super) struct SendJob {
     pub(super) keep_when_unavailable: bool,
     /// Whether the channel retries (see [`super::SendRequest::channel_retries`]).
     pub(super) channel_retries: bool,
+    /// Where it waits for the number's room.
+    pub(super) lane: Lane,
     /// Whose lease a claim must still hold (its fence is read at each claim).
     pub(super) placement: crate::cluster::Placement,
 }
@@ -125,7 +127,7 @@ impl SendJob {
         let mut attempt = 0;
         loop {
             let waiting = std::time::Instant::now();
-            live.limits.until_ready(&outgoing.to).await;
+            live.limits.until_ready(&outgoing.to, self.lane).await;
             crate::measure::limiter_wait(waiting.elapsed());
             self.claim().await?;
             let outcome = live

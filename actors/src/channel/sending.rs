@@ -101,6 +101,23 @@ pub struct SendRequest {
     /// no retry policy of their own. A flow's send is one attempt: the flow retries it under
     /// its own `maxRetries` and `retryDelayMs`, each attempt counted.
     pub channel_retries: bool,
+    /// Where it waits for the number's room (a peer that does not say sends a direct message).
+    #[serde(default)]
+    pub lane: Lane,
+}
+
+/// Where a send waits for its number's room. Meta counts a number's messages together, and a
+/// campaign at the number's full rate leaves none spare: a person waiting for an answer goes
+/// first, so campaign sends wait while a direct message does.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Lane {
+    /// A message someone waits for: a reply, an operator's or the send endpoint's message, a
+    /// task's.
+    #[default]
+    Direct,
+    /// A flow's send, which yields to direct messages.
+    Campaign,
 }
 
 /// A send's answer as one node tells another (`SendError` keeps Meta's HTTP status, which

@@ -15,6 +15,7 @@ fn text(identity_id: Uuid) -> SendRequest {
         message_id: None,
         keep_when_unavailable: false,
         channel_retries: true,
+        lane: Lane::Direct,
         outgoing: Outgoing {
             to: "351912345678".to_owned(),
             identity_id: Some(identity_id),

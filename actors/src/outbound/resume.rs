@@ -58,7 +58,7 @@ impl Outbox {
             channel_id: message.channel_id,
             outgoing,
         };
-        self.send(parcel, true, super::Retries::Channel).await
+        self.send(parcel, true, super::Origin::Direct).await
     }
 
     /// What a stored message is on the wire. Messages stored before the wire form was kept
