@@ -76,36 +76,43 @@ impl Limits {
         }
         self.pairs.until_key_ready(recipient).await;
         self.forget_refilled_pairs();
-        while self
-            .owed
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
-            .is_ok()
-        {
-            self.number_room(lane).await;
-        }
         self.number_room(lane).await;
     }
 
     /// Takes one message's room of the number. A direct message takes the next room there
     /// is; a campaign's send checks that none waits before each try, so at the number's full
     /// rate a person's answer waits for a room or two, not behind every campaign send waiting
-    /// (each of which governor would wake at once for the same room).
+    /// (each of which governor would wake at once for the same room). Before either, a room
+    /// goes to a received message that found none: Meta counted it when it came, and paid
+    /// only by the senders that came after it (behind every one already waiting) it was paid
+    /// a second or more late, past the window Meta counted it in (130429 at a full number).
     async fn number_room(&self, lane: Lane) {
-        match lane {
-            Lane::Direct => {
-                let _waiting = self.ahead.enter();
-                self.number.until_ready().await;
+        let _waiting = (lane == Lane::Direct).then(|| self.ahead.enter());
+        loop {
+            match lane {
+                Lane::Direct => self.number.until_ready().await,
+                Lane::Campaign => self.campaign_room().await,
             }
-            Lane::Campaign => loop {
-                self.ahead.none_waiting().await;
-                match self.number.check() {
-                    Ok(()) => return,
-                    Err(not_until) => {
-                        let wait = not_until.wait_time_from(DefaultClock::default().now());
-                        futures_timer::Delay::new(wait).await;
-                    }
+            let owed = self
+                .owed
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+            if owed.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// Takes a room of the number for a campaign's send, while no direct message waits.
+    async fn campaign_room(&self) {
+        loop {
+            self.ahead.none_waiting().await;
+            match self.number.check() {
+                Ok(()) => return,
+                Err(not_until) => {
+                    let wait = not_until.wait_time_from(DefaultClock::default().now());
+                    futures_timer::Delay::new(wait).await;
                 }
-            },
+            }
         }
     }
 
@@ -345,6 +352,47 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(10), campaign)
             .await
             .expect("the campaign send went once the number had room");
+    }
+
+    #[tokio::test]
+    async fn a_received_message_without_room_takes_the_next_rooms_before_waiting_sends() {
+        let limits = a_number_at(100);
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let campaign: Vec<_> = (0..20)
+            .map(|n| {
+                let (limits, log) = (limits.clone(), log.clone());
+                tokio::spawn(async move {
+                    limits.until_ready(&format!("c{n}"), Lane::Campaign).await;
+                    log.lock().expect("log").push(n);
+                })
+            })
+            .collect();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while log.lock().expect("log").len() < 3 {
+            assert!(Instant::now() < deadline, "the campaign did not start");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        // Three messages come while every room is taken: they are owed.
+        for _ in 0..3 {
+            limits.received();
+        }
+        let before = log.lock().expect("log").len();
+        while limits.owed.load(Ordering::Relaxed) > 0 {
+            assert!(
+                Instant::now() < deadline,
+                "the received messages were never paid"
+            );
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        // Paid by the next three rooms (one send may have taken its room as they came).
+        let sent = log.lock().expect("log").len() - before;
+        assert!(
+            sent <= 1,
+            "{sent} sends went before the received messages' rooms"
+        );
+        for send in campaign {
+            send.await.expect("campaign send");
+        }
     }
 
     #[tokio::test]
