@@ -293,11 +293,17 @@ mod tests {
         })
     }
 
-    #[tokio::test]
-    async fn a_direct_message_takes_the_next_room_ahead_of_every_campaign_send_waiting() {
-        let limits = a_number_at(100);
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let campaign: Vec<_> = (0..30)
+    /// What went out, in order.
+    type Log = Arc<Mutex<Vec<String>>>;
+
+    /// Starts `sends` campaign sends (`c0`, `c1`, …) on `limits`, each logged as it goes; answers
+    /// once three went, the others waiting for the number.
+    async fn campaign_under_way(
+        limits: &Limits,
+        sends: usize,
+    ) -> (Log, Vec<tokio::task::JoinHandle<()>>) {
+        let log: Log = Arc::default();
+        let campaign = (0..sends)
             .map(|n| {
                 let (limits, log) = (limits.clone(), log.clone());
                 tokio::spawn(async move {
@@ -306,12 +312,18 @@ mod tests {
                 })
             })
             .collect();
-        // Wait until the campaign is under way, every send of it waiting for the number.
         let deadline = Instant::now() + Duration::from_secs(10);
         while log.lock().expect("log").len() < 3 {
             assert!(Instant::now() < deadline, "the campaign did not start");
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
+        (log, campaign)
+    }
+
+    #[tokio::test]
+    async fn a_direct_message_takes_the_next_room_ahead_of_every_campaign_send_waiting() {
+        let limits = a_number_at(100);
+        let (log, campaign) = campaign_under_way(&limits, 30).await;
         // A task among the others (the test's own task is woken first of all).
         let direct = tokio::spawn({
             let (limits, log) = (limits.clone(), log.clone());
@@ -357,21 +369,8 @@ mod tests {
     #[tokio::test]
     async fn a_received_message_without_room_takes_the_next_rooms_before_waiting_sends() {
         let limits = a_number_at(100);
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let campaign: Vec<_> = (0..20)
-            .map(|n| {
-                let (limits, log) = (limits.clone(), log.clone());
-                tokio::spawn(async move {
-                    limits.until_ready(&format!("c{n}"), Lane::Campaign).await;
-                    log.lock().expect("log").push(n);
-                })
-            })
-            .collect();
+        let (log, campaign) = campaign_under_way(&limits, 20).await;
         let deadline = Instant::now() + Duration::from_secs(10);
-        while log.lock().expect("log").len() < 3 {
-            assert!(Instant::now() < deadline, "the campaign did not start");
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
         // Three messages come while every room is taken: they are owed.
         for _ in 0..3 {
             limits.received();
@@ -397,14 +396,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_received_message_takes_the_room_of_a_send() {
-        let limits = Limits::new(&ChannelSettings {
-            per_second: 100,
-            pair_burst: 1_000,
-            pair_period: Duration::from_millis(1),
-            max_retries: 0,
-            retry_backoff: Duration::from_millis(1),
-            public_url: None,
-        });
+        let limits = a_number_at(100);
         // More received than the burst holds: the rest is owed by the next sends.
         for _ in 0..5 {
             limits.received();
