@@ -34,7 +34,7 @@ use crate::domain::Phone;
 use crate::events::Events;
 use crate::people;
 use crate::quotas::Quotas;
-use crate::thread::{self, Thread};
+use crate::thread::{self, Found, Thread};
 use crate::tree::RuntimeError;
 use crate::whatsapp::{
     Author, OutboundContent, Outgoing, RenderedTemplate, TemplateParameters, TemplateRef,
@@ -191,27 +191,22 @@ impl Outbox {
             channel_id: send.channel.id,
         };
         let content = OutboundContent::Template(rendered.message);
-        let id = send.message_id;
-        self.send_to(
-            thread,
-            &send.phone,
-            (content, rendered.text),
-            id,
-            Origin::Direct,
-        )
-        .await
+        let how = How::direct(send.message_id);
+        self.send_to(thread, &send.phone, (content, rendered.text), how)
+            .await
     }
 
     /// Sends a template already found and rendered (a flow renders its campaign's template
     /// once per recipient from one listing) to an identity the caller already holds, at
-    /// `phone`, as [`Outbox::send_template`] does otherwise, under `message_id` when the
-    /// caller names it (a flow recipient's attempt).
+    /// `phone`, in the thread's conversation as the caller `found` it (a flow reads its
+    /// claim's together), as [`Outbox::send_template`] does otherwise, under `message_id`
+    /// when the caller names it (a flow recipient's attempt).
     ///
     /// # Errors
     /// As [`Outbox::send_template`].
-    pub async fn send_rendered(
+    pub(crate) async fn send_rendered(
         &self,
-        thread: Thread,
+        (thread, found): (Thread, Found),
         phone: Phone,
         rendered: RenderedTemplate,
         message_id: Option<Uuid>,
@@ -221,10 +216,13 @@ impl Outbox {
             let content = OutboundContent::Template(rendered.message);
             // The flow retries its own sends, each attempt counted, and yields the number's
             // room to direct messages.
+            let how = How {
+                message_id,
+                origin: Origin::Campaign,
+                found: Some(found),
+            };
             let shown = (content, rendered.text);
-            outbox
-                .send_to(thread, &phone, shown, message_id, Origin::Campaign)
-                .await
+            outbox.send_to(thread, &phone, shown, how).await
         })
         .await
     }
@@ -250,19 +248,11 @@ impl Outbox {
         &self,
         thread: Thread,
         phone: &Phone,
-        (content, text): (OutboundContent, String),
-        message_id: Option<Uuid>,
-        origin: Origin,
+        shown: (OutboundContent, String),
+        how: How,
     ) -> Result<Sent, OutboundError> {
-        self.send_as(
-            Writer::Assistant,
-            thread,
-            phone,
-            (content, text),
-            message_id,
-            origin,
-        )
-        .await
+        self.send_as(Writer::Assistant, thread, phone, shown, how)
+            .await
     }
 
     /// As [`Outbox::send_to`], the message stored as written by `writer`.
@@ -272,8 +262,7 @@ impl Outbox {
         thread: Thread,
         phone: &Phone,
         (content, text): (OutboundContent, String),
-        message_id: Option<Uuid>,
-        origin: Origin,
+        how: How,
     ) -> Result<Sent, OutboundError> {
         let outgoing = Outgoing {
             to: phone.digits().to_owned(),
@@ -286,10 +275,13 @@ impl Outbox {
             .messages(thread.workspace_id, outgoing.category())
             .await?;
         let now = clock::now();
-        let conversation =
-            thread::current_by(&self.db, &self.writer, thread, self.idle_after, now).await?;
+        let found = match how.found {
+            Some(found) => found,
+            None => thread::find(&self.db, thread, self.idle_after, now).await?,
+        };
+        let conversation = thread::open_by(&self.writer, thread, found, now).await?;
         let mut message = pending(&outgoing, text.clone());
-        message.id = message_id;
+        message.id = how.message_id;
         message.role = writer.role();
         message.operator_id = writer.author().map(|a| a.id);
         let stored =
@@ -300,13 +292,13 @@ impl Outbox {
             channel_id: thread.channel_id,
             outgoing,
         };
-        let accepted =
-            self.send(parcel, false, origin)
-                .await
-                .map_err(|error| OutboundError::NotSent {
-                    message_id: stored.id,
-                    error,
-                })?;
+        let accepted = self
+            .send(parcel, false, how.origin)
+            .await
+            .map_err(|error| OutboundError::NotSent {
+                message_id: stored.id,
+                error,
+            })?;
         Ok(Sent {
             message_id: stored.id,
             conversation_id: conversation.id,
@@ -359,6 +351,28 @@ impl Outbox {
             },
         };
         self.channels.send(parcel.channel_id, request).await
+    }
+}
+
+/// How one message goes out, besides what it says and to whom.
+#[derive(Debug)]
+struct How {
+    /// The id its stored message gets; a fresh one when `None`.
+    message_id: Option<Uuid>,
+    /// Whose send it is.
+    origin: Origin,
+    /// The thread's conversation as the caller found it; read here when `None`.
+    found: Option<Found>,
+}
+
+impl How {
+    /// A direct message (not a campaign's), its conversation read here.
+    fn direct(message_id: Option<Uuid>) -> Self {
+        Self {
+            message_id,
+            origin: Origin::Direct,
+            found: None,
+        }
     }
 }
 

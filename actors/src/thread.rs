@@ -1,6 +1,8 @@
 //! Which conversation a message belongs to: the one place that opens the current conversation
 //! of an identity on a channel or starts a new one, for turns and for every outbound message.
 
+use std::collections::HashMap;
+
 use chrono::{DateTime, Utc};
 use parley_persistence::conversations::{self, NewConversation, Opened};
 use parley_persistence::entities::conversation;
@@ -36,21 +38,21 @@ pub async fn current(
         .conversation)
 }
 
-/// As [`current`], for a caller outside a transaction: the conversation found on `db` (a read),
-/// one to start committed by the database's writer ([`start_by`]), so that a burst of sends
-/// to people without an open conversation (a campaign) starts theirs with one statement, and
-/// none takes SQLite's write lock beside the writer.
+/// As [`current`], for a caller outside a transaction, from what [`find`] (or [`find_each`])
+/// found on a read connection: the open conversation, or one started by the database's writer
+/// ([`start_by`]), so that a burst of sends to people without an open conversation (a
+/// campaign) starts theirs with one statement, and none takes SQLite's write lock beside the
+/// writer.
 ///
 /// # Errors
 /// Fails on a database error.
-pub(crate) async fn current_by(
-    db: &impl ConnectionTrait,
+pub(crate) async fn open_by(
     writer: &GroupCommit,
     thread: Thread,
-    idle_after: chrono::Duration,
+    found: Found,
     now: DateTime<Utc>,
 ) -> Result<conversation::Model, PersistenceError> {
-    match find(db, thread, idle_after, now).await? {
+    match found {
         Found::Open(conversation) => Ok(conversation),
         Found::Start { close } => Ok(start_by(writer, thread, close, None, now)
             .await?
@@ -109,16 +111,52 @@ pub(crate) async fn find(
     idle_after: chrono::Duration,
     now: DateTime<Utc>,
 ) -> Result<Found, PersistenceError> {
-    let latest = conversations::latest_for(db, thread.identity_id, thread.channel_id)
-        .await?
-        .filter(|c| c.status == ConversationStatus::Open);
-    Ok(match latest {
-        Some(latest) if !is_idle(&latest, idle_after, now) => Found::Open(latest),
-        Some(idle) => Found::Start {
-            close: Some(idle.id),
-        },
-        None => Found::Start { close: None },
-    })
+    let (channel_id, identity_id) = (thread.channel_id, thread.identity_id);
+    let mut found = find_each(db, channel_id, &[identity_id], idle_after, now).await?;
+    Ok(found.take(identity_id))
+}
+
+/// As [`find`] for each of `identity_ids` on `channel_id`, with one read (a flow's claim).
+///
+/// # Errors
+/// Fails on a database error.
+pub(crate) async fn find_each(
+    db: &impl ConnectionTrait,
+    channel_id: Uuid,
+    identity_ids: &[Uuid],
+    idle_after: chrono::Duration,
+    now: DateTime<Utc>,
+) -> Result<FoundEach, PersistenceError> {
+    let open = conversations::open_on(db, channel_id, identity_ids).await?;
+    let found = open
+        .into_iter()
+        .map(|open| {
+            let identity_id = open.identity_id;
+            let found = if is_idle(&open, idle_after, now) {
+                Found::Start {
+                    close: Some(open.id),
+                }
+            } else {
+                Found::Open(open)
+            };
+            (identity_id, found)
+        })
+        .collect();
+    Ok(FoundEach(found))
+}
+
+/// What [`find_each`] found of each identity.
+#[derive(Debug)]
+pub(crate) struct FoundEach(HashMap<Uuid, Found>);
+
+impl FoundEach {
+    /// What was found of `identity_id`'s thread, taken out: one without an open conversation
+    /// starts one.
+    pub(crate) fn take(&mut self, identity_id: Uuid) -> Found {
+        self.0
+            .remove(&identity_id)
+            .unwrap_or(Found::Start { close: None })
+    }
 }
 
 /// Closes the idle conversation [`find`] found, if any, and starts the thread's next one,
@@ -277,5 +315,62 @@ mod tests {
             .expect("next");
         assert!(next.started);
         assert_ne!(next.conversation.id, of_second.id);
+    }
+
+    #[tokio::test]
+    async fn threads_found_together_are_found_as_each_alone() {
+        let (deps, _dir, _model) = deps().await;
+        let db = &deps.db;
+        let (ws, channel_id, active, _) = world(db).await;
+        let person = |phone: &str| NewPerson {
+            id: Uuid::now_v7(),
+            workspace_id: ws,
+            name: None,
+            kind: ContactKind::Phone,
+            value: phone.to_owned(),
+            now: clock::now(),
+        };
+        let (a, b) = (person("+351910000021"), person("+351910000022"));
+        let executor = DatabaseExecutor::Connection(db);
+        let people = NewPerson::run_all(&executor, vec![&a, &b])
+            .await
+            .expect("people");
+        let (idle, without) = (people[0].id, people[1].id);
+        let now = clock::now();
+        let idle_after = chrono::Duration::hours(1);
+        let open =
+            |identity_id, at| conversations::start(db, ws, identity_id, channel_id, None, at);
+        let of_active = open(active, now).await.expect("active").conversation();
+        let two_hours_ago = now - chrono::Duration::hours(2);
+        let of_idle = open(idle, two_hours_ago)
+            .await
+            .expect("idle")
+            .conversation();
+
+        let ids = [active, idle, without];
+        let mut each = find_each(db, channel_id, &ids, idle_after, now)
+            .await
+            .expect("found");
+        let together: Vec<Found> = ids.iter().map(|id| each.take(*id)).collect();
+        let [
+            Found::Open(found_active),
+            Found::Start {
+                close: Some(closes),
+            },
+            Found::Start { close: None },
+        ] = &together[..]
+        else {
+            panic!("the active one open, the idle one closed, none started: {together:?}");
+        };
+        assert_eq!((found_active.id, *closes), (of_active.id, of_idle.id));
+        for (id, together) in ids.iter().zip(&together) {
+            let thread = Thread {
+                workspace_id: ws,
+                identity_id: *id,
+                channel_id,
+            };
+            let alone = find(db, thread, idle_after, now).await.expect("alone");
+            assert_eq!(format!("{alone:?}"), format!("{together:?}"));
+        }
     }
 }

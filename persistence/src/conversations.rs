@@ -189,6 +189,28 @@ pub async fn latest_for(
         .await?)
 }
 
+/// The open conversations of `identity_ids` on `channel_id`, at most one each (the database
+/// keeps one open conversation per identity and channel): one read for a batch of sends (a
+/// flow's claim), by the index of open conversations.
+///
+/// # Errors
+/// Fails on a database error.
+pub async fn open_on(
+    db: &impl ConnectionTrait,
+    channel_id: Uuid,
+    identity_ids: &[Uuid],
+) -> Result<Vec<conversation::Model>> {
+    if identity_ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    Ok(conversation::Entity::find()
+        .filter(conversation::Column::IdentityId.is_in(identity_ids.iter().copied()))
+        .filter(conversation::Column::ChannelId.eq(channel_id))
+        .filter(conversation::Column::Status.eq(ConversationStatus::Open))
+        .all(db)
+        .await?)
+}
+
 /// Marks a conversation closed; the next message starts a new one.
 ///
 /// # Errors

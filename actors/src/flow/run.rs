@@ -21,6 +21,7 @@ use super::send::{Prepared, Sender, Sent, send_one};
 use super::template::{TemplateProblem, filling_of, template_of};
 use super::{FlowConfig, FlowDeps, Flows, QUOTA_REASON, params};
 use crate::quotas::QuotaError;
+use crate::thread;
 
 /// Recipients read per query.
 const BATCH: u64 = 50;
@@ -118,11 +119,17 @@ impl Runner {
                 let ids: Vec<Uuid> = claimed.iter().map(|r| r.identity_id).collect();
                 let (db, ws) = (&self.sender.db, prepared.flow.workspace_id);
                 let reaches = people_of(db, ws, &prepared.filling, &ids).await?;
+                // Their conversations on the channel, read together too.
+                let (channel_id, idle_after) =
+                    (prepared.channel.id, self.sender.outbox.idle_after());
+                let mut open =
+                    thread::find_each(db, channel_id, &ids, idle_after, clock::now()).await?;
                 for (recipient, reach) in claimed.into_iter().zip(reaches) {
-                    let sender = self.sender.clone();
-                    let shared = prepared.clone();
-                    in_flight
-                        .spawn(async move { send_one(&sender, &shared, recipient, reach).await });
+                    let (sender, shared) = (self.sender.clone(), prepared.clone());
+                    let found = open.take(recipient.identity_id);
+                    in_flight.spawn(async move {
+                        send_one(&sender, &shared, recipient, (reach, found)).await
+                    });
                 }
                 self.sleep(prepared.config.pause()).await;
             }

@@ -18,7 +18,7 @@ use super::person::Reach;
 use super::recover::{attempt_message_id, before_retry};
 use crate::channel::SendError;
 use crate::outbound::{OutboundError, Outbox};
-use crate::thread::Thread;
+use crate::thread::{Found, Thread};
 use crate::whatsapp::error::{INVALID_TOKEN, OUTSIDE_WINDOW, STOPPED_MARKETING};
 use crate::whatsapp::status::StatusReport;
 use crate::whatsapp::{MetaError, TemplateRef};
@@ -56,12 +56,13 @@ pub(super) struct Sender {
     pub(super) flows: Flows,
 }
 
-/// Sends the template to one claimed recipient, whom it `reach`es, and records how it went.
+/// Sends the template to one claimed recipient, whom it `reach`es (in the conversation
+/// `found` on the flow's channel), and records how it went.
 pub(super) async fn send_one(
     sender: &Sender,
     prepared: &Prepared,
     recipient: flow_recipient::Model,
-    reach: Reach,
+    (reach, found): (Reach, Found),
 ) -> Result<Sent, PersistenceError> {
     let skip = |reason: SkipReason| SendOutcome::Final {
         status: RecipientStatus::Skipped,
@@ -90,7 +91,7 @@ pub(super) async fn send_one(
                     let id = attempt_message_id(recipient.id, attempt);
                     let sent = sender
                         .outbox
-                        .send_rendered(thread, phone, rendered, Some(id))
+                        .send_rendered((thread, found), phone, rendered, Some(id))
                         .await;
                     match judge(sender, prepared, &recipient, sent).await? {
                         (retry @ SendOutcome::Retry { .. }, fatal) => {

@@ -11,7 +11,7 @@ use parley_persistence::entities::channel;
 use parley_persistence::{clock, handoff};
 use uuid::Uuid;
 
-use super::{Origin, OutboundError, Outbox, Sent, Writer, detached};
+use super::{How, OutboundError, Outbox, Sent, Writer, detached};
 use crate::channel::service_window_open;
 use crate::people;
 use crate::thread::Thread;
@@ -74,7 +74,7 @@ impl Outbox {
                 (OutboundContent::Media(media), text)
             }
         };
-        self.send_as(writer, thread, &phone, shown, message_id, Origin::Direct)
+        self.send_as(writer, thread, &phone, shown, How::direct(message_id))
             .await
     }
 

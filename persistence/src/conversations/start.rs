@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::{Expr, OnConflict};
-use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseExecutor, EntityTrait, QueryFilter};
+use sea_orm::{ConnectionTrait, DatabaseExecutor, EntityTrait};
 use uuid::Uuid;
 
 use crate::entities::conversation;
@@ -65,7 +65,7 @@ pub async fn start(
             // Every column is given, the times at storage precision: the row is as inserted.
             return Ok(Opened::Started(started));
         }
-        if let Some(open) = open_of(db, identity_id, channel_id).await? {
+        if let Some(open) = super::open_on(db, channel_id, &[identity_id]).await?.pop() {
             return Ok(Opened::Found(open));
         }
     }
@@ -163,18 +163,4 @@ fn one_open() -> OnConflict {
     .target_and_where(Expr::cust("status = 'open'"))
     .do_nothing()
     .to_owned()
-}
-
-/// The thread's open conversation, if any.
-async fn open_of(
-    db: &impl ConnectionTrait,
-    identity_id: Uuid,
-    channel_id: Uuid,
-) -> Result<Option<conversation::Model>> {
-    Ok(conversation::Entity::find()
-        .filter(conversation::Column::IdentityId.eq(identity_id))
-        .filter(conversation::Column::ChannelId.eq(channel_id))
-        .filter(conversation::Column::Status.eq(ConversationStatus::Open))
-        .one(db)
-        .await?)
 }
