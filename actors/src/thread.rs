@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use parley_persistence::conversations::{self, NewConversation, Opened};
 use parley_persistence::entities::conversation;
-use parley_persistence::{ConnectionTrait, ConversationStatus, GroupCommit, PersistenceError};
+use parley_persistence::{ConnectionTrait, GroupCommit, PersistenceError};
 use uuid::Uuid;
 
 /// Where a message goes: an identity on a channel of a workspace.
@@ -247,7 +247,7 @@ pub fn is_idle(
 #[cfg(test)]
 mod tests {
     use parley_persistence::identities::NewPerson;
-    use parley_persistence::{ContactKind, DatabaseExecutor, Merged, clock};
+    use parley_persistence::{ContactKind, ConversationStatus, DatabaseExecutor, Merged, clock};
 
     use super::*;
     use crate::test_support::{deps, world};
