@@ -26,7 +26,7 @@ use uuid::Uuid;
 
 pub use self::error::OutboundError;
 pub use self::parcel::{Parcel, pending};
-pub use self::reports::{DeliveryWatcher, Reports};
+pub use self::reports::{DeliveryWatcher, ReportChannel, Reports};
 pub use self::text::FreeForm;
 use crate::changes::{Announcer, Change};
 use crate::channel::{Accepted, Channels, Lane, SendError, SendRequest};

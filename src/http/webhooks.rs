@@ -10,6 +10,7 @@ use std::time::Duration;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use parley_actors::outbound::ReportChannel;
 use parley_actors::whatsapp::payload::{ChangeValue, Delivery};
 use parley_actors::whatsapp::signature;
 use parley_persistence::entities::channel;
@@ -310,8 +311,12 @@ async fn accept(
             None => summary.duplicates += 1,
         }
     }
+    let reported_on = ReportChannel {
+        workspace_id: channel.workspace_id,
+        channel_id: channel.id,
+    };
     for report in value.reports() {
-        let applied = state.actors.reports().apply(channel.id, &report).await?;
+        let applied = state.actors.reports().apply(reported_on, &report).await?;
         if applied {
             summary.statuses += 1;
         }

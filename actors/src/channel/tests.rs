@@ -160,23 +160,28 @@ async fn reports_run_together_move_each_message_once_and_only_forward() {
     let sent = |identity_id, wamid| {
         crate::test_support::sent_message(db, ws, channel_id, identity_id, wamid)
     };
-    let pending = [sent(a, "wamid.A").await, sent(b, "wamid.B").await];
+    sent(a, "wamid.A").await;
+    sent(b, "wamid.B").await;
     let executor = DatabaseExecutor::Connection(db);
-    let report = |message_id, status| deliveries::Reported {
-        message_id,
+    let report = |wamid: &str, status| deliveries::Reported {
+        channel_id,
+        platform_message_id: wamid.to_owned(),
         status,
         error: None,
     };
-    let (delivered, read, behind) = (
-        report(pending[0], MessageStatus::Delivered),
-        report(pending[1], MessageStatus::Read),
-        report(pending[0], MessageStatus::Sent),
+    let (delivered, read, behind, unknown) = (
+        report("wamid.A", MessageStatus::Delivered),
+        report("wamid.B", MessageStatus::Read),
+        report("wamid.A", MessageStatus::Sent),
+        report("wamid.C", MessageStatus::Delivered),
     );
-    let moved =
-        deliveries::Reported::run_all(&executor, vec![&delivered, &read, &delivered, &behind])
-            .await
-            .expect("reported");
-    assert_eq!(moved, vec![true, true, false, false]);
+    let moved = deliveries::Reported::run_all(
+        &executor,
+        vec![&delivered, &read, &delivered, &behind, &unknown],
+    )
+    .await
+    .expect("reported");
+    assert_eq!(moved, vec![true, true, false, false, false]);
     for (wamid, status) in [
         ("wamid.A", MessageStatus::Delivered),
         ("wamid.B", MessageStatus::Read),

@@ -478,7 +478,11 @@ mod tests {
             crate::events::Events::default(),
             crate::changes::Announcer::default(),
         );
-        assert!(reports.apply(channel_id, &read).await.expect("report"));
+        let channel = crate::outbound::ReportChannel {
+            workspace_id: ws,
+            channel_id,
+        };
+        assert!(reports.apply(channel, &read).await.expect("report"));
         let status = || async {
             flows::recipients(db, flow.id, None, 10)
                 .await

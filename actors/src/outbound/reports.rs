@@ -43,9 +43,18 @@ pub trait DeliveryWatcher: Send + Sync {
     fn delivered<'a>(&'a self, report: &'a StatusReport) -> Watching<'a>;
 }
 
+/// The channel a report came through, in its workspace.
+#[derive(Clone, Copy, Debug)]
+pub struct ReportChannel {
+    /// The channel's workspace, whose endpoints may take the report's event.
+    pub workspace_id: i64,
+    /// The channel.
+    pub channel_id: Uuid,
+}
+
 /// A report that named no message yet.
 struct Unmatched {
-    channel_id: Uuid,
+    channel: ReportChannel,
     report: StatusReport,
 }
 
@@ -99,21 +108,21 @@ impl Reports {
         reports
     }
 
-    /// Applies one report of `channel_id`; answers whether it moved a message now. A report
+    /// Applies one report of `channel`; answers whether it moved a message now. A report
     /// naming no message of the channel yet is tried again later.
     ///
     /// # Errors
     /// Fails on a database error.
     pub async fn apply(
         &self,
-        channel_id: Uuid,
+        channel: ReportChannel,
         report: &StatusReport,
     ) -> Result<bool, PersistenceError> {
-        if let Some(applied) = self.apply_known(channel_id, report).await? {
+        if let Some(applied) = self.apply_known(channel, report).await? {
             return Ok(applied);
         }
         let unmatched = Unmatched {
-            channel_id,
+            channel,
             report: report.clone(),
         };
         if self.later.try_send(unmatched).is_err() {
@@ -126,18 +135,18 @@ impl Reports {
     /// `None` when no message of the channel has its id.
     async fn apply_known(
         &self,
-        channel_id: Uuid,
+        channel: ReportChannel,
         report: &StatusReport,
     ) -> Result<Option<bool>, PersistenceError> {
         let error = report
             .error
             .as_ref()
             .map(crate::whatsapp::MetaError::to_json);
-        let Some(applied) = self.apply_status(channel_id, report, error).await? else {
+        let Some(applied) = self.apply_status(channel, report, error).await? else {
             return Ok(None);
         };
         if applied && report.error_code() == Some(STOPPED_MARKETING) {
-            self.opt_out(channel_id, &report.wamid).await?;
+            self.opt_out(channel, &report.wamid).await?;
         }
         self.watcher.delivered(report).await?;
         Ok(Some(applied))
@@ -146,7 +155,7 @@ impl Reports {
     /// Applies an unmatched report once more; answers it back while it still names nothing.
     async fn try_again(&self, unmatched: Unmatched) -> Option<Unmatched> {
         let report = &unmatched.report;
-        match self.apply_known(unmatched.channel_id, report).await {
+        match self.apply_known(unmatched.channel, report).await {
             Ok(Some(_)) => None,
             Ok(None) => {
                 tracing::debug!(wamid = %report.wamid, "a delivery report still names no message of the channel");
@@ -163,38 +172,44 @@ impl Reports {
     /// takes it; `None` when no message of the channel has the report's id.
     async fn apply_status(
         &self,
-        channel_id: Uuid,
+        ReportChannel {
+            workspace_id,
+            channel_id,
+        }: ReportChannel,
         report: &StatusReport,
         error: Option<serde_json::Value>,
     ) -> Result<Option<bool>, PersistenceError> {
         let db = &self.db;
-        let Some(found) = deliveries::find_by_platform_id(db, channel_id, &report.wamid).await?
-        else {
+        let kind = crate::events::message_event(report.status);
+        let wanted = kind.is_some_and(|kind| self.events.wanted(workspace_id, kind));
+        let (status, wamid) = (report.status, report.wamid.clone());
+        if !wanted {
+            // The move first, by Meta's id: most reports move their message, and need no read.
+            let report = deliveries::Reported {
+                channel_id,
+                platform_message_id: wamid.clone(),
+                status,
+                error,
+            };
+            if self.writer.write_merged(report).await? {
+                self.moved(workspace_id);
+                return Ok(Some(true));
+            }
+            // At or past the report (statuses only move forward), or not known yet.
+            let found = deliveries::find_by_platform_id(db, channel_id, &wamid).await?;
+            return Ok(found.map(|_| false));
+        }
+        let Some(found) = deliveries::find_by_platform_id(db, channel_id, &wamid).await? else {
             return Ok(None);
         };
-        let kind = crate::events::message_event(report.status);
-        let wanted = kind.is_some_and(|kind| self.events.wanted(found.workspace_id, kind));
-        let (status, wamid) = (report.status, report.wamid.clone());
         // Statuses only move forward: a report of where the message already is, or behind it,
         // has nothing to write.
         if status.rank() <= found.status.rank() {
             return Ok(Some(false));
         }
-        if !wanted {
-            let report = deliveries::Reported {
-                message_id: found.id,
-                status,
-                error,
-            };
-            let moved = self.writer.write_merged(report).await?;
-            if moved {
-                self.moved(found.workspace_id);
-            }
-            return Ok(Some(moved));
-        }
         let identity_id = deliveries::recipient_of(db, channel_id, &report.wamid).await?;
         let told = MessageTold {
-            workspace_id: found.workspace_id,
+            workspace_id,
             message_id: found.id,
             channel_id,
             identity_id,
@@ -222,7 +237,7 @@ impl Reports {
             .await?;
         if applied == Some(true) {
             self.events.wake();
-            self.moved(found.workspace_id);
+            self.moved(workspace_id);
         }
         Ok(applied)
     }
@@ -234,15 +249,11 @@ impl Reports {
     }
 
     /// The person who stopped marketing messages (131050) is opted out.
-    async fn opt_out(&self, channel_id: Uuid, wamid: &str) -> Result<(), PersistenceError> {
+    async fn opt_out(&self, channel: ReportChannel, wamid: &str) -> Result<(), PersistenceError> {
         let db = &self.db;
-        let Some(message) = deliveries::find_by_platform_id(db, channel_id, wamid).await? else {
-            return Ok(());
-        };
-        if let Some(identity_id) = deliveries::recipient_of(db, channel_id, wamid).await? {
-            let why = "stopped_marketing";
-            crate::people::opt_out(db, &self.events, message.workspace_id, identity_id, why)
-                .await?;
+        let (ws, events) = (channel.workspace_id, &self.events);
+        if let Some(identity_id) = deliveries::recipient_of(db, channel.channel_id, wamid).await? {
+            crate::people::opt_out(db, events, ws, identity_id, "stopped_marketing").await?;
         }
         Ok(())
     }
@@ -376,7 +387,11 @@ mod tests {
             error: None,
         };
 
-        assert!(!reports.apply(channel_id, &report).await.expect("applied"));
+        let channel = ReportChannel {
+            workspace_id: ws,
+            channel_id,
+        };
+        assert!(!reports.apply(channel, &report).await.expect("applied"));
         crate::test_support::sent_message(&deps.db, ws, channel_id, identity_id, "wamid.late")
             .await;
 

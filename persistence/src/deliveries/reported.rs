@@ -14,14 +14,17 @@ use crate::entities::message;
 use crate::values::MessageStatus;
 use crate::{Merged, Result, Writes};
 
-/// A report's move of a message already found (as [`super::apply_status`] does once it found
-/// it): forward to `status` only, with Meta's error (none clears an earlier one). A campaign at
-/// Meta's 1,000 msg/s tier brings as many reports a second; one statement and one commit each
-/// made them the database's busiest writes.
+/// A report's move of the message of `channel_id` with Meta's id `platform_message_id` (as
+/// [`super::apply_status`] moves it, without reading it first): forward to `status` only, with
+/// Meta's error (none clears an earlier one). A campaign at Meta's 1,000 msg/s tier brings as
+/// many reports a second; a read and a write each, one statement and one commit for each
+/// write, made them the database's busiest statements.
 #[derive(Clone, Debug)]
 pub struct Reported {
-    /// The message the report names.
-    pub message_id: Uuid,
+    /// The channel the report came through.
+    pub channel_id: Uuid,
+    /// Meta's id of the message the report names.
+    pub platform_message_id: String,
     /// What Meta reported.
     pub status: MessageStatus,
     /// Meta's error, for `failed`.
@@ -30,13 +33,15 @@ pub struct Reported {
 
 impl Reported {
     fn same_move(&self, other: &Self) -> bool {
-        self.status == other.status && self.error == other.error
+        self.channel_id == other.channel_id
+            && self.status == other.status
+            && self.error == other.error
     }
 }
 
 impl Merged for Reported {
     /// Whether the report moved its message (a report of where the message already is, or
-    /// behind it, moves nothing).
+    /// behind it, or of a message not stored with Meta's id yet, moves nothing).
     type Answer = bool;
 
     fn one_statement(pieces: &[&Self]) -> bool {
@@ -51,8 +56,8 @@ impl Merged for Reported {
     }
 }
 
-/// Runs `reports`, one statement per status and error among them; answers whether each moved
-/// its message (of two reports of one move for one message, the first).
+/// Runs `reports`, one statement per channel, status and error among them; answers whether
+/// each moved its message (of two reports of one move for one message, the first).
 async fn move_all(db: &impl ConnectionTrait, reports: Vec<&Reported>) -> Result<Vec<bool>> {
     let mut moved = HashSet::new();
     let mut done: Vec<&Reported> = Vec::new();
@@ -64,21 +69,23 @@ async fn move_all(db: &impl ConnectionTrait, reports: Vec<&Reported>) -> Result<
         let ids = reports
             .iter()
             .filter(|other| other.same_move(report))
-            .map(|other| other.message_id);
+            .map(|other| other.platform_message_id.clone());
         // The condition on the current status makes concurrent reports race safely.
         let mut update = message::Entity::update_many()
             .col_expr(message::Column::Status, Expr::value(report.status))
             .col_expr(message::Column::Error, report.error.clone().into())
-            .filter(message::Column::Id.is_in(ids))
+            .filter(message::Column::ChannelId.eq(report.channel_id))
+            .filter(message::Column::PlatformMessageId.is_in(ids))
             .filter(message::Column::Status.is_in(report.status.lower()))
             .into_query();
-        update.returning_col(message::Column::Id);
+        update.returning_col(message::Column::PlatformMessageId);
         for row in db.query_all(&update).await? {
-            moved.insert(row.try_get::<Uuid>("", "id")?);
+            let wamid = row.try_get::<String>("", "platform_message_id")?;
+            moved.insert((report.channel_id, wamid));
         }
     }
     Ok(reports
         .iter()
-        .map(|report| moved.remove(&report.message_id))
+        .map(|report| moved.remove(&(report.channel_id, report.platform_message_id.clone())))
         .collect())
 }
