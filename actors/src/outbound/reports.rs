@@ -13,7 +13,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use parley_persistence::{DatabaseConnection, GroupCommit, PersistenceError, clock, deliveries};
+use parley_persistence::{
+    DatabaseConnection, GroupCommit, MessageStatus, PersistenceError, clock, deliveries,
+};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use uuid::Uuid;
@@ -50,6 +52,32 @@ pub struct ReportChannel {
     pub workspace_id: i64,
     /// The channel.
     pub channel_id: Uuid,
+}
+
+/// Writes of one report that moved nothing, each followed by a read that found its message
+/// behind it, before the report waits for its later tries.
+const MOVE_TRIES: usize = 3;
+
+/// Why a report's write moved nothing, from the read after it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Unmoved {
+    /// No message of the channel has Meta's id yet.
+    Unknown,
+    /// The message is at or past the report (statuses only move forward).
+    Settled,
+    /// The message is behind the report: its send recorded Meta's id after the write looked.
+    Recorded,
+}
+
+impl Unmoved {
+    /// From the status of the message found (`None`: not found) and the report's.
+    fn of(found: Option<MessageStatus>, reported: MessageStatus) -> Self {
+        match found {
+            None => Self::Unknown,
+            Some(now) if reported.lower().contains(&now) => Self::Recorded,
+            Some(_) => Self::Settled,
+        }
+    }
 }
 
 /// A report that named no message yet.
@@ -184,20 +212,11 @@ impl Reports {
         let wanted = kind.is_some_and(|kind| self.events.wanted(workspace_id, kind));
         let (status, wamid) = (report.status, report.wamid.clone());
         if !wanted {
-            // The move first, by Meta's id: most reports move their message, and need no read.
-            let report = deliveries::Reported {
+            let channel = ReportChannel {
+                workspace_id,
                 channel_id,
-                platform_message_id: wamid.clone(),
-                status,
-                error,
             };
-            if self.writer.write_merged(report).await? {
-                self.moved(workspace_id);
-                return Ok(Some(true));
-            }
-            // At or past the report (statuses only move forward), or not known yet.
-            let found = deliveries::find_by_platform_id(db, channel_id, &wamid).await?;
-            return Ok(found.map(|_| false));
+            return self.move_unwatched(channel, report, error).await;
         }
         let Some(found) = deliveries::find_by_platform_id(db, channel_id, &wamid).await? else {
             return Ok(None);
@@ -240,6 +259,43 @@ impl Reports {
             self.moved(workspace_id);
         }
         Ok(applied)
+    }
+
+    /// Moves the message the report names when no endpoint takes its event: the write first,
+    /// by Meta's id, since most reports move their message and then need no read. When it moved
+    /// nothing, a read after it tells why ([`Unmoved`]); a message recorded with Meta's id just
+    /// after the write looked (the send's answer and its report crossed) is written again.
+    async fn move_unwatched(
+        &self,
+        channel: ReportChannel,
+        report: &StatusReport,
+        error: Option<serde_json::Value>,
+    ) -> Result<Option<bool>, PersistenceError> {
+        let ReportChannel {
+            workspace_id,
+            channel_id,
+        } = channel;
+        for _ in 0..MOVE_TRIES {
+            let reported = deliveries::Reported {
+                channel_id,
+                platform_message_id: report.wamid.clone(),
+                status: report.status,
+                error: error.clone(),
+            };
+            if self.writer.write_merged(reported).await? {
+                self.moved(workspace_id);
+                return Ok(Some(true));
+            }
+            let found =
+                deliveries::find_by_platform_id(&self.db, channel_id, &report.wamid).await?;
+            match Unmoved::of(found.map(|message| message.status), report.status) {
+                Unmoved::Unknown => return Ok(None),
+                Unmoved::Settled => return Ok(Some(false)),
+                Unmoved::Recorded => {}
+            }
+        }
+        // Recorded after each write looked: the later tries move it.
+        Ok(None)
     }
 
     /// Tells the workspace's open console pages that a status moved.
@@ -306,8 +362,6 @@ where
 mod tests {
     use std::sync::Mutex;
 
-    use parley_persistence::MessageStatus;
-
     use super::*;
 
     #[derive(Default)]
@@ -367,6 +421,29 @@ mod tests {
         later.send(1).await.expect("queued");
         tokio::time::sleep(Duration::from_secs(60)).await;
         assert_eq!(*tried.lock().expect("count"), 1);
+    }
+
+    #[test]
+    fn a_write_that_moved_nothing_is_told_apart_by_the_read_after_it() {
+        use MessageStatus::{Delivered, Failed, Pending, Read, Received, Sent};
+        assert_eq!(Unmoved::of(None, Delivered), Unmoved::Unknown);
+        for (now, reported) in [(Delivered, Delivered), (Read, Delivered), (Failed, Read)] {
+            assert_eq!(
+                Unmoved::of(Some(now), reported),
+                Unmoved::Settled,
+                "{now:?}"
+            );
+        }
+        // A report never moves a received message, whatever its rank.
+        assert_eq!(Unmoved::of(Some(Received), Delivered), Unmoved::Settled);
+        // Behind the report: the send recorded Meta's id after the write looked.
+        for (now, reported) in [(Sent, Delivered), (Pending, Sent), (Delivered, Failed)] {
+            assert_eq!(
+                Unmoved::of(Some(now), reported),
+                Unmoved::Recorded,
+                "{now:?}"
+            );
+        }
     }
 
     #[tokio::test]
