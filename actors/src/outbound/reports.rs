@@ -200,24 +200,17 @@ impl Reports {
     /// takes it; `None` when no message of the channel has the report's id.
     async fn apply_status(
         &self,
-        ReportChannel {
-            workspace_id,
-            channel_id,
-        }: ReportChannel,
+        channel: ReportChannel,
         report: &StatusReport,
         error: Option<serde_json::Value>,
     ) -> Result<Option<bool>, PersistenceError> {
-        let db = &self.db;
+        let (db, workspace_id, channel_id) = (&self.db, channel.workspace_id, channel.channel_id);
         let kind = crate::events::message_event(report.status);
         let wanted = kind.is_some_and(|kind| self.events.wanted(workspace_id, kind));
-        let (status, wamid) = (report.status, report.wamid.clone());
         if !wanted {
-            let channel = ReportChannel {
-                workspace_id,
-                channel_id,
-            };
             return self.move_unwatched(channel, report, error).await;
         }
+        let (status, wamid) = (report.status, report.wamid.clone());
         let Some(found) = deliveries::find_by_platform_id(db, channel_id, &wamid).await? else {
             return Ok(None);
         };
