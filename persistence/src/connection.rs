@@ -1,6 +1,7 @@
 //! Opening the database and bringing its schema up to date.
 
 mod busy;
+mod memory;
 mod plans;
 
 use std::path::Path;
@@ -41,11 +42,15 @@ pub fn sqlite_url_in(data_dir: &Path) -> String {
 ///
 /// SQLite connections use WAL, `synchronous=NORMAL`, foreign keys, a busy handler that
 /// waits for the writer lock in short steps ([`busy`]) and plans that do not depend on bound
-/// values, so that cached statements stay cached ([`plans`]).
+/// values, so that cached statements stay cached ([`plans`]). SQLite's own memory comes from
+/// mimalloc, as the rest of Parley's does ([`memory`]).
 ///
 /// # Errors
 /// Fails when the URL is not understood or the database cannot be reached.
 pub async fn connect(url: &str) -> Result<DatabaseConnection> {
+    if url.starts_with("sqlite:") {
+        memory::use_mimalloc();
+    }
     let mut options = ConnectOptions::new(url.to_owned());
     options
         .max_connections(if url.starts_with("sqlite:") { 8 } else { 16 })

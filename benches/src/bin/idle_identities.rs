@@ -172,6 +172,7 @@ async fn run(identities: usize, idle_secs: u64, inbound: bool) -> anyhow::Result
     let idle_deadline = last_turn + Duration::from_secs(idle_secs);
     let forgotten = wait_until_forgotten(&server, idle_deadline).await?;
     let rss_after = memory_kib("VmRSS");
+    let heap_after = heap::held();
 
     let grown = |rss: u64, held: &Held| {
         kib_per(
@@ -256,7 +257,12 @@ async fn run(identities: usize, idle_secs: u64, inbound: bool) -> anyhow::Result
         "all forgotten, after the last idle timeout",
         format!("{:.2} s", forgotten.as_secs_f64())
     );
-    println!("{:<44} {:>10}", "RSS once forgotten", mib(rss_after));
+    println!(
+        "{:<44} {:>10} (heap {} above the start: what Parley keeps of people it forgot)",
+        "RSS once forgotten",
+        mib(rss_after),
+        mib(u64::try_from(heap_after / 1024).unwrap_or(0))
+    );
     server.stop().await
 }
 
