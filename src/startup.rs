@@ -173,9 +173,11 @@ impl Application {
 async fn checkpoint_every(db: DatabaseConnection, period: Duration) {
     let mut tick = tokio::time::interval(period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut checkpoints = parley_persistence::Checkpoints::default();
     loop {
         tick.tick().await;
-        let checkpoint = parley_persistence::checkpoint_wal(&db)
+        let checkpoint = checkpoints
+            .run(&db)
             .instrument(tracing::debug_span!("wal_checkpoint"));
         if let Err(error) = checkpoint.await {
             tracing::warn!(%error, "the SQLite write-ahead log could not be checkpointed");

@@ -1,8 +1,11 @@
 //! Opening the database and bringing its schema up to date.
 
 mod busy;
+mod checkpoint;
 mod memory;
 mod plans;
+
+pub use checkpoint::{Checkpoints, checkpoint_connection};
 
 use std::path::Path;
 use std::time::Duration;
@@ -15,9 +18,8 @@ use sea_orm::sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous,
 };
 use sea_orm::{
-    ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DatabaseTransaction,
-    SqliteTransactionMode, SqlxPostgresConnector, SqlxSqliteConnector, TransactionOptions,
-    TransactionTrait,
+    ConnectOptions, Database, DatabaseConnection, DatabaseTransaction, SqliteTransactionMode,
+    SqlxPostgresConnector, SqlxSqliteConnector, TransactionOptions, TransactionTrait,
 };
 
 use crate::Result;
@@ -68,7 +70,7 @@ pub async fn connect(url: &str) -> Result<DatabaseConnection> {
             opts.journal_mode(SqliteJournalMode::Wal)
                 .synchronous(SqliteSynchronous::Normal)
                 // No checkpoint inside a commit: the one that crossed 1000 pages of log paid
-                // milliseconds for copying them (a turn's p99); `checkpoint_wal` does it off
+                // milliseconds for copying them (a turn's p99); `Checkpoints` does it off
                 // the request path. The last connection to close checkpoints what is left.
                 .pragma("wal_autocheckpoint", "0")
                 .busy_timeout(SQLITE_BUSY_TIMEOUT)
@@ -160,35 +162,6 @@ fn postgres_writers(db: &DatabaseConnection, writers: u32) -> DatabaseConnection
         })
         .connect_lazy_with(options);
     SqlxPostgresConnector::from_sqlx_postgres_pool(own)
-}
-
-/// SQLite only: a connection of its own for [`checkpoint_wal`] (one connection, so one thread
-/// of sqlx's), opened as `db`'s are; `None` on PostgreSQL, which checkpoints itself, and for an
-/// in-memory database.
-///
-/// A checkpoint on a connection of the shared pool took one of the readers' connections for its
-/// copy and its two flushes; on its own it takes none, and keeps its page cache warm between
-/// checkpoints.
-pub fn checkpoint_connection(db: &DatabaseConnection) -> Option<DatabaseConnection> {
-    if db.get_database_backend() != sea_orm::DbBackend::Sqlite {
-        return None;
-    }
-    one_sqlite_connection((*db.get_sqlite_connection_pool().connect_options()).clone())
-}
-
-/// SQLite only: copies what it can of the write-ahead log into the database file. Connections
-/// do not checkpoint when they commit (see [`connect`]); the server calls this periodically on
-/// [`checkpoint_connection`], off the request path. `PASSIVE` never waits for readers or
-/// writers: what it cannot copy now is copied next time. Does nothing on PostgreSQL.
-///
-/// # Errors
-/// Fails on a database error.
-pub async fn checkpoint_wal(db: &DatabaseConnection) -> Result<()> {
-    if db.get_database_backend() == sea_orm::DbBackend::Sqlite {
-        db.execute_unprepared("PRAGMA wal_checkpoint(PASSIVE)")
-            .await?;
-    }
-    Ok(())
 }
 
 /// Applies every migration that has not run yet.

@@ -43,7 +43,7 @@ pub mod workers;
 pub mod workspaces;
 
 pub use connection::{
-    begin_write, checkpoint_connection, checkpoint_wal, connect, migrate, pool_connections,
+    Checkpoints, begin_write, checkpoint_connection, connect, migrate, pool_connections,
     sqlite_url_in,
 };
 pub use error::PersistenceError;
