@@ -128,10 +128,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_log_grown_past_its_bound_is_emptied_and_a_short_one_is_left() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let db = crate::connect(&crate::sqlite_url_in(dir.path()))
-            .await
-            .expect("connect");
+        let (dir, db) = crate::test_support::migrated().await;
         db.execute_unprepared("CREATE TABLE filler (body BLOB)")
             .await
             .expect("table");

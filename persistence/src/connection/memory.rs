@@ -99,10 +99,7 @@ mod tests {
 
     #[tokio::test]
     async fn sqlite_allocates_from_mimalloc_once_parley_connected() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let db = crate::connect(&crate::sqlite_url_in(dir.path()))
-            .await
-            .expect("connect");
+        let (_dir, db) = crate::test_support::migrated().await;
         // SAFETY: SQLite is initialised (a connection is open); a block asked of its
         // allocator is given back to it at once.
         let (in_mimalloc, used) = unsafe {
