@@ -17,6 +17,7 @@ pub mod remote;
 mod request;
 mod resting;
 mod route;
+mod sealed;
 mod shared;
 mod tools;
 mod turn;
@@ -37,6 +38,7 @@ pub use self::request::{
 };
 pub use self::resting::{Announced, AnnouncedSoFar};
 use self::route::Routed;
+use self::sealed::Sealed;
 use self::shared::Shared;
 pub use self::tools::BUILTIN_TOOLS;
 use crate::changes::Change;
@@ -54,17 +56,20 @@ pub(crate) struct ConversationArgs {
     pub(crate) deps: Arc<ConversationDeps>,
     pub(crate) shared: Arc<Shared>,
     pub(crate) registry: ActorRef<RegistryMsg>,
-    /// What the identity's last actor cached, kept by the registry while it rested.
-    pub(crate) rested: Option<Rested>,
+    /// What the identity's last actor cached (kept by the registry while it rested), or what
+    /// its creator handed over.
+    pub(crate) context: Option<Context>,
+    /// When the identity's last turn arrived.
+    pub(crate) last_activity: Instant,
     /// How long this actor waits for a turn before it rests
     /// ([`ConversationSettings::rest_when`]).
     pub(crate) rest: Duration,
 }
 
-/// What the registry keeps of an identity whose actor rests: the cache and when its last turn
-/// arrived. As small as the identity's cache: no task, no mailbox.
+/// What the registry keeps of an identity whose actor rests: the cache, sealed into one block,
+/// and when its last turn arrived. No task, no mailbox.
 pub(crate) struct Rested {
-    pub(crate) context: Context,
+    pub(crate) context: Sealed,
     pub(crate) last_activity: Instant,
 }
 
@@ -130,19 +135,16 @@ impl Actor for ConversationActor {
         args: ConversationArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
         myself.send_after(args.rest, || ConversationMsg::RestCheck);
-        let (context, last_activity) = args.rested.map_or((None, Instant::now()), |r| {
-            (Some(r.context), r.last_activity)
-        });
         Ok(ConversationState {
             path: ActorPath::conversation(args.key.1),
             key: args.key,
             deps: args.deps,
             registry: args.registry,
             shared: args.shared,
-            context,
+            context: args.context,
             pending: Vec::new(),
             generation: 0,
-            last_activity,
+            last_activity: args.last_activity,
             rest: args.rest,
         })
     }
@@ -347,15 +349,10 @@ impl ConversationState {
         self.context.as_mut().ok_or(TurnError::IdentityNotFound)
     }
 
-    /// What the registry keeps once this actor stopped to rest: its cache, if it has one.
-    fn into_rested(self) -> Option<Rested> {
+    /// What the registry keeps once this actor stopped to rest: its cache, if it has one, and
+    /// when its last turn arrived.
+    fn into_cache(self) -> Option<(Context, Instant)> {
         let last_activity = self.last_activity;
-        self.context.map(|mut context| {
-            context.compact();
-            Rested {
-                context,
-                last_activity,
-            }
-        })
+        self.context.map(|context| (context, last_activity))
     }
 }

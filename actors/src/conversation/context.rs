@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use litemap::LiteMap;
+use serde::{Deserialize, Serialize};
 
 use parley_persistence::entities::{conversation, identity, memory_entry, message, stage};
 use parley_persistence::{ConnectionTrait, Result, memory};
@@ -14,8 +15,9 @@ use crate::changes::Change;
 use crate::conversation::history::KeptHistory;
 use crate::domain::templating::nest_memory;
 
-/// The cached view of one identity.
-#[derive(Clone, Debug)]
+/// The cached view of one identity. Serialisable, to be kept sealed while its actor rests
+/// ([`super::sealed`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Context {
     /// The identity row.
     pub(crate) identity: identity::Model,
@@ -89,13 +91,6 @@ impl Context {
         }
     }
 
-    /// Gives back what was reserved for growth, for a context kept while its actor rests.
-    pub(crate) fn compact(&mut self) {
-        for (_, kept) in self.histories.iter_mut() {
-            kept.compact();
-        }
-    }
-
     /// Drops what `change` made stale; the next turn reads it again. Answers `false` when
     /// nothing of this context stands any more (the identity itself changed).
     pub(crate) fn changed(&mut self, change: &Change) -> bool {
@@ -120,6 +115,19 @@ impl Context {
             Change::Assistants { .. } => self.histories.clear(),
         }
         true
+    }
+
+    /// Whether `change` leaves every context as it is, so that a sealed one need not be
+    /// opened for it: what [`Context::changed`] does nothing for. A change missing here is
+    /// applied all the same, only at the cost of opening the caches.
+    pub(crate) fn untouched_by(change: &Change) -> bool {
+        matches!(
+            change,
+            Change::Stages { .. }
+                | Change::KeyRevoked { .. }
+                | Change::EventRoutes { .. }
+                | Change::Inbox { .. }
+        )
     }
 
     /// The identity's language: `preferences.language` memory, else metadata `language`; the

@@ -4,6 +4,7 @@
 use chrono::{DateTime, Utc};
 use parley_persistence::Role;
 use parley_persistence::entities::message;
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::llm::{ChatMessage, ToolCall};
@@ -12,7 +13,7 @@ use crate::llm::{ChatMessage, ToolCall};
 /// and what the keeping orders and matches by (time, id). A resting identity holds its history
 /// for as long as it is remembered, so every byte here is multiplied by the people a server
 /// has heard from: about 72 bytes and the text, where the table's row takes 350 and more.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Kept {
     pub(crate) id: Uuid,
     pub(crate) created_at: DateTime<Utc>,
@@ -22,7 +23,7 @@ pub(crate) struct Kept {
 }
 
 /// A message's part in a tool round.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 enum Tooling {
     None,
     /// The calls an assistant message asked for.
@@ -98,7 +99,7 @@ const REFRESH_OVERLAP: chrono::Duration = chrono::Duration::milliseconds(250);
 /// flow, an opt-out) is announced with [`crate::changes::Change::Messages`] and read from the
 /// table on the next turn ([`KeptHistory::missed`]), so a turn reads nothing when nobody else
 /// wrote, and only what is new when somebody did.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub(crate) struct KeptHistory {
     /// The conversation they belong to.
     pub(crate) conversation_id: Uuid,
@@ -127,11 +128,6 @@ impl KeptHistory {
     /// Messages may have been stored by others from `since` on.
     pub(crate) fn missed(&mut self, since: DateTime<Utc>) {
         self.unread_since = Some(self.unread_since.map_or(since, |at| at.min(since)));
-    }
-
-    /// Gives back what was reserved for growth (a history pushed to from empty holds four).
-    pub(crate) fn compact(&mut self) {
-        self.messages.shrink_to_fit();
     }
 
     /// Adds the messages read since [`KeptHistory::refresh_from`]; nothing is missing after.
@@ -190,7 +186,7 @@ fn to_chat(m: &Kept) -> Option<ChatMessage> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use chrono::Utc;
     use parley_persistence::{Direction, MessageStatus};
     use serde_json::json;
@@ -198,7 +194,9 @@ mod tests {
 
     use super::*;
 
-    fn message(role: Role, content: &str) -> message::Model {
+    /// A stored message of `role` (an assistant's without content asks for a tool call; a
+    /// tool's answers it).
+    pub(in crate::conversation) fn message(role: Role, content: &str) -> message::Model {
         message::Model {
             id: Uuid::now_v7(),
             workspace_id: 1,

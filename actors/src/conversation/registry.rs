@@ -28,7 +28,7 @@ use super::resting::Created;
 use super::shared::Shared;
 use super::{
     ConversationActor, ConversationArgs, ConversationDeps, ConversationKey, ConversationMsg,
-    ConversationState, Rested, TurnError,
+    ConversationState, Rested, Sealed, TurnError,
 };
 use crate::changes::Change;
 use crate::tree::{ActorPath, LiveActors, RuntimeError, SupervisorKind};
@@ -44,9 +44,9 @@ pub(crate) struct RegistryState {
     shared: Arc<Shared>,
     /// The live actor of each identity.
     live: LiveActors<ConversationKey, ConversationMsg>,
-    /// The cache of each identity whose actor rests, until its idle timeout. Boxed: the table
-    /// keeps room to grow, and that room is a pointer per slot instead of a whole cache.
-    resting: HashMap<ConversationKey, Box<Rested>>,
+    /// The cache of each identity whose actor rests, until its idle timeout: a sealed block
+    /// and a time, so that the table's room to grow is small.
+    resting: HashMap<ConversationKey, Rested>,
     /// Identities whose actor finishes its mailbox before it rests.
     stopping: HashMap<ConversationKey, Stopping>,
     /// Held while a handoff sweep runs (in a task of its own: the registry does not wait).
@@ -201,24 +201,30 @@ impl Actor for ConversationRegistry {
             "resting",
         );
         let stopping = state.stopping.remove(&key).unwrap_or_default();
-        let mut rested = ending
+        let cache = ending
             .into_state::<ConversationState>()
-            .and_then(ConversationState::into_rested);
-        if let Some(cache) = rested.as_mut()
-            && !stopping
-                .changes
-                .iter()
-                .all(|change| cache.context.changed(change))
-        {
-            rested = None;
-        }
+            .and_then(ConversationState::into_cache)
+            .and_then(|(mut context, last_activity)| {
+                let stands = stopping
+                    .changes
+                    .iter()
+                    .all(|change| context.changed(change));
+                stands.then_some((context, last_activity))
+            });
         // A new actor may have started meanwhile (this one stopped on its own, or failed):
         // its own cache is the newer.
-        if let Some(rested) = rested
+        if let Some((context, last_activity)) = cache
             && state.live.get(&key).is_none()
             && state.deps.placement.owns(key.1)
+            && let Some(context) = Sealed::seal(&context)
         {
-            state.resting.insert(key, Box::new(rested));
+            state.resting.insert(
+                key,
+                Rested {
+                    context,
+                    last_activity,
+                },
+            );
         }
         if !stopping.callers.is_empty() {
             let successor = get(&myself, state, key, None).await;
@@ -251,24 +257,20 @@ async fn get(
         return Err(TurnError::NotOwner);
     }
     let announced = &state.deps.announced;
-    let rested = state
-        .resting
-        .remove(&key)
-        .map(|rested| *rested)
-        .or_else(|| {
-            created
-                .and_then(|created| created.context_if_current(announced))
-                .map(|context| Rested {
-                    context,
-                    last_activity: Instant::now(),
-                })
-        });
+    let (context, last_activity) = match state.resting.remove(&key) {
+        Some(rested) => (rested.context.open(), rested.last_activity),
+        None => (
+            created.and_then(|created| created.context_if_current(announced)),
+            Instant::now(),
+        ),
+    };
     let args = ConversationArgs {
         key,
         deps: state.deps.clone(),
         shared: state.shared.clone(),
         registry: myself.clone(),
-        rested,
+        context,
+        last_activity,
         rest: state.deps.settings.rest_when(state.live.len()),
     };
     let path = ActorPath::conversation(key.1);

@@ -3,7 +3,7 @@
 use sea_orm::entity::prelude::*;
 
 /// One row of `identities`.
-#[derive(Clone, Debug, PartialEq, DeriveEntityModel)]
+#[derive(Clone, Debug, PartialEq, DeriveEntityModel, serde::Serialize, serde::Deserialize)]
 #[sea_orm(table_name = "identities")]
 pub struct Model {
     /// UUID v7, or the UUID a client chose when creating by PUT.

@@ -3,7 +3,7 @@
 use sea_orm::entity::prelude::*;
 
 /// One row of `memory_entries`.
-#[derive(Clone, Debug, PartialEq, DeriveEntityModel)]
+#[derive(Clone, Debug, PartialEq, DeriveEntityModel, serde::Serialize, serde::Deserialize)]
 #[sea_orm(table_name = "memory_entries")]
 pub struct Model {
     /// UUID v7.
