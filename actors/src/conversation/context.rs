@@ -16,7 +16,7 @@ use crate::conversation::history::KeptHistory;
 use crate::domain::templating::nest_memory;
 
 /// The cached view of one identity. Serialisable, to be kept sealed while its actor rests
-/// ([`super::sealed`]).
+/// (`sealed.rs`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Context {
     /// The identity row.
