@@ -10,6 +10,7 @@ pub mod config;
 pub mod demo;
 pub use parley_actors::domain;
 pub mod http;
+pub mod huge_pages;
 mod invitations;
 mod mail;
 mod metrics;

@@ -8,8 +8,16 @@ use parley::cli::Cli;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
+    // Before the runtime's threads and their first pages.
+    parley::huge_pages::turn_off();
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(run())
+}
+
+async fn run() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let settings = cli.settings()?;
     parley::telemetry::init(&settings.log.filter, settings.log.format)?;

@@ -59,6 +59,8 @@ impl BenchServer {
     /// # Errors
     /// Fails when the database or the server cannot start.
     pub async fn start(configure: impl FnOnce(&mut Settings)) -> anyhow::Result<Self> {
+        // As `parley serve` does.
+        parley::huge_pages::turn_off();
         parley_actors::llm::install_crypto_provider();
         let dir = tempfile::tempdir()?;
         let model = FakeModel::start().await;
