@@ -117,9 +117,10 @@ impl Context {
         true
     }
 
-    /// Whether `change` leaves every context as it is, so that a sealed one need not be
-    /// opened for it: what [`Context::changed`] does nothing for. A change missing here is
-    /// applied all the same, only at the cost of opening the caches.
+    /// Whether `change` leaves every context as it is, so that a sealed one is left alone:
+    /// what [`Context::changed`] does nothing for. A change missing here costs a sealed cache
+    /// its opening (one identity's messages) or the cache itself (anything else), never its
+    /// correctness.
     pub(crate) fn untouched_by(change: &Change) -> bool {
         matches!(
             change,
