@@ -114,8 +114,8 @@ pub(crate) fn writer_connection(db: &DatabaseConnection, writers: u32) -> Databa
 fn sqlite_writer(db: &DatabaseConnection) -> DatabaseConnection {
     let options = (*db.get_sqlite_connection_pool().connect_options())
         .clone()
-        // Merged writes prepare one statement per number of pieces they carry: room for those
-        // beside the single-row ones, which stay cached.
+        // Merged writes prepare one statement per number of pieces they carry (seven per kind
+        // on SQLite): room for those beside the single-row ones, which stay cached.
         .statement_cache_capacity(WRITER_STATEMENTS);
     // A second connection to `:memory:` would open another, empty database.
     one_sqlite_connection(options).unwrap_or_else(|| db.clone())

@@ -20,10 +20,13 @@
 //! Small writes of one kind that many callers make ([`Merged`]: the webhook's events, their
 //! outcomes, the sends' claims) run, when several wait in one batch, as one statement: on
 //! SQLite each statement is a round trip to the connection's thread, and in a burst those
-//! round trips, not the commits, are the writer's time. Writes waiting at once have no order
-//! between them (ordinary work runs first, then the merged pieces kind by kind): a caller
-//! whose write depends on another waits for that one's answer before handing it over, as
-//! every caller here does.
+//! round trips, not the commits, are the writer's time. On SQLite a statement carries a
+//! multiple of eight pieces, and a second one the rest (a batch's 13: 8 and 5), so that the
+//! writer's connection keeps 15 statements prepared per kind instead of 64
+//! (`merged::statement_sizes`). Writes waiting at
+//! once have no order between them (ordinary work runs first, then the merged pieces kind by
+//! kind): a caller whose write depends on another waits for that one's answer before handing it
+//! over, as every caller here does.
 
 use std::any::{Any, TypeId};
 use std::future::Future;
@@ -196,8 +199,9 @@ trait Job: Send + Any {
     fn atomic(&self) -> bool;
     /// The kind of [`Merged`] piece it is, if it is one: pieces of one kind run together.
     fn kind(&self) -> Option<TypeId>;
-    /// Whether it and `others` run as one statement (see [`Merged::one_statement`]).
-    fn one_statement_with(&self, _others: &[Box<dyn Job>]) -> bool {
+    /// Whether it and `others` run as one statement on `backend` (see
+    /// [`Merged::one_statement`]).
+    fn one_statement_with(&self, _others: &[Box<dyn Job>], _backend: DbBackend) -> bool {
         false
     }
     /// Runs the work on `db`, with `others` (pieces of its own kind, when it is a merged

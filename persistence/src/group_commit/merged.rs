@@ -7,7 +7,9 @@ use std::future::Future;
 use std::pin::Pin;
 
 use sea_orm::sea_query::Alias;
-use sea_orm::{ActiveModelTrait, ConnectionTrait, DatabaseExecutor, InsertMany, QueryTrait};
+use sea_orm::{
+    ActiveModelTrait, ConnectionTrait, DatabaseExecutor, DbBackend, InsertMany, QueryTrait,
+};
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
@@ -15,7 +17,8 @@ use super::{Job, Writes, stopped};
 use crate::{PersistenceError, Result};
 
 /// A small write of which the writer runs every piece waiting in one batch together, in one
-/// statement (or one per group of pieces that differ in what the statement shares).
+/// statement (or one per group of pieces that differ in what the statement shares); on SQLite
+/// in two at most (see [`statement_sizes`]).
 pub trait Merged: Send + Sync + Sized + 'static {
     /// What each piece answers its caller.
     type Answer: Send + 'static;
@@ -66,7 +69,7 @@ impl<W: Merged> Job for Merging<W> {
         Some(TypeId::of::<W>())
     }
 
-    fn one_statement_with(&self, others: &[Box<dyn Job>]) -> bool {
+    fn one_statement_with(&self, others: &[Box<dyn Job>], backend: DbBackend) -> bool {
         let mut pieces = vec![&self.piece];
         for job in others {
             match (&**job as &dyn Any).downcast_ref::<Self>() {
@@ -74,7 +77,9 @@ impl<W: Merged> Job for Merging<W> {
                 None => return false,
             }
         }
-        !W::ATOMIC && W::one_statement(&pieces)
+        !W::ATOMIC
+            && statement_sizes(pieces.len(), backend).nth(1).is_none()
+            && W::one_statement(&pieces)
     }
 
     fn run<'a>(
@@ -87,35 +92,15 @@ impl<W: Merged> Job for Merging<W> {
                 .iter_mut()
                 .filter_map(|job| (&mut **job as &mut dyn Any).downcast_mut::<Self>());
             let mut all: Vec<&mut Self> = std::iter::once(self).chain(others).collect();
-            let answers = W::run_all(db, all.iter().map(|merging| &merging.piece).collect()).await;
-            match answers {
-                Ok(answers) if answers.len() == all.len() => {
-                    for (merging, answer) in all.iter_mut().zip(answers) {
-                        merging.result = Some(Ok(answer));
-                    }
-                    true
+            let mut rest = all.as_mut_slice();
+            for size in statement_sizes(rest.len(), db.get_database_backend()) {
+                let (statement, after) = std::mem::take(&mut rest).split_at_mut(size);
+                if !run_statement(db, statement).await {
+                    return false;
                 }
-                Ok(answers) => {
-                    let error = format!("{} answers for {} writes", answers.len(), all.len());
-                    for merging in &mut all {
-                        merging.result = Some(Err(custom(&error)));
-                    }
-                    false
-                }
-                Err(error) => {
-                    // Alone, the piece gets its own error; in a batch every piece runs
-                    // again alone, which replaces these.
-                    let shared = error.to_string();
-                    let mut all = all.into_iter();
-                    if let Some(first) = all.next() {
-                        first.result = Some(Err(error));
-                    }
-                    for merging in all {
-                        merging.result = Some(Err(custom(&shared)));
-                    }
-                    false
-                }
+                rest = after;
             }
+            true
         })
     }
 
@@ -126,6 +111,64 @@ impl<W: Merged> Job for Merging<W> {
     fn answer(self: Box<Self>) {
         let result = self.result.unwrap_or_else(|| Err(stopped()));
         let _ = self.done.send(result);
+    }
+}
+
+/// Pieces per statement on SQLite come in multiples of this, but for the rest of a batch.
+const SQLITE_STEP: usize = 8;
+
+/// How many pieces each statement of a kind's `n` pieces carries, in order. On SQLite, a
+/// multiple of [`SQLITE_STEP`], then the rest (37 pieces: 32 and 5): the writer's connection
+/// keeps every statement it prepared, one per number of pieces, and a multi-row statement
+/// weighs kibibytes of SQLite's memory per row. With any number up to [`super::MAX_BATCH`],
+/// 64 statements per kind, the writer's connection held about 10 MiB more of them than with
+/// 15 (benches/README.md, the twenty-eighth session). Powers of two (seven) were smaller still,
+/// but up to six statements for a batch of one kind cost the writer throughput; this is two at
+/// most. Elsewhere one statement carries them all (PostgreSQL keeps its plans in the server,
+/// and each statement is a round trip over the network).
+pub(super) fn statement_sizes(n: usize, backend: DbBackend) -> impl Iterator<Item = usize> {
+    let rest = if backend == DbBackend::Sqlite {
+        n % SQLITE_STEP
+    } else {
+        0
+    };
+    [n - rest, rest].into_iter().filter(|&size| size > 0)
+}
+
+/// Runs the pieces of one statement and keeps each one's answer; answers whether they
+/// succeeded.
+async fn run_statement<W: Merged>(
+    db: &DatabaseExecutor<'_>,
+    pieces: &mut [&mut Merging<W>],
+) -> bool {
+    let answers = W::run_all(db, pieces.iter().map(|merging| &merging.piece).collect()).await;
+    match answers {
+        Ok(answers) if answers.len() == pieces.len() => {
+            for (merging, answer) in pieces.iter_mut().zip(answers) {
+                merging.result = Some(Ok(answer));
+            }
+            true
+        }
+        Ok(answers) => {
+            let error = format!("{} answers for {} writes", answers.len(), pieces.len());
+            for merging in pieces.iter_mut() {
+                merging.result = Some(Err(custom(&error)));
+            }
+            false
+        }
+        Err(error) => {
+            // Alone, the piece gets its own error; in a batch every piece runs
+            // again alone, which replaces these.
+            let shared = error.to_string();
+            let mut pieces = pieces.iter_mut();
+            if let Some(first) = pieces.next() {
+                first.result = Some(Err(error));
+            }
+            for merging in pieces {
+                merging.result = Some(Err(custom(&shared)));
+            }
+            false
+        }
     }
 }
 

@@ -144,7 +144,7 @@ impl Merged for Put {
 async fn merged_pieces_of_one_batch_run_as_one_statement_beside_other_work() {
     let (_dir, db, writer) = fresh().await;
     // Ordinary writes (odd keys) and merged pieces (even keys) in one batch.
-    let results = one_batch_of(&writer, 1..=20, |writer, k| async move {
+    let results = one_batch_of(&writer, 1..=16, |writer, k| async move {
         if k % 2 == 0 {
             writer.write_merged(Put(k)).await
         } else {
@@ -153,10 +153,48 @@ async fn merged_pieces_of_one_batch_run_as_one_statement_beside_other_work() {
     })
     .await;
     for (k, result) in results {
-        let expected = if k % 2 == 0 { 10 } else { 1 };
+        let expected = if k % 2 == 0 { 8 } else { 1 };
         assert_eq!(result.expect("committed"), expected, "key {k}");
     }
-    assert_eq!(keys(&db).await, (1..=20).collect::<Vec<_>>());
+    assert_eq!(keys(&db).await, (1..=16).collect::<Vec<_>>());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_sqlite_pieces_of_one_kind_run_in_statements_of_eights_and_the_rest() {
+    let (_dir, db, writer) = fresh().await;
+    let results = one_batch_of(&writer, 1..=13, |writer, k| async move {
+        writer.write_merged(Put(k)).await
+    })
+    .await;
+    let mut carried: Vec<usize> = results
+        .into_iter()
+        .map(|(k, result)| result.unwrap_or_else(|error| panic!("key {k}: {error}")))
+        .collect();
+    carried.sort_unstable();
+    // 13 pieces: statements of 8 and 5, each piece answering the size of its own.
+    assert_eq!(carried, [vec![5; 5], vec![8; 8]].concat());
+    assert_eq!(keys(&db).await, (1..=13).collect::<Vec<_>>());
+}
+
+#[test]
+fn statements_on_sqlite_carry_eights_and_the_rest_and_elsewhere_everything() {
+    let sizes = |n, backend| merged::statement_sizes(n, backend).collect::<Vec<_>>();
+    assert_eq!(sizes(37, DbBackend::Sqlite), vec![32, 5]);
+    assert_eq!(sizes(64, DbBackend::Sqlite), vec![64]);
+    assert_eq!(sizes(63, DbBackend::Sqlite), vec![56, 7]);
+    assert_eq!(sizes(5, DbBackend::Sqlite), vec![5]);
+    assert_eq!(sizes(0, DbBackend::Sqlite), Vec::<usize>::new());
+    assert_eq!(sizes(37, DbBackend::Postgres), vec![37]);
+    // Every size of a full batch's pieces is one of 15 statements.
+    let mut all: Vec<usize> = (1..=MAX_BATCH)
+        .flat_map(|n| sizes(n, DbBackend::Sqlite))
+        .collect();
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(
+        all,
+        [(1..8).collect::<Vec<_>>(), (8..=64).step_by(8).collect()].concat()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -290,15 +328,15 @@ impl Merged for Single {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_that_is_one_statement_runs_without_a_transaction() {
     let (_dir, db, writer) = fresh().await;
-    let results = one_batch_of(&writer, 1..=10, |writer, k| async move {
+    let results = one_batch_of(&writer, 1..=8, |writer, k| async move {
         writer.write_merged(Single(k)).await
     })
     .await;
     for (k, result) in results {
-        assert_eq!(result.expect("committed"), (10, false), "key {k}");
+        assert_eq!(result.expect("committed"), (8, false), "key {k}");
     }
     // Beside other work, the batch is a transaction again.
-    let results = one_batch_of(&writer, 11..=20, |writer, k| async move {
+    let results = one_batch_of(&writer, 9..=24, |writer, k| async move {
         if k % 2 == 0 {
             writer.write_merged(Single(k)).await
         } else {
@@ -307,10 +345,21 @@ async fn a_batch_that_is_one_statement_runs_without_a_transaction() {
     })
     .await;
     for (k, result) in results {
-        let expected = if k % 2 == 0 { 5 } else { 1 };
+        let expected = if k % 2 == 0 { 8 } else { 1 };
         assert_eq!(result.expect("committed"), (expected, true), "key {k}");
     }
-    assert_eq!(keys(&db).await, (1..=20).collect::<Vec<_>>());
+    // Pieces that make two statements on SQLite (8 and 2) commit together in a transaction.
+    let results = one_batch_of(&writer, 25..=34, |writer, k| async move {
+        writer.write_merged(Single(k)).await
+    })
+    .await;
+    let mut carried: Vec<(usize, bool)> = results
+        .into_iter()
+        .map(|(k, result)| result.unwrap_or_else(|error| panic!("key {k}: {error}")))
+        .collect();
+    carried.sort_unstable();
+    assert_eq!(carried, [vec![(2, true); 2], vec![(8, true); 8]].concat());
+    assert_eq!(keys(&db).await, (1..=34).collect::<Vec<_>>());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -51,7 +51,9 @@ async fn run(db: DatabaseConnection, queue: Queue) {
         let span = tracing::debug_span!("write_batch", writes = taken);
         async {
             let one_statement_batch = match batch.split_first() {
-                Some((head, others)) => !others.is_empty() && head.one_statement_with(others),
+                Some((head, others)) => {
+                    !others.is_empty() && head.one_statement_with(others, db.get_database_backend())
+                }
                 None => false,
             };
             if batch.len() == 1 {
