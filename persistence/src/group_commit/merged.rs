@@ -118,14 +118,15 @@ impl<W: Merged> Job for Merging<W> {
 const SQLITE_STEP: usize = 8;
 
 /// How many pieces each statement of a kind's `n` pieces carries, in order. On SQLite, a
-/// multiple of [`SQLITE_STEP`], then the rest (37 pieces: 32 and 5): the writer's connection
+/// multiple of [`SQLITE_STEP`], then the rest (37 pieces: 32 and 5). The writer's connection
 /// keeps every statement it prepared, one per number of pieces, and a multi-row statement
-/// weighs kibibytes of SQLite's memory per row. With any number up to [`super::MAX_BATCH`],
-/// 64 statements per kind, the writer's connection held about 10 MiB more of them than with
-/// 15 (benches/README.md, the twenty-eighth session). Powers of two (seven) were smaller still,
-/// but up to six statements for a batch of one kind cost the writer throughput; this is two at
-/// most. Elsewhere one statement carries them all (PostgreSQL keeps its plans in the server,
-/// and each statement is a round trip over the network).
+/// weighs on SQLite's memory by its rows: with any number up to [`super::MAX_BATCH`] (64
+/// statements per kind) SQLite held 33–37 MiB at 100,000 new senders, with these 15 per kind
+/// 12–19 MiB (benches/README.md, the twenty-eighth session). Powers of two (seven per kind)
+/// would split a batch's pieces of one kind into as many as six statements, each a round trip
+/// to the connection's thread; this is two at most. Elsewhere one statement carries them all
+/// (PostgreSQL keeps its plans in the server, and each statement is a round trip over the
+/// network).
 pub(super) fn statement_sizes(n: usize, backend: DbBackend) -> impl Iterator<Item = usize> {
     let rest = if backend == DbBackend::Sqlite {
         n % SQLITE_STEP
