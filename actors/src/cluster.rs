@@ -254,9 +254,10 @@ impl Placement {
         self.read(|t| t.fence(id))
     }
 
-    /// A new UUID v7 in a partition this node holds (see [`PartitionTable::new_owned_id`]).
-    pub fn new_owned_id(&self) -> Uuid {
-        self.read(PartitionTable::new_owned_id)
+    /// A new UUID v7 in the partition of `other`, so that the two always share an owner (see
+    /// [`PartitionTable::new_id_beside`]).
+    pub fn new_id_beside(&self, other: Uuid) -> Uuid {
+        self.read(|t| t.new_id_beside(other))
     }
 
     /// Keeps of `items` those this node owns.

@@ -77,9 +77,9 @@ pub(crate) async fn process(
     let conversations = &deps.conversations;
     // Read before the identity may be created: see `Conversations::turn_of_created`.
     let announced_before = conversations.announced();
-    // A new sender's identity is born where the channel runs: on a cluster its conversation
-    // actor then lives here too, and its turns are not forwarded.
-    let new_id = conversations.new_identity_id();
+    // A new sender's identity is born in the channel's partition: on a cluster its
+    // conversation actor then lives with the channel's, and its turns are not forwarded.
+    let new_id = conversations.new_identity_id(event.channel_id);
     let (person, created) = match people::find_or_create(
         &deps.db,
         &deps.lookups,

@@ -17,7 +17,8 @@ use crate::events::Events;
 /// The identity owning `phone` in the workspace, created when there is none. `name` (a
 /// WhatsApp profile name, or the name an integrator gave) becomes the name of a new identity
 /// and fills in the name of an existing one that has none. Two first messages of one new
-/// number at once end with one identity: the contact point is unique in the database.
+/// number at once end with one identity: the contact point is unique in the database. A new
+/// identity gets `new_id`.
 ///
 /// # Errors
 /// Fails on a database error.
@@ -27,8 +28,8 @@ pub async fn find_or_create_by_phone(
     workspace_id: i64,
     phone: &Phone,
     name: Option<&str>,
+    new_id: Uuid,
 ) -> Result<identity::Model, PersistenceError> {
-    let new_id = Uuid::now_v7();
     Ok(
         find_or_create(db, db, writer, workspace_id, phone, name, new_id)
             .await?

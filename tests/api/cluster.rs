@@ -369,6 +369,98 @@ async fn a_sender_known_to_another_node_is_answered_there_and_a_new_sender_lives
     }
 }
 
+/// How many turns `node` has asked of another node so far, answered or not.
+async fn turn_forwards(node: &Node) -> u64 {
+    let metrics = request(node, Method::GET, "/metrics", OPERATOR)
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("parley_cluster_forwards_total") && l.contains("kind=\"turn\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .map(|count| count as u64)
+        .sum()
+}
+
+#[tokio::test]
+async fn a_new_senders_identity_lies_in_its_channels_partition_and_moves_with_it() {
+    if !on_postgres() {
+        return;
+    }
+    let app = quiet_app().await;
+    let channel = app.live_channel(NUMBER).await;
+    let channel_id: uuid::Uuid = channel.parse().expect("channel id");
+    let (two, _) = two_settled_nodes(&app).await;
+    let count = u32::try_from(PARTITIONS).unwrap_or(16);
+    let partition = parley_actors::cluster::partition_of(channel_id, count);
+    let says = |round: usize, i: usize| {
+        let from = format!("1312555{i:04}");
+        let wamid = format!("wamid.MOVE{round}x{i}");
+        (text_message(NUMBER, &from, "Mover", &wamid, "Hi"), wamid)
+    };
+
+    // New senders' messages land on both nodes; each identity is born in the channel's
+    // partition.
+    for i in 0..6 {
+        let url = format!("{}/webhooks/waba/{channel}", two[i % 2].url);
+        let (payload, _) = says(0, i);
+        assert_eq!(
+            app.graph.post_webhook(&url, APP_SECRET, &payload).await,
+            200
+        );
+    }
+    app.wait_for_sends(6).await;
+    for i in 0..6 {
+        let found = expect_status(app.get(&format!("/identity/+1312555{i:04}")).await, 200).await;
+        let id = found["data"]["id"]
+            .as_str()
+            .expect("id")
+            .parse()
+            .expect("uuid");
+        assert_eq!(
+            parley_actors::cluster::partition_of(id, count),
+            partition,
+            "{found}"
+        );
+    }
+
+    // A third node joins and the partitions are shared again: the channel and its people
+    // move together, so their next messages are answered without a turn asked elsewhere.
+    let third = start_node(&app, 3);
+    let nodes = [&two[0], &two[1], &third];
+    wait_nodes(&third, Duration::from_secs(20), |n| settled(n, 3)).await;
+    let mut before = 0;
+    for node in nodes {
+        before += turn_forwards(node).await;
+    }
+    for i in 0..6 {
+        let url = format!("{}/webhooks/waba/{channel}", nodes[i % 3].url);
+        let (payload, _) = says(1, i);
+        assert_eq!(
+            app.graph.post_webhook(&url, APP_SECRET, &payload).await,
+            200
+        );
+    }
+    let sent = app.wait_for_sends(12).await;
+    let mut replied: Vec<&str> = sent
+        .iter()
+        .filter_map(|s| s.body["context"]["message_id"].as_str())
+        .filter(|wamid| wamid.starts_with("wamid.MOVE1"))
+        .collect();
+    replied.sort_unstable();
+    let asked: Vec<String> = (0..6).map(|i| says(1, i).1).collect();
+    assert_eq!(replied, asked, "each answered once");
+    let mut after = 0;
+    for node in nodes {
+        after += turn_forwards(node).await;
+    }
+    assert_eq!(after, before, "no turn was asked of another node");
+}
+
 #[tokio::test]
 async fn a_key_revoked_or_a_stage_renamed_on_one_node_reaches_the_others() {
     if !on_postgres() {

@@ -62,6 +62,14 @@ impl Channels {
         serde_json::from_value(value).map_err(|e| GraphError::Malformed(e.to_string()))
     }
 
+    /// An id for a new identity first met through `channel_id` (a template sent to a phone
+    /// Parley did not know): in the channel's partition, so that on a cluster the person's
+    /// replies on that channel are answered where they arrive, as a new sender's are
+    /// ([`crate::conversation::Conversations::new_identity_id`]).
+    pub fn new_identity_id(&self, channel_id: Uuid) -> Uuid {
+        self.placement.new_id_beside(channel_id)
+    }
+
     /// A person's message reached the channel's number: Meta counts it in the number's
     /// throughput, so the channel's sends leave room for it. Counted where the channel runs;
     /// the events of a channel are answered there (`InboundDeps::placement`), so a message

@@ -16,9 +16,10 @@ pub fn partition_of(id: Uuid, count: u32) -> i32 {
     i32::try_from(partition).unwrap_or(0)
 }
 
-/// How many ids [`PartitionTable::new_owned_id`] draws at most: with a third of the
-/// partitions, none of 256 lands in them once in 10^45.
-const OWNED_ID_DRAWS: usize = 256;
+/// How many UUID v7s [`PartitionTable::new_id_beside`] draws at most; each is tried with every
+/// value of its last byte, so that with a power-of-two count (64 by default) the first draw
+/// always lands, and with any count up to 1,024 all of them miss less than once in 10^15.
+const BESIDE_DRAWS: usize = 128;
 
 /// One node's view of the partitions; a single node's owns everything.
 #[derive(Clone, Debug, Default)]
@@ -86,21 +87,33 @@ impl PartitionTable {
         })
     }
 
-    /// A new UUID v7 for something this node should own (a new WhatsApp sender's identity,
-    /// met by the node that owns their channel): on a cluster, drawn again until its
-    /// partition is one this node holds, a few draws with a fair share; any, on a single node
-    /// or when this node holds nothing.
-    pub fn new_owned_id(&self) -> Uuid {
-        let mut id = Uuid::now_v7();
-        if self.node_id.is_some() {
-            for _ in 0..OWNED_ID_DRAWS {
-                if self.epoch_of(id).is_some() {
-                    break;
-                }
-                id = Uuid::now_v7();
-            }
+    /// A new UUID v7 in the same partition as `other`, so that whoever owns one owns the
+    /// other, through every rebalance: a new WhatsApp sender's identity is drawn beside its
+    /// channel, and its conversation actor then lives with the channel's actor for good. Any
+    /// UUID v7 on a single node (which owns everything) or before the count is known.
+    ///
+    /// Only the id's last byte is chosen (its random part: the id stays a UUID v7, ordered by
+    /// its time), starting from the drawn value, so that ids drawn in the same millisecond
+    /// still differ in their other random bits.
+    pub fn new_id_beside(&self, other: Uuid) -> Uuid {
+        let drawn = Uuid::now_v7();
+        if self.node_id.is_none() || self.count == 0 {
+            return drawn;
         }
-        id
+        let target = partition_of(other, self.count);
+        let mut bytes = drawn.into_bytes();
+        for _ in 0..BESIDE_DRAWS {
+            let first = bytes[15];
+            for step in 0..=u8::MAX {
+                bytes[15] = first.wrapping_add(step);
+                let id = Uuid::from_bytes(bytes);
+                if partition_of(id, self.count) == target {
+                    return id;
+                }
+            }
+            bytes = Uuid::now_v7().into_bytes();
+        }
+        drawn
     }
 
     /// Of `partitions`, whether `id` falls in one (always true on a single node).
@@ -177,7 +190,7 @@ mod tests {
         assert!(single.owns(id));
         assert_eq!(single.fence(id), None);
         assert_eq!(single.owner_of(id), None);
-        assert_eq!(single.new_owned_id().get_version_num(), 7);
+        assert_eq!(single.new_id_beside(id).get_version_num(), 7);
     }
 
     #[test]
@@ -206,18 +219,39 @@ mod tests {
     }
 
     #[test]
-    fn an_id_drawn_to_be_owned_here_lands_in_a_partition_held_here() {
+    fn an_id_drawn_beside_another_lands_in_its_partition_whoever_holds_it() {
         let mut table = PartitionTable::member(Uuid::now_v7());
-        table.set_count(16);
-        table.set_held(&[(3, 1), (11, 1)]);
-        for _ in 0..200 {
-            let id = table.new_owned_id();
-            assert!(table.owns(id), "{id} in {}", partition_of(id, 16));
-            assert_eq!(id.get_version_num(), 7);
+        for count in [64, 16, 100, 7, 1] {
+            table.set_count(count);
+            table.set_held(&[(0, 1)]);
+            let mut drawn = HashSet::new();
+            for _ in 0..500 {
+                let channel = Uuid::now_v7();
+                let id = table.new_id_beside(channel);
+                assert_eq!(
+                    partition_of(id, count),
+                    partition_of(channel, count),
+                    "{id} beside {channel} among {count}"
+                );
+                assert_eq!(id.get_version_num(), 7);
+                assert_eq!(id.get_variant(), uuid::Variant::RFC4122);
+                assert!(drawn.insert(id), "{id} drawn twice");
+            }
         }
-        // Holding nothing (draining), it still answers a new id.
-        table.set_held(&[]);
-        assert_eq!(table.new_owned_id().get_version_num(), 7);
+        // Before the count is known, and on a single node, any UUID v7.
+        let unknown = PartitionTable::member(Uuid::now_v7());
+        assert_eq!(unknown.new_id_beside(Uuid::nil()).get_version_num(), 7);
+    }
+
+    #[test]
+    fn ids_drawn_beside_one_another_keep_their_time_order() {
+        let mut table = PartitionTable::member(Uuid::now_v7());
+        table.set_count(64);
+        let channel = Uuid::now_v7();
+        let first = table.new_id_beside(channel);
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let second = table.new_id_beside(channel);
+        assert!(first < second, "{first} then {second}");
     }
 
     #[test]

@@ -49,10 +49,11 @@ impl Conversations {
         self.local.rebalance();
     }
 
-    /// An id for a new identity whose actor will live on this node (a new WhatsApp sender,
-    /// met by the node that runs their channel), so that its turns are not sent elsewhere.
-    pub fn new_identity_id(&self) -> Uuid {
-        self.placement.new_owned_id()
+    /// An id for a new identity met on `channel_id` (a new WhatsApp sender): in the channel's
+    /// partition, so that its actor lives wherever the channel's does, now and after every
+    /// rebalance, and its turns on that channel are not sent elsewhere.
+    pub fn new_identity_id(&self, channel_id: Uuid) -> Uuid {
+        self.placement.new_id_beside(channel_id)
     }
 
     /// Read before creating an identity, then hand it to [`Conversations::turn_of_created`].

@@ -52,6 +52,7 @@ impl Outbox {
             send.workspace_id,
             &send.phone,
             send.name.as_deref(),
+            self.channels.new_identity_id(send.channel.id),
         )
         .await?;
         let thread = Thread {

@@ -7,9 +7,10 @@
 //!   two nodes to the survivor owning every partition;
 //! - `throughput [messages]`: webhooks round-robin over three nodes against one node, each
 //!   message answered at the fake Graph API (the coordination's cost), alternating 1 and 3,
-//!   from new senders (whose identities the channel's owner creates in its own partitions)
-//!   and from returning ones (whose identities lie anywhere, so that most turns on three
-//!   nodes are forwarded to their identity's owner).
+//!   from new senders (whose identities are created in the channel's partition), returning
+//!   ones (met on WhatsApp in an earlier phase, under the other count of nodes) and imported
+//!   ones (identities created through the API beforehand, which lie in any partition, so
+//!   that on three nodes two thirds of their turns are forwarded to their identity's owner).
 //!
 //! Needs `PARLEY_BENCH_DATABASE_URL` (PostgreSQL) and `cargo build --release --bin parley`.
 //! Run: `cargo run --release -p parley-benches --bin cluster -- forward 300`
@@ -223,24 +224,39 @@ async fn throughput(server: &BenchServer, messages: usize) -> anyhow::Result<()>
             &json!({"name": "Live", "accessToken": "bench-token", "phoneNumberId": NUMBER, "businessId": "waba-1"}),
         )
         .await?;
-    // (nodes, senders): each sender group is new in the first phase that uses it and
-    // returning in the second. New senders' identities are created by the channel's owner;
-    // returning ones were created under the other count of nodes: those of a one-node phase
-    // lie in every partition, so on three nodes two thirds of their turns are forwarded.
+    // (nodes, senders): groups 0 to 3 are new in the first phase that uses them and
+    // returning in the second, under the other count of nodes. Groups 4 and 5 are imported:
+    // the API created their identities first, in any partition; each has its first turns
+    // under one count of nodes and its second under the other, so both counts meet each kind.
     let phases = [
         (1, 0),
         (3, 1),
         (1, 1),
         (3, 0),
+        (1, 4),
+        (3, 4),
         (1, 2),
         (3, 3),
         (1, 3),
         (3, 2),
+        (3, 5),
+        (1, 5),
     ];
+    const AREAS: [&str; 6] = [
+        "1415555", "1650555", "1408555", "1510555", "1212555", "1312555",
+    ];
+    const IMPORTED: [usize; 2] = [4, 5];
+    import(server, &AREAS[4..], messages.min(10_000)).await?;
     let mut rates = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for (phase, (count, senders)) in phases.into_iter().enumerate() {
-        let returning = !seen.insert(senders);
+        let who = if IMPORTED.contains(&senders) {
+            Who::Imported
+        } else if seen.insert(senders) {
+            Who::New
+        } else {
+            Who::Returning
+        };
         let nodes: Vec<Node> = (0..count)
             .map(|_| start_node(server))
             .collect::<anyhow::Result<_>>()?;
@@ -249,7 +265,7 @@ async fn throughput(server: &BenchServer, messages: usize) -> anyhow::Result<()>
         let started = Instant::now();
         let posts = futures_util::stream::iter(0..messages).map(|i| {
             let node = &nodes[i % count];
-            let area = ["1415555", "1650555", "1408555", "1510555"][senders];
+            let area = AREAS[senders];
             let from = format!("{area}{:04}", i % 10_000);
             let payload = text_message(
                 NUMBER,
@@ -273,27 +289,67 @@ async fn throughput(server: &BenchServer, messages: usize) -> anyhow::Result<()>
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         let rate = messages as f64 / started.elapsed().as_secs_f64();
-        let who = if returning { "returning" } else { "new" };
         println!(
-            "{count} node(s), {who} senders: {messages} messages answered in {} ({rate:.0} msg/s)",
+            "{count} node(s), {} senders: {messages} messages answered in {} ({rate:.0} msg/s)",
+            who.name(),
             ms(started.elapsed())
         );
-        rates.push((count, returning, rate));
+        rates.push((count, who, rate));
         drop(nodes);
     }
-    let mean = |k: usize, returning: bool| {
+    let mean = |k: usize, who: Who| {
         let of: Vec<f64> = rates
             .iter()
-            .filter(|(c, r, _)| *c == k && *r == returning)
+            .filter(|(c, w, _)| *c == k && *w == who)
             .map(|(_, _, rate)| *rate)
             .collect();
         of.iter().sum::<f64>() / of.len().max(1) as f64
     };
-    for (who, returning) in [("new", false), ("returning", true)] {
+    for who in [Who::New, Who::Returning, Who::Imported] {
         println!(
-            "cluster throughput, PostgreSQL, {who} senders: 3 nodes / 1 node = {:.2}x",
-            mean(3, returning) / mean(1, returning)
+            "cluster throughput, PostgreSQL, {} senders: 3 nodes / 1 node = {:.2}x",
+            who.name(),
+            mean(3, who) / mean(1, who)
         );
     }
     Ok(())
+}
+
+/// Whose messages a phase of `throughput` answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Who {
+    /// People Parley has not met: their identities are created in the channel's partition.
+    New,
+    /// People first met on WhatsApp in an earlier phase.
+    Returning,
+    /// People whose identities the API created, in any partition.
+    Imported,
+}
+
+impl Who {
+    fn name(self) -> &'static str {
+        match self {
+            Self::New => "new",
+            Self::Returning => "returning",
+            Self::Imported => "imported",
+        }
+    }
+}
+
+/// Creates through the in-process server (a single node: any partition) the identities of
+/// `count` senders in each of `areas`, as an integrator importing its contacts would.
+async fn import(server: &BenchServer, areas: &[&str], count: usize) -> anyhow::Result<()> {
+    let people = areas
+        .iter()
+        .flat_map(|area| (0..count).map(move |i| format!("{area}{i:04}")));
+    let made: Vec<anyhow::Result<Value>> = futures_util::stream::iter(people)
+        .map(|phone| async move {
+            let body = json!({"name": "Imported", "phone": format!("+{phone}")});
+            let path = format!("/identity/imported-{phone}");
+            server.send(reqwest::Method::PUT, &path, &body).await
+        })
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    made.into_iter().try_for_each(|made| made.map(drop))
 }
