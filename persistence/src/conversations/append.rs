@@ -2,8 +2,7 @@
 //! few that must be stored together.
 
 use chrono::{DateTime, Utc};
-use sea_orm::sea_query::{Expr, ExprTrait};
-use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseExecutor, EntityTrait, QueryFilter};
+use sea_orm::{ConnectionTrait, DatabaseExecutor, EntityTrait};
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -175,11 +174,11 @@ fn is_mcp(metadata: Option<&Value>) -> bool {
     metadata.is_some_and(|m| m["source"] == "mcp")
 }
 
-/// Counts what `rows` are: the model's tokens an answer spent (on its conversation's totals
-/// too), a person's message received, an MCP server's answer to a tool call.
+/// Counts what `rows` are: the model's tokens an answer spent, a person's message received, an
+/// MCP server's answer to a tool call. (The conversation's own token totals move in the
+/// insert's statement: the trigger that keeps its `last_message_at` adds them.)
 async fn metered(db: &impl ConnectionTrait, rows: &[(Option<Uuid>, message::Model)]) -> Result<()> {
     let mut counts = Vec::new();
-    let mut spent: Vec<(Uuid, i64, i64)> = Vec::new();
     for (assistant_id, row) in rows {
         let count = |metric, value| {
             Count::new(row.workspace_id, row.created_at, metric, value)
@@ -188,12 +187,11 @@ async fn metered(db: &impl ConnectionTrait, rows: &[(Option<Uuid>, message::Mode
         };
         if let Some(usage) = &row.usage {
             let tokens = |name: &str| usage.get(name).and_then(Value::as_i64).unwrap_or(0);
-            let (prompt, completion) = (tokens("prompt_tokens"), tokens("completion_tokens"));
-            counts.push(count(Metric::ModelPromptTokens, prompt));
-            counts.push(count(Metric::ModelCompletionTokens, completion));
-            if prompt != 0 || completion != 0 {
-                spent.push((row.conversation_id, prompt, completion));
-            }
+            counts.push(count(Metric::ModelPromptTokens, tokens("prompt_tokens")));
+            counts.push(count(
+                Metric::ModelCompletionTokens,
+                tokens("completion_tokens"),
+            ));
         }
         match row.role {
             Role::User if row.direction == Direction::Inbound => {
@@ -205,20 +203,5 @@ async fn metered(db: &impl ConnectionTrait, rows: &[(Option<Uuid>, message::Mode
             _ => {}
         }
     }
-    usage::add(db, &counts).await?;
-    for (conversation_id, prompt, completion) in spent {
-        conversation::Entity::update_many()
-            .col_expr(
-                conversation::Column::PromptTokens,
-                Expr::col(conversation::Column::PromptTokens).add(prompt),
-            )
-            .col_expr(
-                conversation::Column::CompletionTokens,
-                Expr::col(conversation::Column::CompletionTokens).add(completion),
-            )
-            .filter(conversation::Column::Id.eq(conversation_id))
-            .exec(db)
-            .await?;
-    }
-    Ok(())
+    usage::add(db, &counts).await
 }
