@@ -6,9 +6,13 @@
 //! [`worker`] decides when events are processed: a bounded number at a time, one at a time
 //! per sender, retried with backoff after a transient failure.
 
+mod handle;
 mod opt_out;
+pub mod remote;
 mod settings;
 pub mod worker;
+
+pub use handle::Inbound;
 
 pub use opt_out::CONFIRMATION as OPT_OUT_CONFIRMATION;
 

@@ -117,20 +117,16 @@ pub(crate) async fn inject(
     };
     let payload = serde_json::to_value(&message)
         .map_err(|e| ApiError::Internal(anyhow::anyhow!("storing a sandbox message: {e}")))?;
-    let event = webhook_events::store(
-        state.actors.writer(),
-        webhook_events::NewEvent {
-            workspace_id: channel.workspace_id,
-            channel_id: channel.id,
-            platform_message_id: wamid.clone(),
-            payload,
-            now: clock::now(),
-        },
-    )
-    .await?
-    .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("a fresh sandbox message id collided")))?;
-    let event_id = event.id;
-    state.actors.inbound().dispatch(event);
+    let event = webhook_events::NewEvent {
+        workspace_id: channel.workspace_id,
+        channel_id: channel.id,
+        platform_message_id: wamid.clone(),
+        payload,
+        now: clock::now(),
+    };
+    let event_id = state.actors.inbound().store(event).await?.ok_or_else(|| {
+        ApiError::Internal(anyhow::anyhow!("a fresh sandbox message id collided"))
+    })?;
     Ok(InboundAccepted {
         event_id,
         platform_message_id: wamid,

@@ -292,22 +292,15 @@ async fn accept(
         };
         let payload = serde_json::to_value(&message)
             .map_err(|e| ApiError::Internal(anyhow::anyhow!("storing an inbound message: {e}")))?;
-        let stored = webhook_events::store(
-            state.actors.writer(),
-            webhook_events::NewEvent {
-                workspace_id: channel.workspace_id,
-                channel_id: channel.id,
-                platform_message_id: message.wamid.clone(),
-                payload,
-                now: clock::now(),
-            },
-        )
-        .await?;
-        match stored {
-            Some(event) => {
-                summary.stored += 1;
-                state.actors.inbound().dispatch(event);
-            }
+        let event = webhook_events::NewEvent {
+            workspace_id: channel.workspace_id,
+            channel_id: channel.id,
+            platform_message_id: message.wamid.clone(),
+            payload,
+            now: clock::now(),
+        };
+        match state.actors.inbound().store(event).await? {
+            Some(_) => summary.stored += 1,
             None => summary.duplicates += 1,
         }
     }

@@ -461,6 +461,82 @@ async fn a_new_senders_identity_lies_in_its_channels_partition_and_moves_with_it
     assert_eq!(after, before, "no turn was asked of another node");
 }
 
+/// How many times `node` asked another node `kind` and heard `outcome`.
+async fn forwards(node: &Node, kind: &str, outcome: &str) -> u64 {
+    let metrics = request(node, Method::GET, "/metrics", OPERATOR)
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    let (kind, outcome) = (format!("kind=\"{kind}\""), format!("outcome=\"{outcome}\""));
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("parley_cluster_forwards_total"))
+        .filter(|l| l.contains(&kind) && l.contains(&outcome))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .map(|count| count as u64)
+        .sum()
+}
+
+#[tokio::test]
+async fn a_message_for_a_channel_owned_elsewhere_is_stored_by_its_owner_or_here_when_it_is_frozen()
+{
+    if !on_postgres() {
+        return;
+    }
+    let app = quiet_app().await;
+    let channel = app.live_channel(NUMBER).await;
+    let (nodes, answer) = two_settled_nodes(&app).await;
+    let owner = owner_of(&nodes, &answer, channel.parse().expect("channel id"));
+    let other = nodes
+        .iter()
+        .find(|n| n.url != owner.url)
+        .expect("the other");
+    let url = format!("{}/webhooks/waba/{channel}", other.url);
+    let (app, url) = (&app, url.as_str());
+    let post = |wamid: &str| {
+        let payload = text_message(NUMBER, "14085551234", "Rui", wamid, "Hi");
+        async move { app.graph.post_webhook(url, APP_SECRET, &payload).await }
+    };
+
+    // The node that received the webhook asked the channel's owner to store the message;
+    // the owner answered it.
+    assert_eq!(post("wamid.OWNED1").await, 200);
+    app.wait_for_sends(1).await;
+    assert_eq!(forwards(other, "store_event", "ok").await, 1);
+    // Delivered again, it is known: stored once, answered once.
+    assert_eq!(post("wamid.OWNED1").await, 200);
+
+    // With the owner frozen, the webhook is not kept waiting on it: the receiving node stores
+    // the message itself and answers 200, and the owner, woken, answers the message.
+    owner.signal("-STOP");
+    let status = post("wamid.OWNED2").await;
+    owner.signal("-CONT");
+    assert_eq!(status, 200);
+    assert_eq!(forwards(other, "store_event", "error").await, 1);
+    let sent = app.wait_for_sends(2).await;
+    let replied: Vec<&str> = sent
+        .iter()
+        .filter_map(|s| s.body["context"]["message_id"].as_str())
+        .collect();
+    assert_eq!(replied, ["wamid.OWNED1", "wamid.OWNED2"]);
+    // Each answered once: the person's two messages and the two replies, nothing more.
+    let found = expect_status(app.get("/identity/+14085551234").await, 200).await;
+    let id = found["data"]["id"].as_str().expect("id").to_owned();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let rows = app.stored_message_rows(&id).await;
+        let statuses: Vec<&str> = rows.iter().filter_map(|m| m["status"].as_str()).collect();
+        if statuses == ["received", "sent", "received", "sent"] {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{statuses:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 #[tokio::test]
 async fn a_key_revoked_or_a_stage_renamed_on_one_node_reaches_the_others() {
     if !on_postgres() {

@@ -48,6 +48,8 @@ pub trait Call: Serialize + Send + Sync {
     type Answer: Send;
     /// The answer as it crosses between nodes.
     type Wire: Serialize + DeserializeOwned + Send;
+    /// How long the owner may take to answer (each try); `None`: as long as the work takes.
+    const WAIT: Option<Duration> = None;
     /// The id whose owner runs it.
     fn owner_key(&self) -> Uuid;
     /// The answer as the owner sends it.
@@ -152,17 +154,20 @@ impl Placement {
         };
         for attempt in 0..2 {
             let url = self.owner_url_fresh(id).await?;
-            let sent = peers
+            let mut request = peers
                 .client
                 .post(format!("{}{PEER_ROUTE}", url.trim_end_matches('/')))
                 .header(PEER_SECRET_HEADER, &peers.secret)
-                .json(&body)
-                .send()
-                .await;
+                .json(&body);
+            if let Some(wait) = C::WAIT {
+                request = request.timeout(wait);
+            }
+            let sent = request.send().await;
             let response = match sent {
                 Ok(response) => response,
-                // The owner as last read is gone (a takeover under way).
-                Err(_) if attempt == 0 => {
+                // The owner as last read is gone (a takeover under way); one that took too
+                // long is there, only slow, and is not asked twice.
+                Err(error) if attempt == 0 && !error.is_timeout() => {
                     self.refresh_owners().await;
                     continue;
                 }

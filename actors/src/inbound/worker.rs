@@ -20,8 +20,7 @@ use self::queues::Queues;
 use self::sweep::{sweep, sweep_told};
 pub use super::settings::InboundSettings;
 use super::{InboundDeps, Processed, process};
-use crate::cluster::{News, Placement};
-use crate::tree::{ActorPath, RuntimeError, Slot, SupervisorKind};
+use crate::tree::{ActorPath, SupervisorKind};
 use crate::whatsapp::payload::{InboundMessage, Unreadable};
 
 /// Behaviour of the inbound worker.
@@ -282,57 +281,6 @@ async fn settle(
     };
     if let Err(error) = recorded {
         tracing::error!(event_id = %event.id, %error, "the outcome of an event could not be recorded");
-    }
-}
-
-/// The handle on the inbound worker; cheap to clone.
-#[derive(Clone, Debug)]
-pub struct Inbound {
-    worker: Slot<InboundWorkerMsg>,
-    placement: Placement,
-}
-
-impl Inbound {
-    pub(crate) fn new(worker: Slot<InboundWorkerMsg>, placement: Placement) -> Self {
-        Self { worker, placement }
-    }
-
-    /// Hands a freshly stored webhook event to the worker, or, on a cluster, tells the node
-    /// that owns its channel. Nothing is lost when the worker is busy or restarting (or the
-    /// owner is not told): the event is in the database and the worker reads it from there.
-    pub fn dispatch(&self, event: webhook_event::Model) {
-        let (channel_id, event_id) = (event.channel_id, event.id);
-        let here = || match self.worker.get() {
-            Ok(worker) => {
-                let _ = worker.send_message(InboundWorkerMsg::Stored(Box::new(event)));
-            }
-            Err(error) => {
-                tracing::warn!(%error, %event_id, "event left for the inbound worker's next sweep");
-            }
-        };
-        let news = || News::InboundStored {
-            channel_id,
-            event_id,
-        };
-        self.placement.notify(channel_id, here, news);
-    }
-
-    /// Reads the due events of the channels this node owns now; `told`: the event another
-    /// node has just stored, news of which brought this on.
-    pub fn sweep_now(&self, told: Option<Uuid>) {
-        if let Ok(worker) = self.worker.get() {
-            let _ = worker.send_message(InboundWorkerMsg::SweepNow(told));
-        }
-    }
-
-    /// How many events of `workspace` (all, for `None`) are being answered.
-    ///
-    /// # Errors
-    /// Fails when the worker does not answer.
-    pub async fn running_in(&self, workspace: Option<i64>) -> Result<usize, RuntimeError> {
-        let worker = self.worker.get()?;
-        ractor::call_t!(worker, InboundWorkerMsg::Count, 5_000, workspace)
-            .map_err(|e| RuntimeError::Unavailable(e.to_string()))
     }
 }
 

@@ -10,6 +10,7 @@ use super::ActorRuntime;
 use crate::channel::remote::{GraphCall, SendCall};
 use crate::cluster::{LineStream, NotOwnerHere};
 use crate::conversation::remote::{ModeCall, StreamedTurnCall, TurnCall};
+use crate::inbound::remote::StoreCall;
 
 /// What another node asks of this one: `{"call": <kind>, "body": <the call>}`, the kind being
 /// each call's [`Call::KIND`].
@@ -26,6 +27,8 @@ pub enum PeerCall {
     Send(SendCall),
     /// A Graph call (templates, the webhook's registration) through a channel this node owns.
     Graph(GraphCall),
+    /// A person's message for a channel this node owns, to store and answer.
+    StoreEvent(StoreCall),
 }
 
 /// The answer to a [`PeerCall`].
@@ -99,6 +102,10 @@ impl ActorRuntime {
                 let here = channels.graph(call.channel_id, call.op.clone());
                 reply(placement.serve(&call, here).await)
             }
+            PeerCall::StoreEvent(call) => {
+                let here = self.handles.inbound.store_here(call.clone().into());
+                reply(placement.serve(&call, here).await)
+            }
         }
     }
 }
@@ -147,6 +154,14 @@ mod tests {
             op: GraphOp::ListTemplates,
         };
         assert!(matches!(read(envelope(&graph)), PeerCall::Graph(_)));
+        let stored = StoreCall {
+            workspace_id: 1,
+            channel_id: id,
+            platform_message_id: "wamid.A".to_owned(),
+            payload: json!({"from": "14155550100"}),
+            received_at: parley_persistence::clock::now(),
+        };
+        assert!(matches!(read(envelope(&stored)), PeerCall::StoreEvent(_)));
         let send: Value = json!({"call": SendCall::KIND, "body": {"channel_id": id, "request": {
             "message_id": null, "keep_when_unavailable": false, "channel_retries": true,
             "outgoing": {"to": "14155550100", "identity_id": null,

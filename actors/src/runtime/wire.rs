@@ -13,8 +13,8 @@ use crate::channel::Channels;
 use crate::conversation::Conversations;
 use crate::events::{Events, RoutesListener};
 use crate::flow::{FlowDeps, Flows};
+use crate::inbound::Inbound;
 use crate::inbound::InboundDeps;
-use crate::inbound::worker::Inbound;
 use crate::outbound::{Outbox, Reports};
 use crate::scheduler::{Scheduler, TaskDeps};
 use crate::store::Store;
@@ -76,7 +76,11 @@ pub(super) fn wire(deps: &RuntimeDeps, slots: &Slots) -> (Handles, RootArgs) {
     );
     let handles = Handles {
         conversations,
-        inbound: Inbound::new(slots.inbound.clone(), placement.clone()),
+        inbound: Inbound::new(
+            slots.inbound.clone(),
+            deps.conversations.writer.clone(),
+            placement.clone(),
+        ),
         scheduler: Scheduler::new(slots.scheduler.clone(), placement.clone()),
         reports: Reports::start(
             db.clone(),
