@@ -18,6 +18,7 @@ use parley::startup::Application;
 use parley::tenancy::{BootstrapRequest, bootstrap};
 use parley_persistence::ConnectionTrait;
 use parley_testkit::{FakeGraph, FakeModel};
+use sea_orm::Statement;
 use serde_json::Value;
 use tokio::sync::oneshot;
 
@@ -244,7 +245,12 @@ pub struct BenchDatabase {
     /// The URL the run uses.
     pub url: String,
     postgres: Option<(String, String)>,
+    /// Analyzes the run's PostgreSQL database while the server's autovacuum is off.
+    analyzer: Option<tokio::task::JoinHandle<()>>,
 }
+
+/// How often a run analyzes its PostgreSQL database when the server's autovacuum is off.
+const ANALYZE_EVERY: Duration = Duration::from_secs(60);
 
 impl BenchDatabase {
     /// Creates the database; `dir` holds a SQLite file.
@@ -256,6 +262,7 @@ impl BenchDatabase {
             return Ok(Self {
                 url: parley_persistence::sqlite_url_in(dir),
                 postgres: None,
+                analyzer: None,
             });
         };
         let name = format!("parley_bench_{}", uuid::Uuid::now_v7().simple());
@@ -263,13 +270,32 @@ impl BenchDatabase {
         admin
             .execute_unprepared(&format!("CREATE DATABASE \"{name}\""))
             .await?;
+        let autovacuum = admin
+            .query_one_raw(Statement::from_string(
+                admin.get_database_backend(),
+                "SHOW autovacuum",
+            ))
+            .await?
+            .context("SHOW autovacuum answered no row")?
+            .try_get_by_index::<String>(0)?;
         admin.close().await?;
         let base = admin_url
             .rsplit_once('/')
             .map_or(admin_url.as_str(), |(b, _)| b);
+        let url = format!("{base}/{name}");
+        let analyzer = if autovacuum == "on" {
+            None
+        } else {
+            eprintln!(
+                "autovacuum is off on this server: the run analyzes its database every {} s, as autovacuum would",
+                ANALYZE_EVERY.as_secs()
+            );
+            Some(tokio::spawn(analyze_every(url.clone(), ANALYZE_EVERY)))
+        };
         Ok(Self {
-            url: format!("{base}/{name}"),
+            url,
             postgres: Some((admin_url.clone(), name)),
+            analyzer,
         })
     }
 
@@ -287,6 +313,9 @@ impl BenchDatabase {
     /// # Errors
     /// Fails when PostgreSQL cannot be reached.
     pub async fn drop_database(self) -> anyhow::Result<()> {
+        if let Some(analyzer) = self.analyzer {
+            analyzer.abort();
+        }
         if let Some((admin_url, name)) = self.postgres {
             let admin = parley_persistence::connect(&admin_url).await?;
             admin
@@ -295,6 +324,29 @@ impl BenchDatabase {
             admin.close().await?;
         }
         Ok(())
+    }
+}
+
+/// Runs `ANALYZE` on the database at `url` every `period`. PostgreSQL's planner picks plans
+/// from the tables' statistics, which autovacuum keeps (README.md, "PostgreSQL's
+/// statistics"): on a server with it off, a bench whose tables grow would measure plans made
+/// for empty tables, which no production server runs (at 130,000 senders the phone lookup
+/// read every contact point of the workspace, and turns ran at a third of their speed).
+async fn analyze_every(url: String, period: Duration) {
+    let db = match parley_persistence::connect(&url).await {
+        Ok(db) => db,
+        Err(error) => {
+            eprintln!("the run's database cannot be analyzed: {error}");
+            return;
+        }
+    };
+    let mut ticks = tokio::time::interval(period);
+    ticks.tick().await;
+    loop {
+        ticks.tick().await;
+        if let Err(error) = db.execute_unprepared("ANALYZE").await {
+            eprintln!("ANALYZE of the run's database failed: {error}");
+        }
     }
 }
 
