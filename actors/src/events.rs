@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use chrono::{DateTime, Utc};
-use parley_persistence::event_deliveries::{self, NewEvent};
+use parley_persistence::event_deliveries::{self, Addressed, NewEvent};
 use parley_persistence::{
     ConnectionTrait, DatabaseExecutor, EventType, GroupCommit, MessageStatus, PersistenceError,
     Writes, clock, event_webhooks,
@@ -138,8 +138,7 @@ pub fn message_event(status: MessageStatus) -> Option<EventType> {
 /// An event made for the endpoints that take it, to be written with its fact.
 #[derive(Clone, Debug)]
 pub struct Recorded {
-    event: NewEvent,
-    endpoints: Vec<Uuid>,
+    addressed: Addressed,
 }
 
 impl Recorded {
@@ -152,12 +151,19 @@ impl Recorded {
         db: &impl ConnectionTrait,
         now: DateTime<Utc>,
     ) -> Result<(), PersistenceError> {
-        event_deliveries::insert(db, &self.event, &self.endpoints, now).await
+        let Addressed { event, endpoints } = &self.addressed;
+        event_deliveries::insert(db, event, endpoints, now).await
     }
 
     /// The event's id (`webhook-id`).
     pub fn id(&self) -> Uuid {
-        self.event.id
+        self.addressed.event.id
+    }
+
+    /// The event and its endpoints, for a merged write to carry with its fact (wake the
+    /// delivery actor once it committed: [`Events::wake`]).
+    pub fn into_addressed(self) -> Addressed {
+        self.addressed
     }
 }
 
@@ -204,13 +210,15 @@ impl Events {
             "data": data(),
         });
         Some(Recorded {
-            event: NewEvent {
-                id,
-                event_type: kind,
-                workspace_id,
-                body: body.to_string(),
+            addressed: Addressed {
+                event: NewEvent {
+                    id,
+                    event_type: kind,
+                    workspace_id,
+                    body: body.to_string(),
+                },
+                endpoints,
             },
-            endpoints,
         })
     }
 

@@ -186,7 +186,8 @@ impl Outbox {
         message.role = writer.role();
         message.operator_id = writer.author().map(|a| a.id);
         let stored =
-            conversations::store_message(&self.writer, &conversation, message, now).await?;
+            conversations::store_message(&self.writer, &conversation, message, now, Vec::new())
+                .await?;
         self.stored(thread, now);
         let parcel = Parcel {
             message_id: stored.id,

@@ -30,7 +30,18 @@ pub struct NewEvent {
     pub body: String,
 }
 
-/// Writes `event` for each of `endpoints`, due at once. Runs in the fact's transaction.
+/// An event and the endpoints that take it: one delivery each, written with the event's fact.
+#[derive(Clone, Debug)]
+pub struct Addressed {
+    /// The event.
+    pub event: NewEvent,
+    /// The endpoints it goes to.
+    pub endpoints: Vec<Uuid>,
+}
+
+/// Writes `event` for each of `endpoints`, due at once. Runs in the fact's transaction; inside
+/// the writer's batch, with the batch's other deliveries in one statement just before its
+/// commit.
 ///
 /// # Errors
 /// The database's.
@@ -43,7 +54,7 @@ pub async fn insert(
     if endpoints.is_empty() {
         return Ok(());
     }
-    let rows = endpoints
+    let rows: Vec<_> = endpoints
         .iter()
         .map(|endpoint_id| event_delivery::ActiveModel {
             id: Set(Uuid::now_v7()),
@@ -59,7 +70,37 @@ pub async fn insert(
             next_attempt_at: Set(now),
             created_at: Set(now),
             updated_at: Set(now),
-        });
+        })
+        .collect();
+    match crate::group_commit::keep_deliveries(rows) {
+        Ok(()) => Ok(()),
+        Err(rows) => insert_rows(db, rows).await,
+    }
+}
+
+/// Writes each of `addressed` (see [`insert`]).
+///
+/// # Errors
+/// The database's.
+pub async fn insert_all(
+    db: &impl ConnectionTrait,
+    addressed: &[Addressed],
+    now: DateTime<Utc>,
+) -> Result<()> {
+    for one in addressed {
+        insert(db, &one.event, &one.endpoints, now).await?;
+    }
+    Ok(())
+}
+
+/// Inserts delivery `rows` in one statement.
+pub(crate) async fn insert_rows(
+    db: &impl ConnectionTrait,
+    rows: Vec<event_delivery::ActiveModel>,
+) -> Result<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
     event_delivery::Entity::insert_many(rows)
         .exec_without_returning(db)
         .await?;

@@ -39,9 +39,11 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::{PersistenceError, Result};
 
+mod deferred;
 mod merged;
 mod writer;
 
+pub(crate) use self::deferred::{keep_counts, keep_deliveries};
 pub use self::merged::Merged;
 use self::merged::Merging;
 pub(crate) use self::merged::inserted_ids;

@@ -192,30 +192,9 @@ impl Count {
     }
 }
 
-tokio::task_local! {
-    /// The counts of the group-commit writer's batch being run (see [`kept_back`]).
-    static KEPT_BACK: std::cell::RefCell<Vec<Count>>;
-}
-
-/// Runs `work` keeping back the counts [`add`] is given inside it, and answers its output with
-/// them. The group-commit writer runs a batch's writes so and adds what they counted in one
-/// statement just before its commit: in the same transaction as the facts, but with the
-/// counters' rows (a few per workspace and day, shared by every write) locked for that
-/// statement and the commit only, not for the whole batch. On PostgreSQL the batches of its
-/// writers and the pool's writes otherwise queued behind each other on those rows.
-pub(crate) async fn kept_back<F: std::future::Future>(work: F) -> (F::Output, Vec<Count>) {
-    KEPT_BACK
-        .scope(std::cell::RefCell::new(Vec::new()), async move {
-            let output = work.await;
-            let counts = KEPT_BACK.with(|kept| std::mem::take(&mut *kept.borrow_mut()));
-            (output, counts)
-        })
-        .await
-}
-
 /// Adds `counts` in one statement (those of one key summed first; zeros left out), in the
 /// transaction `db` is; inside a writer's batch, with the batch's others just before its commit
-/// (see [`kept_back`]). Nothing is written while metering is off.
+/// (see `group_commit::deferred`). Nothing is written while metering is off.
 ///
 /// # Errors
 /// The database's.
@@ -223,8 +202,7 @@ pub async fn add(db: &impl ConnectionTrait, counts: &[Count]) -> Result<()> {
     if !metering() {
         return Ok(());
     }
-    let kept = KEPT_BACK.try_with(|kept| kept.borrow_mut().extend_from_slice(counts));
-    if kept.is_ok() {
+    if crate::group_commit::keep_counts(counts) {
         return Ok(());
     }
     let mut summed: HashMap<(i64, NaiveDate, Uuid, Uuid, Metric), i64> = HashMap::new();

@@ -210,31 +210,19 @@ impl SendJob {
                 .into_iter()
                 .collect()
         };
-        let recorded = match told.is_empty() {
-            // Nobody takes the events: the answer is recorded with the others waiting.
-            true => {
-                let accepted = deliveries::Accepted {
-                    message_id: id,
-                    status,
-                    platform_message_id: wamid,
-                    counted: Some(self.told.counted()),
-                };
-                self.writer.write_merged(accepted).await
-            }
-            false => {
-                let counted = self.told.counted();
-                self.told
-                    .events
-                    .write_with(&self.writer, told, move |db| {
-                        let (wamid, counted) = (wamid.clone(), counted.clone());
-                        Box::pin(async move {
-                            deliveries::record_send(db, id, status, Some(&wamid), None).await?;
-                            usage::add(db, &[counted]).await
-                        })
-                    })
-                    .await
-            }
+        // The answer, what it counts and its events are recorded with the others waiting.
+        let woken = !told.is_empty();
+        let accepted = deliveries::Accepted {
+            message_id: id,
+            status,
+            platform_message_id: wamid,
+            counted: Some(self.told.counted()),
+            told: told.into_iter().map(Recorded::into_addressed).collect(),
         };
+        let recorded = self.writer.write_merged(accepted).await;
+        if woken && recorded.is_ok() {
+            self.told.events.wake();
+        }
         if let Err(error) = recorded {
             // Meta has it; left `sending`, it is failed `interrupted` at the next start-up
             // rather than sent twice.

@@ -132,6 +132,7 @@ async fn claims_run_together_give_each_message_to_one_claim() {
         status: MessageStatus::Sent,
         platform_message_id: wamid.to_owned(),
         counted: None,
+        told: Vec::new(),
     };
     let (a, b) = (
         accepted(pending[0], "wamid.A"),

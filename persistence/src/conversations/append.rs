@@ -8,12 +8,14 @@ use uuid::Uuid;
 
 use super::NewMessage;
 use crate::entities::{conversation, message};
+use crate::event_deliveries::{Addressed, insert_all};
 use crate::usage::{self, Count, Metric};
 use crate::values::{Direction, Role};
 use crate::{GroupCommit, Merged, Result, Writes};
 
 /// As [`append_message`], committed by the database's writer with other writes (in one
-/// statement with the other messages waiting to be stored).
+/// statement with the other messages waiting to be stored), and `told`, its events for the
+/// endpoints that take them, committed with it.
 ///
 /// # Errors
 /// As [`append_message`].
@@ -22,6 +24,7 @@ pub async fn store_message(
     conversation: &conversation::Model,
     new: NewMessage,
     now: DateTime<Utc>,
+    told: Vec<Addressed>,
 ) -> Result<message::Model> {
     if !new.attachments.is_empty() {
         // The message and its files are stored together or not at all: a transaction of
@@ -29,8 +32,12 @@ pub async fn store_message(
         let conversation = conversation.clone();
         return writer
             .write_atomic(move |db| {
-                let (conversation, new) = (conversation.clone(), new.clone());
-                Box::pin(async move { append_message(db, &conversation, new, now).await })
+                let (conversation, new, told) = (conversation.clone(), new.clone(), told.clone());
+                Box::pin(async move {
+                    let stored = append_message(db, &conversation, new, now).await?;
+                    insert_all(db, &told, now).await?;
+                    Ok(stored)
+                })
             })
             .await;
     }
@@ -38,6 +45,7 @@ pub async fn store_message(
         conversation: conversation.clone(),
         new,
         now,
+        told,
     };
     writer.write_merged(appended).await
 }
@@ -47,10 +55,16 @@ struct Appended {
     conversation: conversation::Model,
     new: NewMessage,
     now: DateTime<Utc>,
+    told: Vec<Addressed>,
 }
 
 impl Merged for Appended {
     type Answer = message::Model;
+
+    /// With events, the message and their deliveries commit together.
+    fn atomic(&self) -> bool {
+        !self.told.is_empty()
+    }
 
     /// One `INSERT` (the trigger that moves the conversation's `last_message_at` is part of
     /// it), unless a message counts usage: its count is written in the same transaction.
@@ -69,7 +83,13 @@ impl Merged for Appended {
                 (piece.conversation.assistant_id, row)
             })
             .collect();
-        Box::pin(insert_rows(db, rows))
+        Box::pin(async move {
+            let stored = insert_rows(db, rows).await?;
+            for piece in &pieces {
+                insert_all(db, &piece.told, piece.now).await?;
+            }
+            Ok(stored)
+        })
     }
 }
 

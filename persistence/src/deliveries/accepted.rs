@@ -1,5 +1,5 @@
 //! Sends the platform accepted, recorded by the writer in one statement per status with the
-//! usage they count.
+//! usage they count and the events they make.
 
 use sea_orm::sea_query::{CaseStatement, Expr};
 use sea_orm::{ColumnTrait, DatabaseExecutor, EntityTrait, QueryFilter};
@@ -7,6 +7,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::entities::message;
+use crate::event_deliveries::{Addressed, insert_all};
 use crate::values::MessageStatus;
 use crate::{Merged, Writes};
 
@@ -22,10 +23,16 @@ pub struct Accepted {
     pub platform_message_id: String,
     /// The usage the send counts, written with it.
     pub counted: Option<crate::usage::Count>,
+    /// Its events (`message.sent`, …) for the endpoints that take them, committed with it.
+    pub told: Vec<Addressed>,
 }
 
 impl Merged for Accepted {
     type Answer = ();
+
+    fn atomic(&self) -> bool {
+        !self.told.is_empty()
+    }
 
     fn one_statement(pieces: &[&Self]) -> bool {
         pieces.windows(2).all(|two| two[0].status == two[1].status)
@@ -68,6 +75,10 @@ impl Merged for Accepted {
             }
             let counted: Vec<_> = pieces.iter().filter_map(|p| p.counted.clone()).collect();
             crate::usage::add(db, &counted).await?;
+            let now = crate::clock::now();
+            for piece in &pieces {
+                insert_all(db, &piece.told, now).await?;
+            }
             Ok(vec![(); pieces.len()])
         })
     }

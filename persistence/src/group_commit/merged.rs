@@ -27,6 +27,14 @@ pub trait Merged: Send + Sync + Sized + 'static {
     /// [`GroupCommit::write_atomic`]'s work).
     const ATOMIC: bool = false;
 
+    /// Whether this piece's statements must commit together when it runs alone: as
+    /// [`Merged::ATOMIC`], unless the piece says more (a fact written with its events, whose
+    /// delivery rows must commit with it). Such a piece never runs in a batch without a
+    /// transaction.
+    fn atomic(&self) -> bool {
+        Self::ATOMIC
+    }
+
     /// Whether [`Merged::run_all`] runs `pieces` as one statement. A batch of nothing but such
     /// pieces then runs without a transaction: one statement is atomic by itself and commits
     /// alone, so the batch saves its `BEGIN` and `COMMIT` (two round trips, and on PostgreSQL
@@ -62,7 +70,7 @@ impl<W: Merged> Merging<W> {
 
 impl<W: Merged> Job for Merging<W> {
     fn atomic(&self) -> bool {
-        W::ATOMIC
+        self.piece.atomic()
     }
 
     fn kind(&self) -> Option<TypeId> {
@@ -77,7 +85,7 @@ impl<W: Merged> Job for Merging<W> {
                 None => return false,
             }
         }
-        !W::ATOMIC
+        !pieces.iter().any(|piece| piece.atomic())
             && statement_sizes(pieces.len(), backend).nth(1).is_none()
             && W::one_statement(&pieces)
     }

@@ -1,5 +1,6 @@
 //! The writer's batches and failures, on a SQLite database of one table.
 
+mod deferred;
 mod merged;
 
 use super::*;

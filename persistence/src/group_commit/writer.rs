@@ -7,7 +7,7 @@ use sea_orm::{DatabaseConnection, DatabaseExecutor, DbBackend};
 use tokio::sync::{Mutex, mpsc};
 use tracing::Instrument;
 
-use super::{Job, MAX_BATCH, POSTGRES_WRITERS, WRITE_BATCH};
+use super::{Job, MAX_BATCH, POSTGRES_WRITERS, WRITE_BATCH, deferred};
 
 /// How many writers take batches from the queue. SQLite has one writer at a time, so a second
 /// would only wait for the lock. PostgreSQL writes in parallel and already flushes concurrent
@@ -92,12 +92,12 @@ async fn together(db: &DatabaseConnection, batch: &mut Vec<Box<dyn Job>>) {
     // Pieces of one kind side by side (ordinary work first, in the order it came).
     batch.sort_by_key(|job| job.kind());
     if let Ok(txn) = crate::begin_write(db).await {
-        // What the writes count is added last, with the batch's other counts (see
-        // `usage::kept_back`).
-        let (mut succeeded, counts) =
-            crate::usage::kept_back(run_in(&DatabaseExecutor::Transaction(&txn), batch)).await;
-        if succeeded && !counts.is_empty() {
-            succeeded = crate::usage::add(&txn, &counts).await.is_ok();
+        // What the writes count and the event deliveries they write are written last, all
+        // of the batch's at once (see `deferred`).
+        let (mut succeeded, deferred) =
+            deferred::kept_back(run_in(&DatabaseExecutor::Transaction(&txn), batch)).await;
+        if succeeded && !deferred.is_empty() {
+            succeeded = deferred.write(&txn).await.is_ok();
         }
         if succeeded && txn.commit().await.is_ok() {
             for job in batch.drain(..) {

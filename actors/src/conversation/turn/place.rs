@@ -11,6 +11,7 @@ use uuid::Uuid;
 use super::super::context::Context;
 use super::super::route::Routed;
 use super::super::{ConversationDeps, TurnError, TurnOutcome, TurnRequest};
+use crate::events::Recorded;
 use crate::llm::Usage;
 use crate::thread::{self, Thread};
 
@@ -223,21 +224,15 @@ async fn store_received(
             })
         },
     );
-    let now = clock::now();
-    let Some(event) = event else {
-        // Nobody takes the event: stored with the other messages waiting.
-        return Ok(conversations::store_message(&deps.writer, conversation, message, now).await?);
-    };
-    let conversation = conversation.clone();
-    let stored = deps
-        .events
-        .write_with(&deps.writer, vec![event], move |db| {
-            let (conversation, message) = (conversation.clone(), message.clone());
-            Box::pin(
-                async move { conversations::append_message(db, &conversation, message, now).await },
-            )
-        })
-        .await?;
+    let told: Vec<_> = event.into_iter().map(Recorded::into_addressed).collect();
+    let woken = !told.is_empty();
+    // Stored with the other messages waiting, its event's deliveries with it.
+    let stored =
+        conversations::store_message(&deps.writer, conversation, message, clock::now(), told)
+            .await?;
+    if woken {
+        deps.events.wake();
+    }
     Ok(stored)
 }
 

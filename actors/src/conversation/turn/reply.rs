@@ -75,7 +75,10 @@ impl ReplyPlan {
     ) -> Result<message::Model, TurnError> {
         let mut message = self.message(completion.content.clone());
         message.usage = serde_json::to_value(completion.usage).ok();
-        Ok(conversations::store_message(writer, conversation, message, clock::now()).await?)
+        Ok(
+            conversations::store_message(writer, conversation, message, clock::now(), Vec::new())
+                .await?,
+        )
     }
 }
 
@@ -100,8 +103,14 @@ pub(super) async fn fall_back(
     };
     let mut message = plan.message(fallback.clone());
     message.error = Some(json!({"code": code, "message": error.to_string(), "at": Utc::now()}));
-    let stored =
-        conversations::store_message(&deps.writer, conversation, message, clock::now()).await?;
+    let stored = conversations::store_message(
+        &deps.writer,
+        conversation,
+        message,
+        clock::now(),
+        Vec::new(),
+    )
+    .await?;
     deps.inbox_moved(stored.workspace_id);
     for listener in streams {
         let _ = listener.send(TurnEvent::Token(fallback.clone())).await;

@@ -1,0 +1,119 @@
+//! What a batch's writes leave to its end: rows that many writes add to and none reads back
+//! before the commit, written by the writer in one statement each, in the batch's transaction,
+//! just before its commit.
+//!
+//! - Usage counts ([`crate::usage::add`]): every write that counts upserts the same few rows
+//!   (a workspace's day), so on PostgreSQL a batch held their locks from its first count to its
+//!   commit, and the other writers' batches and the pool's writes queued on them. Upserted
+//!   last, the rows are held for one statement and the commit.
+//! - Event deliveries ([`crate::event_deliveries::insert`]): a fact with an event endpoint
+//!   wrote its delivery rows as statements of its own, one round trip each; here the batch's
+//!   rows go in one multi-row `INSERT`, and the fact itself stays a merged piece
+//!   ([`crate::Merged::atomic`]).
+//!
+//! Outside a batch (a write alone, or a pool connection), nothing is kept back: the caller's
+//! statements run where they are, in the caller's transaction.
+
+use std::cell::RefCell;
+
+use sea_orm::{ConnectionTrait, DbBackend};
+
+use super::merged::statement_sizes;
+use crate::Result;
+use crate::entities::event_delivery;
+use crate::usage::Count;
+
+/// Most delivery rows per statement (13 columns each: SQLite takes 32,766 values a statement).
+const MOST_ROWS: usize = 512;
+
+tokio::task_local! {
+    /// What the writer's batch being run keeps back (see [`kept_back`]).
+    static KEPT_BACK: RefCell<Deferred>;
+}
+
+/// What a batch's writes kept back.
+#[derive(Default)]
+pub(crate) struct Deferred {
+    counts: Vec<Count>,
+    deliveries: Vec<event_delivery::ActiveModel>,
+}
+
+/// Runs `work` keeping back what it counts and the event deliveries it writes, and answers its
+/// output with them.
+pub(super) async fn kept_back<F: std::future::Future>(work: F) -> (F::Output, Deferred) {
+    KEPT_BACK
+        .scope(RefCell::new(Deferred::default()), async move {
+            let output = work.await;
+            let deferred = KEPT_BACK.with(|kept| std::mem::take(&mut *kept.borrow_mut()));
+            (output, deferred)
+        })
+        .await
+}
+
+/// Keeps `counts` back for the batch's end; false outside a batch (the caller writes them).
+pub(crate) fn keep_counts(counts: &[Count]) -> bool {
+    KEPT_BACK
+        .try_with(|kept| kept.borrow_mut().counts.extend_from_slice(counts))
+        .is_ok()
+}
+
+/// Keeps the delivery `rows` back for the batch's end; answers them outside a batch (the
+/// caller writes them).
+pub(crate) fn keep_deliveries(
+    rows: Vec<event_delivery::ActiveModel>,
+) -> std::result::Result<(), Vec<event_delivery::ActiveModel>> {
+    let mut rows = Some(rows);
+    let kept = KEPT_BACK.try_with(|kept| {
+        if let Some(rows) = rows.take() {
+            kept.borrow_mut().deliveries.extend(rows);
+        }
+    });
+    match (kept, rows) {
+        (Ok(()), _) | (Err(_), None) => Ok(()),
+        (Err(_), Some(rows)) => Err(rows),
+    }
+}
+
+impl Deferred {
+    /// Whether nothing was kept back.
+    pub(super) fn is_empty(&self) -> bool {
+        self.counts.is_empty() && self.deliveries.is_empty()
+    }
+
+    /// Writes what was kept back on `db`, the batch's transaction: the deliveries, then the
+    /// counts (their rows locked for the shortest time).
+    pub(super) async fn write(self, db: &impl ConnectionTrait) -> Result<()> {
+        let mut deliveries = self.deliveries.into_iter();
+        let total = deliveries.len();
+        let backend = db.get_database_backend();
+        for size in sizes(total, backend) {
+            let rows = deliveries.by_ref().take(size).collect();
+            crate::event_deliveries::insert_rows(db, rows).await?;
+        }
+        crate::usage::add(db, &self.counts).await
+    }
+}
+
+/// How many rows each statement of `n` delivery rows carries: the writer's sizes (few
+/// prepared statements on SQLite), none above [`MOST_ROWS`].
+fn sizes(n: usize, backend: DbBackend) -> Vec<usize> {
+    let whole = n / MOST_ROWS;
+    let mut sizes = vec![MOST_ROWS; whole];
+    sizes.extend(statement_sizes(n % MOST_ROWS, backend));
+    sizes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delivery_rows_go_in_statements_of_at_most_512_and_few_sizes() {
+        assert_eq!(sizes(0, DbBackend::Sqlite), Vec::<usize>::new());
+        assert_eq!(sizes(13, DbBackend::Sqlite), vec![8, 5]);
+        assert_eq!(sizes(13, DbBackend::Postgres), vec![13]);
+        assert_eq!(sizes(1030, DbBackend::Sqlite), vec![512, 512, 6]);
+        assert_eq!(sizes(1030, DbBackend::Postgres), vec![512, 512, 6]);
+        assert_eq!(sizes(600, DbBackend::Sqlite), vec![512, 88]);
+    }
+}
