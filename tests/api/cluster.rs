@@ -18,7 +18,9 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use crate::flows::{campaign, people, per_person};
-use crate::helpers::{APP_SECRET, TestApp, expect_status, order_update, spawn_app_with};
+use crate::helpers::{
+    APP_SECRET, TestApp, expect_status, exposition, order_update, samples_sum, spawn_app_with,
+};
 
 const SECRET: &str = "the-cluster-secret-of-these-tests";
 const OPERATOR: &str = "operator-token-of-the-cluster-tests";
@@ -134,6 +136,20 @@ fn owner_of<'a>(nodes: &'a [Node], answer: &[Value], id: uuid::Uuid) -> &'a Node
         .and_then(|n| n["url"].as_str())
         .expect("an owner");
     nodes.iter().find(|n| n.url == url).expect("a node of ours")
+}
+
+/// The node of `nodes` that owns `id`'s partition, and the other.
+fn owner_and_other<'a>(
+    nodes: &'a [Node],
+    answer: &[Value],
+    id: uuid::Uuid,
+) -> (&'a Node, &'a Node) {
+    let owner = owner_of(nodes, answer, id);
+    let other = nodes
+        .iter()
+        .find(|n| n.url != owner.url)
+        .expect("the other node");
+    (owner, other)
 }
 
 /// Two nodes on `app`'s database with 3 s leases, once they share the partitions; with the
@@ -427,22 +443,13 @@ async fn a_new_senders_identity_lies_in_its_channels_partition_and_moves_with_it
 
 /// How many times `node` asked another node `kind` and heard `outcome` (any outcome: `None`).
 async fn forwards(node: &Node, kind: &str, outcome: Option<&str>) -> u64 {
-    let metrics = request(node, Method::GET, "/metrics", OPERATOR)
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
+    let metrics = exposition(request(node, Method::GET, "/metrics", OPERATOR)).await;
     let kind = format!("kind=\"{kind}\"");
     let outcome = outcome.map(|outcome| format!("outcome=\"{outcome}\""));
-    metrics
-        .lines()
-        .filter(|l| l.starts_with("parley_cluster_forwards_total"))
-        .filter(|l| l.contains(&kind) && outcome.as_ref().is_none_or(|o| l.contains(o)))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .map(|count| count as u64)
-        .sum()
+    let labels: Vec<&str> = std::iter::once(kind.as_str())
+        .chain(outcome.as_deref())
+        .collect();
+    samples_sum(&metrics, "parley_cluster_forwards_total", &labels)
 }
 
 #[tokio::test]
@@ -454,11 +461,7 @@ async fn a_message_for_a_channel_owned_elsewhere_is_stored_by_its_owner_or_here_
     let app = quiet_app().await;
     let channel = app.live_channel(NUMBER).await;
     let (nodes, answer) = two_settled_nodes(&app).await;
-    let owner = owner_of(&nodes, &answer, channel.parse().expect("channel id"));
-    let other = nodes
-        .iter()
-        .find(|n| n.url != owner.url)
-        .expect("the other");
+    let (owner, other) = owner_and_other(&nodes, &answer, channel.parse().expect("channel id"));
     let url = format!("{}/webhooks/waba/{channel}", other.url);
     let (app, url) = (&app, url.as_str());
     let post = |wamid: &str| {
@@ -1032,19 +1035,12 @@ async fn an_endpoint_one_node_disabled_gets_nothing_written_for_it_on_the_other(
 
 /// How many fetches `node` says ended `stored`.
 async fn fetches_stored(node: &Node) -> u64 {
-    let metrics = request(node, Method::GET, "/metrics", OPERATOR)
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
-    metrics
-        .lines()
-        .find(|l| l.starts_with("parley_media_fetches_total") && l.contains("outcome=\"stored\""))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse::<f64>().ok())
-        .map_or(0, |v| v as u64)
+    let metrics = exposition(request(node, Method::GET, "/metrics", OPERATOR)).await;
+    samples_sum(
+        &metrics,
+        "parley_media_fetches_total",
+        &["outcome=\"stored\""],
+    )
 }
 
 #[tokio::test]
@@ -1056,11 +1052,7 @@ async fn a_channels_media_is_fetched_once_by_the_node_that_owns_the_channel() {
     let app = quiet_app().await;
     let channel = app.live_channel(NUMBER).await;
     let (nodes, answer) = two_settled_nodes(&app).await;
-    let owner = owner_of(&nodes, &answer, channel.parse().expect("channel id"));
-    let other = nodes
-        .iter()
-        .find(|n| n.url != owner.url)
-        .expect("the other node");
+    let (owner, other) = owner_and_other(&nodes, &answer, channel.parse().expect("channel id"));
     // Pictures land on both nodes, as Meta spreads its webhooks.
     for i in 0..6 {
         let id = format!("media-cluster-{i}");

@@ -560,14 +560,7 @@ async fn flows_and_task_runs_tell_how_they_ended_and_metrics_count_deliveries() 
     assert_eq!(told["data"]["task_type"], "send_message");
     assert!(told["data"]["status"].is_string());
 
-    let metrics = app
-        .request(Method::GET, "/metrics", Some("op-events"))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
+    let metrics = app.metrics("op-events").await;
     for family in [
         "parley_event_deliveries_total{outcome=\"succeeded\"}",
         "parley_event_deliveries_pending",

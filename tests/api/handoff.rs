@@ -50,14 +50,7 @@ async fn app_with_metrics(configure: impl FnOnce(&mut parley::config::Settings))
 /// Asserts that the metrics hold a sample of `family` with `label` (the recorder is shared by
 /// every test of the process: counts are not this test's alone).
 async fn assert_counted(app: &TestApp, family: &str, label: &str) {
-    let body = app
-        .request(Method::GET, "/metrics", Some(OPERATOR))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("exposition");
+    let body = app.metrics(OPERATOR).await;
     assert!(
         body.lines()
             .any(|l| l.starts_with(family) && l.contains(label)),

@@ -104,6 +104,28 @@ pub async fn spawn_app_with(configure: impl FnOnce(&mut Settings)) -> TestApp {
     }
 }
 
+/// The text of the metrics exposition `scrape` (a GET of `/metrics`) answers.
+pub async fn exposition(scrape: RequestBuilder) -> String {
+    scrape
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("exposition")
+}
+
+/// The sum of the samples of `family` in `exposition` whose labels include every one of
+/// `labels` (`name="value"`).
+pub fn samples_sum(exposition: &str, family: &str, labels: &[&str]) -> u64 {
+    exposition
+        .lines()
+        .filter(|l| l.starts_with(family) && labels.iter().all(|label| l.contains(label)))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .map(|count| count as u64)
+        .sum()
+}
+
 impl TestApp {
     /// A request with `key` as bearer token (no header when `None`).
     pub fn request(&self, method: Method, path: &str, key: Option<&str>) -> RequestBuilder {
@@ -114,6 +136,11 @@ impl TestApp {
             Some(key) => builder.bearer_auth(key),
             None => builder,
         }
+    }
+
+    /// The metrics exposition, read with `key` (an operator's token).
+    pub async fn metrics(&self, key: &str) -> String {
+        exposition(self.request(Method::GET, "/metrics", Some(key))).await
     }
 
     /// GET with the owner's key.

@@ -132,14 +132,7 @@ async fn usage_is_counted_with_each_fact_and_read_by_day_assistant_channel_and_w
     expect_error(refused, 403, "forbidden").await;
     let all = expect_status(app.get_with("/admin/usage", OPERATOR).await, 200).await;
     assert_eq!(all["data"]["totals"]["model_prompt_tokens"], prompt);
-    let metrics = app
-        .request(Method::GET, "/metrics", Some(OPERATOR))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
+    let metrics = app.metrics(OPERATOR).await;
     let line = format!("parley_usage_total{{metric=\"model_prompt_tokens\"}} {prompt}");
     assert!(metrics.lines().any(|l| l == line), "{line} in the metrics");
 }
