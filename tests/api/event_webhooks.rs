@@ -455,6 +455,9 @@ async fn a_failing_endpoint_is_retried_with_the_same_id_and_a_gone_one_is_disabl
     let next = chrono::DateTime::parse_from_rfc3339(next).expect("time");
     let wait = next.timestamp() - chrono::Utc::now().timestamp();
     assert!((2..=8).contains(&wait), "about 5 s with jitter, not {wait}");
+    let path = format!("/workspace/webhooks/{id}");
+    let failing = expect_status(app.get(&path).await, 200).await;
+    assert!(failing["data"]["failing_since"].is_string(), "{failing}");
 
     // Sent again now: the endpoint asks for an hour, and gets it.
     let retry = format!(
@@ -475,6 +478,9 @@ async fn a_failing_endpoint_is_retried_with_the_same_id_and_a_gone_one_is_disabl
     expect_status(app.send_json(Method::POST, &retry, &json!({})).await, 200).await;
     let delivery = wait_for_delivery(&app, &deliveries, |d| d["status"] == "succeeded").await;
     assert_eq!(delivery["attempts"], 3);
+    // The success ended the endpoint's failing streak.
+    let healthy = expect_status(app.get(&path).await, 200).await;
+    assert_eq!(healthy["data"]["failing_since"], Value::Null, "{healthy}");
     let ids: Vec<String> = receiver.received().iter().map(|r| r.id.clone()).collect();
     assert_eq!(ids.len(), 3);
     assert!(ids.iter().all(|i| *i == ids[0]), "{ids:?}");
@@ -483,9 +489,8 @@ async fn a_failing_endpoint_is_retried_with_the_same_id_and_a_gone_one_is_disabl
     receiver.script([Answer::Status(410)]);
     expect_status(app.chat("crm-2", &channel, "two").await, 200).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    let endpoint_path = format!("/workspace/webhooks/{id}");
     loop {
-        let read = expect_status(app.get(&endpoint_path).await, 200).await;
+        let read = expect_status(app.get(&path).await, 200).await;
         if read["data"]["enabled"] == false {
             assert_eq!(
                 read["data"]["disabled_reason"],

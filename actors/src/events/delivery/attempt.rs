@@ -240,10 +240,10 @@ impl Attempt {
     }
 }
 
-/// Records `outcomes` on `db` (the caller's transaction): the deliveries that succeeded with one statement per
-/// status code, the others one by one, and each endpoint's failing streak (ended by a success;
-/// five days of it, or a 410, disable the endpoint). Answers the endpoints disabled now, with
-/// their workspaces.
+/// Records `outcomes` on `db` (the caller's transaction): the deliveries that succeeded with one
+/// statement per status code, the others one by one, and each endpoint's failing streak (ended
+/// by a success, when `failing` says there may be one; five days of it, or a 410, disable the
+/// endpoint). Answers the endpoints disabled now, with their workspaces.
 ///
 /// # Errors
 /// The database's; nothing is recorded then (the caller's transaction rolls back), and the
@@ -252,6 +252,7 @@ pub(super) async fn record(
     db: &impl ConnectionTrait,
     events: &Events,
     outcomes: &[Outcome],
+    failing: bool,
     give_up_after: chrono::Duration,
 ) -> Result<Vec<(Uuid, i64)>, PersistenceError> {
     let now = clock::now();
@@ -289,7 +290,9 @@ pub(super) async fn record(
         let now_disabled = if let Some(reason) = gone {
             event_webhooks::disable(db, endpoint_id, reason, None, now).await?
         } else if any_success {
-            event_webhooks::succeeded(db, endpoint_id).await?;
+            if failing {
+                event_webhooks::succeeded(db, endpoint_id).await?;
+            }
             false
         } else {
             event_webhooks::failed(db, endpoint_id, now).await?;
