@@ -13,9 +13,9 @@
 pub mod delivery;
 pub mod sign;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use chrono::{DateTime, Utc};
 use parley_persistence::event_deliveries::{self, Addressed, NewEvent};
@@ -44,6 +44,18 @@ struct Inner {
     slot: Slot<DeliveryMsg>,
     /// Set while a wake-up is on its way, so that a burst of facts sends one.
     waking: AtomicBool,
+    /// What the wake-ups on their way are for: the endpoints written to, or every endpoint
+    /// (`all`: a writer that did not say which).
+    told: Mutex<Told>,
+}
+
+/// The endpoints that wake-ups were sent for since the delivery actor last took one.
+#[derive(Debug, Default)]
+pub(crate) struct Told {
+    /// Endpoints with deliveries just written.
+    pub(crate) endpoints: HashSet<Uuid>,
+    /// Whether some writer did not say which: the actor looks at every endpoint.
+    pub(crate) all: bool,
 }
 
 /// One endpoint and the event types it takes.
@@ -69,6 +81,7 @@ impl Default for Events {
                 routes: RwLock::default(),
                 slot: Slot::new(SupervisorKind::Events),
                 waking: AtomicBool::new(false),
+                told: Mutex::default(),
             }),
         }
     }
@@ -155,13 +168,18 @@ impl Recorded {
         event_deliveries::insert(db, event, endpoints, now).await
     }
 
+    /// The endpoints it goes to.
+    pub fn endpoints(&self) -> impl Iterator<Item = Uuid> + '_ {
+        self.addressed.endpoints.iter().copied()
+    }
+
     /// The event's id (`webhook-id`).
     pub fn id(&self) -> Uuid {
         self.addressed.event.id
     }
 
     /// The event and its endpoints, for a merged write to carry with its fact (wake the
-    /// delivery actor once it committed: [`Events::wake`]).
+    /// delivery actor once it committed: [`Events::wake_for`]).
     pub fn into_addressed(self) -> Addressed {
         self.addressed
     }
@@ -277,6 +295,7 @@ impl Events {
                 writer.write(work).await
             };
         }
+        let endpoints: Vec<Uuid> = recorded.iter().flat_map(Recorded::endpoints).collect();
         let (work, recorded) = (Arc::new(work), Arc::new(recorded));
         let written = writer
             .write_atomic(move |db| {
@@ -291,7 +310,7 @@ impl Events {
                 })
             })
             .await?;
-        self.wake();
+        self.wake_for(endpoints);
         Ok(written)
     }
 
@@ -312,8 +331,29 @@ impl Events {
         })
     }
 
-    /// Tells the delivery actor that events were written (once per burst).
+    /// Tells the delivery actor that events were written (once per burst), for any endpoint:
+    /// it looks at every endpoint's due deliveries.
     pub fn wake(&self) {
+        if let Ok(mut told) = self.inner.told.lock() {
+            told.all = true;
+        }
+        self.send_wake();
+    }
+
+    /// Tells the delivery actor that deliveries to `endpoints` were written: their lanes read
+    /// again, without a look at every endpoint when they are all running here.
+    pub fn wake_for(&self, endpoints: impl IntoIterator<Item = Uuid>) {
+        let mut endpoints = endpoints.into_iter().peekable();
+        if endpoints.peek().is_none() {
+            return;
+        }
+        if let Ok(mut told) = self.inner.told.lock() {
+            told.endpoints.extend(endpoints);
+        }
+        self.send_wake();
+    }
+
+    fn send_wake(&self) {
         if self.inner.waking.swap(true, Ordering::AcqRel) {
             return;
         }
@@ -326,9 +366,18 @@ impl Events {
         }
     }
 
-    /// The delivery actor took the wake-up: the next burst sends another.
-    pub(crate) fn woken(&self) {
+    /// The delivery actor took the wake-up: the next burst sends another. Answers what the
+    /// wake-ups were for.
+    pub(crate) fn woken(&self) -> Told {
         self.inner.waking.store(false, Ordering::Release);
+        self.inner
+            .told
+            .lock()
+            .map(|mut told| std::mem::take(&mut *told))
+            .unwrap_or(Told {
+                endpoints: HashSet::new(),
+                all: true,
+            })
     }
 
     /// Reads the enabled endpoints of `workspace_id` (of every workspace for `None`) again.

@@ -211,7 +211,7 @@ impl SendJob {
                 .collect()
         };
         // The answer, what it counts and its events are recorded with the others waiting.
-        let woken = !told.is_empty();
+        let endpoints: Vec<_> = told.iter().flat_map(Recorded::endpoints).collect();
         let accepted = deliveries::Accepted {
             message_id: id,
             status,
@@ -220,8 +220,8 @@ impl SendJob {
             told: told.into_iter().map(Recorded::into_addressed).collect(),
         };
         let recorded = self.writer.write_merged(accepted).await;
-        if woken && recorded.is_ok() {
-            self.told.events.wake();
+        if recorded.is_ok() {
+            self.told.events.wake_for(endpoints);
         }
         if let Err(error) = recorded {
             // Meta has it; left `sending`, it is failed `interrupted` at the next start-up

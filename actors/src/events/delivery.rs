@@ -152,7 +152,10 @@ impl Actor for DeliveryWorker {
     ) -> Result<(), ActorProcessingErr> {
         match message {
             DeliveryMsg::Wake => {
-                state.deps.events.woken();
+                let told = state.deps.events.woken();
+                if !told.all && again(state, &told.endpoints) {
+                    return Ok(());
+                }
                 look(state, &myself, false).await;
             }
             DeliveryMsg::Sweep => {
@@ -205,6 +208,24 @@ async fn look(state: &mut DeliveryState, myself: &ActorRef<DeliveryMsg>, sweep: 
         }
     }
 }
+/// Tells the lanes of `endpoints` to read again, when each of them runs here and its endpoint
+/// is still this node's; answers false (nothing told) otherwise, for a look at every endpoint.
+fn again(state: &mut DeliveryState, endpoints: &HashSet<Uuid>) -> bool {
+    let placement = &state.deps.placement;
+    let all_running = endpoints
+        .iter()
+        .all(|id| state.lanes.contains_key(id) && placement.owns(*id));
+    if !all_running {
+        return false;
+    }
+    for id in endpoints {
+        if let Some(lane) = state.lanes.get_mut(id) {
+            lane.tell(LaneMsg::Again);
+        }
+    }
+    true
+}
+
 /// Publishes how many deliveries wait and how old the oldest is.
 async fn report_backlog(db: &DatabaseConnection) {
     if let Ok((pending, oldest)) = event_deliveries::backlog(db).await {

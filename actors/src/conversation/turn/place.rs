@@ -224,15 +224,13 @@ async fn store_received(
             })
         },
     );
+    let endpoints: Vec<_> = event.iter().flat_map(Recorded::endpoints).collect();
     let told: Vec<_> = event.into_iter().map(Recorded::into_addressed).collect();
-    let woken = !told.is_empty();
     // Stored with the other messages waiting, its event's deliveries with it.
     let stored =
         conversations::store_message(&deps.writer, conversation, message, clock::now(), told)
             .await?;
-    if woken {
-        deps.events.wake();
-    }
+    deps.events.wake_for(endpoints);
     Ok(stored)
 }
 

@@ -37,6 +37,8 @@ const RECORD_AFTER: std::time::Duration = std::time::Duration::from_millis(2);
 pub(super) enum LaneMsg {
     /// Deliveries may be due: the endpoint as just read.
     Look(Box<event_webhook::Model>),
+    /// Deliveries were just written for the endpoint, which is as it was.
+    Again,
     /// The endpoint has nothing due on this node any more (it was disabled or deleted, or
     /// another node owns it now): what is queued is dropped, what is in flight ends.
     Rest,
@@ -199,6 +201,10 @@ impl Lane {
                 if !self.target.same_as(&endpoint) {
                     self.target = Arc::new(Target::new(&endpoint, &self.deps.secrets));
                 }
+                self.resting = false;
+                self.more = true;
+            }
+            LaneMsg::Again => {
                 self.resting = false;
                 self.more = true;
             }
