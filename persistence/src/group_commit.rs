@@ -23,7 +23,9 @@
 //! round trips, not the commits, are the writer's time. On SQLite a statement carries a
 //! multiple of eight pieces, and a second one the rest (a batch's 13: 8 and 5), so that the
 //! writer's connection keeps 15 statements prepared per kind instead of 64
-//! (`merged::statement_sizes`). Writes waiting at once have no order between them (ordinary
+//! (`merged::statement_sizes`). What many writes of a batch add and none reads back before
+//! the commit (usage counts, event deliveries) is kept back and written once for the batch, just
+//! before its commit (`deferred`). Writes waiting at once have no order between them (ordinary
 //! work runs first, then the merged pieces kind by kind): a caller whose write depends on
 //! another waits for that one's answer before handing it over, as every caller here does.
 
