@@ -136,6 +136,10 @@ impl Lane {
         let mut reading: Option<Pending<Read>> = None;
         let mut recording: Option<Pending<Recorded>> = None;
         let mut record_at: Option<Instant> = None;
+        // One timer for the lane, moved when an outcome starts waiting: a timer made on every
+        // turn of the loop was registered with the runtime and dropped again for each outcome.
+        let timer = tokio::time::sleep(RECORD_AFTER);
+        tokio::pin!(timer);
         loop {
             if reading.is_none() && self.may_read() && self.queue.len() < REFILL_BELOW {
                 reading = Some(self.read());
@@ -144,7 +148,9 @@ impl Lane {
             if self.ended.is_empty() {
                 record_at = None;
             } else if record_at.is_none() {
-                record_at = Some(Instant::now() + RECORD_AFTER);
+                let at = Instant::now() + RECORD_AFTER;
+                timer.as_mut().reset(at);
+                record_at = Some(at);
             }
             let due = record_at.is_some_and(|at| at <= Instant::now());
             if recording.is_none() && (due || self.ended.len() >= RECORD_BATCH) {
@@ -154,7 +160,6 @@ impl Lane {
             if reading.is_none() && recording.is_none() && self.held.is_empty() {
                 self.say_idle();
             }
-            let wake_at = record_at.unwrap_or_else(|| Instant::now() + RECORD_AFTER);
             tokio::select! {
                 message = messages.recv() => match message {
                     Some(message) => self.take(message),
@@ -171,7 +176,9 @@ impl Lane {
                     recording = None;
                     self.let_go(recorded);
                 }
-                () = tokio::time::sleep_until(wake_at), if record_at.is_some() => {}
+                // While a recording runs, its end wakes the loop: the timer, past due then,
+                // would be ready at every turn and spin the lane until the commit.
+                () = &mut timer, if record_at.is_some() && recording.is_none() => {}
             }
         }
         // The actor stopped: what ended is recorded; what is in flight stays pending and goes
