@@ -9,12 +9,14 @@
 //! - [`delivery`]: the supervised actor that works the rows off, at most a few requests in
 //!   flight per endpoint, retried on a schedule, each endpoint apart from the others.
 //! - [`sign`]: secrets and signatures.
+//! - `wake`: telling the delivery actor, once per burst, which endpoints were written to.
 
 pub mod delivery;
 pub mod sign;
+mod wake;
 
-use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::collections::HashMap;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, RwLock};
 
 use chrono::{DateTime, Utc};
@@ -27,6 +29,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use self::delivery::DeliveryMsg;
+use self::wake::Told;
 use crate::changes::{Change, Listener};
 use crate::tree::{Slot, SupervisorKind};
 
@@ -47,15 +50,6 @@ struct Inner {
     /// What the wake-ups on their way are for: the endpoints written to, or every endpoint
     /// (`all`: a writer that did not say which).
     told: Mutex<Told>,
-}
-
-/// The endpoints that wake-ups were sent for since the delivery actor last took one.
-#[derive(Debug, Default)]
-pub(crate) struct Told {
-    /// Endpoints with deliveries just written.
-    pub(crate) endpoints: HashSet<Uuid>,
-    /// Whether some writer did not say which: the actor looks at every endpoint.
-    pub(crate) all: bool,
 }
 
 /// One endpoint and the event types it takes.
@@ -329,55 +323,6 @@ impl Events {
                 "operator": told.operator,
             })
         })
-    }
-
-    /// Tells the delivery actor that events were written (once per burst), for any endpoint:
-    /// it looks at every endpoint's due deliveries.
-    pub fn wake(&self) {
-        if let Ok(mut told) = self.inner.told.lock() {
-            told.all = true;
-        }
-        self.send_wake();
-    }
-
-    /// Tells the delivery actor that deliveries to `endpoints` were written: their lanes read
-    /// again, without a look at every endpoint when they are all running here.
-    pub fn wake_for(&self, endpoints: impl IntoIterator<Item = Uuid>) {
-        let mut endpoints = endpoints.into_iter().peekable();
-        if endpoints.peek().is_none() {
-            return;
-        }
-        if let Ok(mut told) = self.inner.told.lock() {
-            told.endpoints.extend(endpoints);
-        }
-        self.send_wake();
-    }
-
-    fn send_wake(&self) {
-        if self.inner.waking.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        match self.inner.slot.get() {
-            Ok(actor) => {
-                let _ = actor.send_message(DeliveryMsg::Wake);
-            }
-            // Not running (starting or restarting): its first sweep finds them.
-            Err(_) => self.inner.waking.store(false, Ordering::Release),
-        }
-    }
-
-    /// The delivery actor took the wake-up: the next burst sends another. Answers what the
-    /// wake-ups were for.
-    pub(crate) fn woken(&self) -> Told {
-        self.inner.waking.store(false, Ordering::Release);
-        self.inner
-            .told
-            .lock()
-            .map(|mut told| std::mem::take(&mut *told))
-            .unwrap_or(Told {
-                endpoints: HashSet::new(),
-                all: true,
-            })
     }
 
     /// Reads the enabled endpoints of `workspace_id` (of every workspace for `None`) again.
