@@ -39,16 +39,30 @@ fn insert(k: i64) -> impl for<'e> Fn(&'e DatabaseExecutor<'e>) -> Writes<'e, ()>
 }
 
 async fn keys(db: &DatabaseConnection) -> Vec<i64> {
+    column(db, "SELECT k FROM t ORDER BY k").await
+}
+
+/// The first column of what `sql` reads.
+async fn column<T: sea_orm::TryGetable>(db: &DatabaseConnection, sql: &str) -> Vec<T> {
     let rows = db
-        .query_all_raw(Statement::from_string(
-            db.get_database_backend(),
-            "SELECT k FROM t ORDER BY k",
-        ))
+        .query_all_raw(Statement::from_string(db.get_database_backend(), sql))
         .await
-        .expect("keys");
+        .expect("read");
     rows.iter()
-        .map(|r| r.try_get_by_index::<i64>(0).expect("key"))
+        .map(|r| r.try_get_by_index::<T>(0).expect("value"))
         .collect()
+}
+
+/// Inserts `keys` into the table in one multi-row statement: a merged piece's work.
+async fn insert_keys(db: &DatabaseExecutor<'_>, keys: &[i64]) -> Result<()> {
+    let values = vec!["(?, 'x')"; keys.len()].join(", ");
+    let statement = Statement::from_sql_and_values(
+        db.get_database_backend(),
+        format!("INSERT INTO t (k, v) VALUES {values}"),
+        keys.iter().map(|&k| k.into()),
+    );
+    db.execute_raw(statement).await?;
+    Ok(())
 }
 
 /// Keeps the writer busy, once it has taken this write alone, until the returned sender
@@ -230,16 +244,10 @@ async fn a_batch_adds_what_its_writes_counted_once_before_its_commit_and_a_faile
     }
     assert_eq!(keys(&db).await, (1..=10).collect::<Vec<_>>());
     // One row for the key, holding what the committed writes counted (55 less the 7).
-    let rows = db
-        .query_all_raw(Statement::from_string(
-            db.get_database_backend(),
-            "SELECT value FROM usage_daily WHERE metric = 'mcp_calls'",
-        ))
-        .await
-        .expect("usage");
-    let values: Vec<i64> = rows
-        .iter()
-        .map(|r| r.try_get_by_index::<i64>(0).expect("value"))
-        .collect();
+    let values: Vec<i64> = column(
+        &db,
+        "SELECT value FROM usage_daily WHERE metric = 'mcp_calls'",
+    )
+    .await;
     assert_eq!(values, vec![48]);
 }

@@ -22,13 +22,8 @@ impl Merged for Told {
 
     fn run_all<'e>(db: &'e DatabaseExecutor<'e>, pieces: Vec<&'e Self>) -> Writes<'e, Vec<()>> {
         Box::pin(async move {
-            let values = vec!["(?, 'x')"; pieces.len()].join(", ");
-            let statement = Statement::from_sql_and_values(
-                db.get_database_backend(),
-                format!("INSERT INTO t (k, v) VALUES {values}"),
-                pieces.iter().map(|told| told.0.into()),
-            );
-            db.execute_raw(statement).await?;
+            let keys: Vec<i64> = pieces.iter().map(|told| told.0).collect();
+            insert_keys(db, &keys).await?;
             for told in &pieces {
                 insert_all(db, &told.1, chrono::Utc::now()).await?;
             }
@@ -75,16 +70,7 @@ fn event(workspace_id: i64, k: i64, endpoint_id: Uuid) -> Addressed {
 
 /// The bodies of the stored deliveries, in order.
 async fn delivered(db: &DatabaseConnection) -> Vec<String> {
-    let rows = db
-        .query_all_raw(Statement::from_string(
-            db.get_database_backend(),
-            "SELECT body FROM event_deliveries ORDER BY body",
-        ))
-        .await
-        .expect("deliveries");
-    rows.iter()
-        .map(|r| r.try_get_by_index::<String>(0).expect("body"))
-        .collect()
+    column(db, "SELECT body FROM event_deliveries ORDER BY body").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

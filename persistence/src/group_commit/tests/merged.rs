@@ -12,13 +12,8 @@ impl Merged for Put {
 
     fn run_all<'e>(db: &'e DatabaseExecutor<'e>, pieces: Vec<&'e Self>) -> Writes<'e, Vec<usize>> {
         Box::pin(async move {
-            let values = vec!["(?, 'x')"; pieces.len()].join(", ");
-            let statement = Statement::from_sql_and_values(
-                db.get_database_backend(),
-                format!("INSERT INTO t (k, v) VALUES {values}"),
-                pieces.iter().map(|put| put.0.into()),
-            );
-            db.execute_raw(statement).await?;
+            let keys: Vec<i64> = pieces.iter().map(|put| put.0).collect();
+            insert_keys(db, &keys).await?;
             Ok(vec![pieces.len(); pieces.len()])
         })
     }
