@@ -9,14 +9,15 @@
 //! - [`delivery`]: the supervised actor that works the rows off, at most a few requests in
 //!   flight per endpoint, retried on a schedule, each endpoint apart from the others.
 //! - [`sign`]: secrets and signatures.
-//! - `wake`: telling the delivery actor, once per burst, which endpoints were written to.
+//! - `wake`: telling the delivery actor, once per burst, what was written: the deliveries
+//!   just committed ([`Handover`]), or that it is to look at every endpoint.
 
 pub mod delivery;
 pub mod sign;
 mod wake;
 
 use std::collections::HashMap;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use chrono::{DateTime, Utc};
@@ -29,6 +30,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use self::delivery::DeliveryMsg;
+pub use self::wake::Handover;
 use self::wake::Told;
 use crate::changes::{Change, Listener};
 use crate::tree::{Slot, SupervisorKind};
@@ -50,6 +52,9 @@ struct Inner {
     /// What the wake-ups on their way are for: the endpoints written to, or every endpoint
     /// (`all`: a writer that did not say which).
     told: Mutex<Told>,
+    /// Counts the reads of the routes: a lane that took its endpoint before the last one may
+    /// hold it as it was (its URL, its secrets), and is told to look again.
+    generation: AtomicU64,
 }
 
 /// One endpoint and the event types it takes.
@@ -76,6 +81,7 @@ impl Default for Events {
                 slot: Slot::new(SupervisorKind::Events),
                 waking: AtomicBool::new(false),
                 told: Mutex::default(),
+                generation: AtomicU64::new(0),
             }),
         }
     }
@@ -158,28 +164,27 @@ impl Recorded {
         db: &impl ConnectionTrait,
         now: DateTime<Utc>,
     ) -> Result<(), PersistenceError> {
-        let Addressed { event, endpoints } = &self.addressed;
-        event_deliveries::insert(db, event, endpoints, now).await
-    }
-
-    /// The endpoints it goes to.
-    pub fn endpoints(&self) -> impl Iterator<Item = Uuid> + '_ {
-        self.addressed.endpoints.iter().copied()
+        event_deliveries::insert(db, &self.addressed, now).await
     }
 
     /// The event's id (`webhook-id`).
     pub fn id(&self) -> Uuid {
-        self.addressed.event.id
+        self.addressed.event().id
     }
 
     /// The event and its endpoints, for a merged write to carry with its fact (wake the
-    /// delivery actor once it committed: [`Events::wake_for`]).
+    /// delivery actor once it committed: [`Handover`], [`Events::committed`]).
     pub fn into_addressed(self) -> Addressed {
         self.addressed
     }
 }
 
 impl Events {
+    /// How many times the routes were read: see [`Inner::generation`].
+    pub(crate) fn generation(&self) -> u64 {
+        self.inner.generation.load(Ordering::Acquire)
+    }
+
     /// Where the delivery actor is published.
     pub(crate) fn slot(&self) -> &Slot<DeliveryMsg> {
         &self.inner.slot
@@ -222,15 +227,15 @@ impl Events {
             "data": data(),
         });
         Some(Recorded {
-            addressed: Addressed {
-                event: NewEvent {
+            addressed: Addressed::new(
+                NewEvent {
                     id,
                     event_type: kind,
                     workspace_id,
                     body: body.to_string(),
                 },
                 endpoints,
-            },
+            ),
         })
     }
 
@@ -289,7 +294,7 @@ impl Events {
                 writer.write(work).await
             };
         }
-        let endpoints: Vec<Uuid> = recorded.iter().flat_map(Recorded::endpoints).collect();
+        let handover = Handover::of(recorded.iter().map(|r| &r.addressed));
         let (work, recorded) = (Arc::new(work), Arc::new(recorded));
         let written = writer
             .write_atomic(move |db| {
@@ -304,7 +309,7 @@ impl Events {
                 })
             })
             .await?;
-        self.wake_for(endpoints);
+        self.committed(handover);
         Ok(written)
     }
 
@@ -362,6 +367,7 @@ impl Events {
             }
             None => *routes = fresh,
         }
+        self.inner.generation.fetch_add(1, Ordering::AcqRel);
         Ok(())
     }
 }

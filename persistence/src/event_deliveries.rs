@@ -6,8 +6,8 @@
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
-    ColumnTrait, Condition, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
-    QuerySelect, QueryTrait, Set,
+    ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, EntityTrait, PaginatorTrait,
+    QueryFilter, QueryOrder, QuerySelect, QueryTrait,
 };
 use uuid::Uuid;
 
@@ -31,46 +31,76 @@ pub struct NewEvent {
 }
 
 /// An event and the endpoints that take it: one delivery each, written with the event's fact.
+/// The deliveries' ids are drawn when it is made, so that what was committed can be handed to
+/// the delivery actor as it is ([`Addressed::committed`]), with no read to find it.
 #[derive(Clone, Debug)]
 pub struct Addressed {
-    /// The event.
-    pub event: NewEvent,
-    /// The endpoints it goes to.
-    pub endpoints: Vec<Uuid>,
+    event: NewEvent,
+    /// Each endpoint it goes to, with its delivery's id.
+    to: Vec<(Uuid, Uuid)>,
 }
 
-/// Writes `event` for each of `endpoints`, due at once. Runs in the fact's transaction; inside
-/// the writer's batch, with the batch's other deliveries in one statement just before its
-/// commit.
+impl Addressed {
+    /// `event` for each of `endpoints`, a delivery id drawn for each.
+    pub fn new(event: NewEvent, endpoints: impl IntoIterator<Item = Uuid>) -> Self {
+        let to = endpoints
+            .into_iter()
+            .map(|endpoint_id| (endpoint_id, Uuid::now_v7()))
+            .collect();
+        Self { event, to }
+    }
+
+    /// The event.
+    pub fn event(&self) -> &NewEvent {
+        &self.event
+    }
+
+    /// The endpoints it goes to.
+    pub fn endpoints(&self) -> impl Iterator<Item = Uuid> + '_ {
+        self.to.iter().map(|(endpoint_id, _)| *endpoint_id)
+    }
+
+    /// The deliveries as [`insert`] writes them, due at `now`.
+    pub fn committed(
+        &self,
+        now: DateTime<Utc>,
+    ) -> impl Iterator<Item = event_delivery::Model> + '_ {
+        self.to
+            .iter()
+            .map(move |&(endpoint_id, id)| event_delivery::Model {
+                id,
+                workspace_id: self.event.workspace_id,
+                endpoint_id,
+                event_id: self.event.id,
+                event_type: self.event.event_type.as_str().to_owned(),
+                body: self.event.body.clone(),
+                status: DeliveryStatus::Pending,
+                attempts: 0,
+                last_status_code: None,
+                last_error: None,
+                next_attempt_at: now,
+                created_at: now,
+                updated_at: now,
+            })
+    }
+}
+
+/// Writes `addressed`'s deliveries, due at once. Runs in the fact's transaction; inside the
+/// writer's batch, with the batch's other deliveries in one statement just before its commit.
 ///
 /// # Errors
 /// The database's.
 pub async fn insert(
     db: &impl ConnectionTrait,
-    event: &NewEvent,
-    endpoints: &[Uuid],
+    addressed: &Addressed,
     now: DateTime<Utc>,
 ) -> Result<()> {
-    if endpoints.is_empty() {
+    if addressed.to.is_empty() {
         return Ok(());
     }
-    let rows: Vec<_> = endpoints
-        .iter()
-        .map(|endpoint_id| event_delivery::ActiveModel {
-            id: Set(Uuid::now_v7()),
-            workspace_id: Set(event.workspace_id),
-            endpoint_id: Set(*endpoint_id),
-            event_id: Set(event.id),
-            event_type: Set(event.event_type.as_str().to_owned()),
-            body: Set(event.body.clone()),
-            status: Set(DeliveryStatus::Pending),
-            attempts: Set(0),
-            last_status_code: Set(None),
-            last_error: Set(None),
-            next_attempt_at: Set(now),
-            created_at: Set(now),
-            updated_at: Set(now),
-        })
+    let rows: Vec<_> = addressed
+        .committed(now)
+        .map(|row| event_delivery::ActiveModel::from(row).reset_all())
         .collect();
     match crate::group_commit::keep_deliveries(rows) {
         Ok(()) => Ok(()),
@@ -88,7 +118,7 @@ pub async fn insert_all(
     now: DateTime<Utc>,
 ) -> Result<()> {
     for one in addressed {
-        insert(db, &one.event, &one.endpoints, now).await?;
+        insert(db, one, now).await?;
     }
     Ok(())
 }

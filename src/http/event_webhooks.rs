@@ -356,8 +356,11 @@ async fn rotate_secret(
     }
     let secret = sign::new_secret();
     let sealed = state.secrets.seal(&secret);
-    let rotated =
-        event_webhooks::rotate(&state.db, found, sealed, now + ROTATION_OVERLAP, now).await?;
+    let rotated = state
+        .actors
+        .store()
+        .rotate_endpoint_secret(found, sealed, now + ROTATION_OVERLAP, now)
+        .await?;
     Ok(Envelope::ok(
         "Secret rotated; keep the new one, it is shown only now",
         EndpointRecord::new(rotated, secret),

@@ -828,3 +828,65 @@ async fn a_backlog_longer_than_a_read_ahead_goes_out_once_each_and_a_later_fact_
     let last = received.last().expect("last").json();
     assert_eq!(last["data"]["content"], "again", "{last}");
 }
+
+/// The distinct event ids among `received`.
+fn distinct_ids(received: &[Received]) -> usize {
+    let mut ids: Vec<&str> = received.iter().map(|r| r.id.as_str()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids.len()
+}
+
+/// Four people chatting on `channel` at once, `turns` turns each, one after the other;
+/// answers how many turns there were.
+async fn chatting_at_once(app: &TestApp, channel: &str, turns: usize) -> usize {
+    let people = ["crm-a", "crm-b", "crm-c", "crm-d"];
+    for person in people {
+        app.put_identity(person, json!({"name": person})).await;
+    }
+    let chats = people.map(|person| async move {
+        for n in 0..turns {
+            expect_status(app.chat(person, channel, &format!("hi {n}")).await, 200).await;
+        }
+    });
+    futures_util::future::join_all(chats).await;
+    people.len() * turns
+}
+
+#[tokio::test]
+async fn deliveries_handed_over_at_commit_go_out_with_no_sweep_to_find_them() {
+    // No sweep in the test's time: every delivery after the first goes out because its
+    // write handed it to the endpoint's lane (or told the lane to read).
+    let app = spawn_app_with(|s| s.actors.event_delivery_sweep_ms = 3_600_000).await;
+    let receiver = Receiver::start().await;
+    let (_, channel) = app.chat_channel("Echo.", json!({})).await;
+    endpoint(&app, &receiver.url, json!(["message.received"])).await;
+
+    let events = chatting_at_once(&app, &channel, 15).await;
+    let received = receiver.wait_for(events).await;
+    assert_eq!(received.len(), events, "an event went out twice");
+
+    // A lane idle between bursts takes the next one's deliveries too.
+    expect_status(app.chat("crm-a", &channel, "later").await, 200).await;
+    let received = receiver.wait_for(events + 1).await;
+    assert_eq!(received.len(), events + 1, "an event went out twice");
+}
+
+#[tokio::test]
+async fn a_sweep_racing_the_hand_over_sends_no_delivery_twice() {
+    // A sweep every 10 ms tells the lane to look while deliveries are handed to it: each
+    // must go out once, whichever found it first. (The race is narrow: a smoke test of the
+    // lane's guard, not a proof of it.)
+    let app = spawn_app_with(|s| s.actors.event_delivery_sweep_ms = 10).await;
+    let receiver = Receiver::start().await;
+    let (_, channel) = app.chat_channel("Echo.", json!({})).await;
+    endpoint(&app, &receiver.url, json!(["message.received"])).await;
+
+    let events = chatting_at_once(&app, &channel, 15).await;
+    let received = receiver.wait_for(events).await;
+    // A moment more for a second copy of any of them to arrive.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let received_late = receiver.received();
+    assert_eq!(distinct_ids(&received), events);
+    assert_eq!(received_late.len(), events, "an event went out twice");
+}

@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use super::limits::Limits;
 use super::{Accepted, ChannelMsg, ChannelSettings, Lane, SendError};
-use crate::events::{Events, MessageTold, Recorded};
+use crate::events::{Events, Handover, MessageTold, Recorded};
 use crate::whatsapp::error::PAIR_RATE_LIMIT;
 use crate::whatsapp::{GraphClient, GraphError, MetaErrorKind, Outgoing};
 
@@ -211,17 +211,18 @@ impl SendJob {
                 .collect()
         };
         // The answer, what it counts and its events are recorded with the others waiting.
-        let endpoints: Vec<_> = told.iter().flat_map(Recorded::endpoints).collect();
+        let told: Vec<_> = told.into_iter().map(Recorded::into_addressed).collect();
+        let handover = Handover::of(&told);
         let accepted = deliveries::Accepted {
             message_id: id,
             status,
             platform_message_id: wamid,
             counted: Some(self.told.counted()),
-            told: told.into_iter().map(Recorded::into_addressed).collect(),
+            told,
         };
         let recorded = self.writer.write_merged(accepted).await;
         if recorded.is_ok() {
-            self.told.events.wake_for(endpoints);
+            self.told.events.committed(handover);
         }
         if let Err(error) = recorded {
             // Meta has it; left `sending`, it is failed `interrupted` at the next start-up

@@ -3,7 +3,9 @@
 //! a short queue read ahead from the table, so that a slow or dead endpoint holds up nothing
 //! but itself; nothing here runs on a conversation's path. The actor only finds the endpoints
 //! with deliveries due (when events were written, and every `sweep` for retries and what a
-//! wake-up missed), starts their lanes or tells them to look, and ends lanes that are idle.
+//! wake-up missed), starts their lanes or tells them to look, hands them the deliveries just
+//! committed (queued with no read, when the lane cannot have read them already), and ends
+//! lanes that stayed idle from one sweep to the next.
 //! An attempt posts the stored body with the Standard Webhooks headers through the
 //! egress-checked client (no redirects), waits at most `timeout`, and settles the row: 2xx
 //! succeeds, 410 disables the endpoint, anything else is tried again on the schedule (with
@@ -21,10 +23,12 @@ use std::time::Duration;
 use parley_persistence::event_deliveries;
 use parley_persistence::{DatabaseConnection, GroupCommit, clock};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
+use tokio::time::Instant;
 use uuid::Uuid;
 
 use self::lane::{LaneHandle, LaneMsg};
 use super::Events;
+use super::wake::Told;
 use crate::domain::SecretBox;
 use crate::egress::Egress;
 
@@ -104,8 +108,8 @@ pub(crate) enum DeliveryMsg {
     Wake,
     /// Time to look for due deliveries and report the backlog.
     Sweep,
-    /// A lane has nothing held and nothing more to read after `told` messages: it ends,
-    /// unless it was told something since.
+    /// A lane has nothing held and nothing more to read after `told` messages: it ends at the
+    /// next sweep, unless it was told something since.
     Idle {
         /// The lane's endpoint.
         endpoint_id: Uuid,
@@ -153,22 +157,21 @@ impl Actor for DeliveryWorker {
         match message {
             DeliveryMsg::Wake => {
                 let told = state.deps.events.woken();
-                if !told.all && again(state, &told.endpoints) {
+                if !told.all && hand(state, told) {
                     return Ok(());
                 }
                 look(state, &myself, false).await;
             }
             DeliveryMsg::Sweep => {
+                // Lanes idle since the last sweep end; the others linger between bursts, so
+                // that the next fact's deliveries are handed to a lane already running.
+                state.lanes.retain(|_, lane| !lane.idle());
                 look(state, &myself, true).await;
                 report_backlog(&state.deps.db).await;
             }
             DeliveryMsg::Idle { endpoint_id, told } => {
-                if state
-                    .lanes
-                    .get(&endpoint_id)
-                    .is_some_and(|lane| lane.told() == told)
-                {
-                    state.lanes.remove(&endpoint_id);
+                if let Some(lane) = state.lanes.get_mut(&endpoint_id) {
+                    lane.said_idle(told);
                 }
             }
         }
@@ -179,6 +182,9 @@ impl Actor for DeliveryWorker {
 /// Tells the lane of every enabled endpoint with deliveries due here to look (starting the
 /// lanes missing); on a sweep, tells the other lanes to rest.
 async fn look(state: &mut DeliveryState, myself: &ActorRef<DeliveryMsg>, sweep: bool) {
+    // Taken before the read: routes read again after it leave the lanes behind, looked at
+    // again at the next wake-up.
+    let generation = state.deps.events.generation();
     let due = match event_deliveries::endpoints_due(&state.deps.db, clock::now()).await {
         Ok(due) => state.deps.placement.keep_owned(due, |endpoint| endpoint.id),
         Err(error) => {
@@ -198,27 +204,43 @@ async fn look(state: &mut DeliveryState, myself: &ActorRef<DeliveryMsg>, sweep: 
     }
     for endpoint in due {
         match state.lanes.get_mut(&endpoint.id) {
-            Some(lane) => lane.tell(LaneMsg::Look(Box::new(endpoint))),
+            Some(lane) => {
+                lane.generation = generation;
+                lane.tell(LaneMsg::Look(Box::new(endpoint)));
+            }
             None => {
                 let id = endpoint.id;
                 let (deps, client) = (state.deps.clone(), state.client.clone());
-                let lane = LaneHandle::start(deps, client, endpoint, myself.clone());
+                let lane = LaneHandle::start(deps, client, endpoint, myself.clone(), generation);
                 state.lanes.insert(id, lane);
             }
         }
     }
 }
-/// Tells the lanes of `endpoints` to read again, when each of them runs here and its endpoint
-/// is still this node's; answers false (nothing told) otherwise, for a look at every endpoint.
-fn again(state: &mut DeliveryState, endpoints: &HashSet<Uuid>) -> bool {
+/// Hands the lanes what `told` says was committed: its rows to queue, or word to read again
+/// (for the endpoints written past what is handed), when each of the lanes runs here and its
+/// endpoint is still this node's and as the lane took it; answers false (nothing told) otherwise, for a look at every
+/// endpoint.
+fn hand(state: &mut DeliveryState, told: Told) -> bool {
     let placement = &state.deps.placement;
-    let all_running = endpoints
-        .iter()
-        .all(|id| state.lanes.contains_key(id) && placement.owns(*id));
+    let generation = state.deps.events.generation();
+    let all_running = told.fresh.keys().chain(&told.endpoints).all(|id| {
+        state
+            .lanes
+            .get(id)
+            .is_some_and(|lane| lane.generation == generation)
+            && placement.owns(*id)
+    });
     if !all_running {
         return false;
     }
-    for id in endpoints {
+    let since = told.since.unwrap_or_else(Instant::now);
+    for (id, rows) in told.fresh {
+        if let Some(lane) = state.lanes.get_mut(&id) {
+            lane.tell(LaneMsg::Fresh { rows, since });
+        }
+    }
+    for id in &told.endpoints {
         if let Some(lane) = state.lanes.get_mut(id) {
             lane.tell(LaneMsg::Again);
         }

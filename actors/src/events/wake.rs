@@ -1,21 +1,61 @@
-//! Waking the delivery actor: once per burst of facts, saying which endpoints were written to
-//! (or that some writer did not say, and every endpoint is to be looked at).
+//! Waking the delivery actor: once per burst of facts, handing it the deliveries just
+//! committed (so that a lane queues them without reading them back), or saying which endpoints
+//! were written to, or that some writer did not say, and every endpoint is to be looked at.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 
+use parley_persistence::clock;
+use parley_persistence::entities::event_delivery;
+use parley_persistence::event_deliveries::Addressed;
+use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::Events;
 use super::delivery::DeliveryMsg;
 
-/// The endpoints that wake-ups were sent for since the delivery actor last took one.
+/// Most deliveries held for the delivery actor between two of its wake-ups; past them, the
+/// lanes read the rest from the table (a stalled actor holds no more than these).
+const MOST_HANDED: usize = 4_096;
+
+/// What the wake-ups on their way are for, since the delivery actor last took one.
 #[derive(Debug, Default)]
 pub(crate) struct Told {
-    /// Endpoints with deliveries just written.
+    /// Deliveries committed, by endpoint, as they were written.
+    pub(crate) fresh: HashMap<Uuid, Vec<event_delivery::Model>>,
+    /// When the earliest write of `fresh` began: a lane whose read ended after it may have
+    /// read them already, and reads again instead of taking them.
+    pub(crate) since: Option<Instant>,
+    /// Endpoints with deliveries written and not handed over (past [`MOST_HANDED`]).
     pub(crate) endpoints: HashSet<Uuid>,
     /// Whether some writer did not say which: the actor looks at every endpoint.
     pub(crate) all: bool,
+    /// How many deliveries `fresh` holds.
+    rows: usize,
+}
+
+/// Deliveries about to be written with a fact, to be handed to the delivery actor once it
+/// committed ([`Events::committed`]). Made before the write begins, so that the time it keeps
+/// comes before the commit.
+#[derive(Debug)]
+#[must_use = "hand it over once the write committed"]
+pub struct Handover {
+    rows: Vec<event_delivery::Model>,
+    began: Instant,
+}
+
+impl Handover {
+    /// The deliveries of `addressed`, as they will be committed.
+    pub fn of<'a>(addressed: impl IntoIterator<Item = &'a Addressed>) -> Self {
+        let now = clock::now();
+        Self {
+            rows: addressed
+                .into_iter()
+                .flat_map(|a| a.committed(now))
+                .collect(),
+            began: Instant::now(),
+        }
+    }
 }
 
 impl Events {
@@ -28,15 +68,24 @@ impl Events {
         self.send_wake();
     }
 
-    /// Tells the delivery actor that deliveries to `endpoints` were written: their lanes read
-    /// again, without a look at every endpoint when they are all running here.
-    pub fn wake_for(&self, endpoints: impl IntoIterator<Item = Uuid>) {
-        let mut endpoints = endpoints.into_iter().peekable();
-        if endpoints.peek().is_none() {
+    /// Hands the delivery actor the deliveries of `handover`, which just committed: their
+    /// endpoints' lanes queue them, or read again when they may have read them already.
+    pub fn committed(&self, handover: Handover) {
+        let Handover { rows, began } = handover;
+        if rows.is_empty() {
             return;
         }
         if let Ok(mut told) = self.inner.told.lock() {
-            told.endpoints.extend(endpoints);
+            if told.rows + rows.len() > MOST_HANDED {
+                told.endpoints
+                    .extend(rows.iter().map(|row| row.endpoint_id));
+            } else {
+                told.rows += rows.len();
+                told.since = Some(told.since.map_or(began, |since| since.min(began)));
+                for row in rows {
+                    told.fresh.entry(row.endpoint_id).or_default().push(row);
+                }
+            }
         }
         self.send_wake();
     }
@@ -63,8 +112,8 @@ impl Events {
             .lock()
             .map(|mut told| std::mem::take(&mut *told))
             .unwrap_or(Told {
-                endpoints: HashSet::new(),
                 all: true,
+                ..Told::default()
             })
     }
 }

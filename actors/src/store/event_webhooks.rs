@@ -60,6 +60,25 @@ impl Store {
         Ok(deleted)
     }
 
+    /// Gives `found` the new `sealed` secret, the current one signing beside it `until`.
+    ///
+    /// # Errors
+    /// The database's.
+    pub async fn rotate_endpoint_secret(
+        &self,
+        found: event_webhook::Model,
+        sealed: String,
+        until: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<event_webhook::Model, PersistenceError> {
+        let workspace_id = found.workspace_id;
+        let rotated = event_webhooks::rotate(&self.db, found, sealed, until, now).await?;
+        // The routes are as they were; read again, they tell the lanes running to take the
+        // endpoint as it is now, secrets and all.
+        self.routes_changed(workspace_id).await?;
+        Ok(rotated)
+    }
+
     async fn routes_changed(&self, workspace_id: i64) -> Result<(), PersistenceError> {
         self.events.reload(&self.db, Some(workspace_id)).await?;
         self.announce(Change::EventRoutes { workspace_id });

@@ -112,7 +112,8 @@ async fn through_parley(events: usize, body: &str) -> anyhow::Result<f64> {
                 workspace_id: server.workspace_id,
                 body: body.to_owned(),
             };
-            event_deliveries::insert(&txn, &event, &[endpoint_id], later).await?;
+            let addressed = event_deliveries::Addressed::new(event, [endpoint_id]);
+            event_deliveries::insert(&txn, &addressed, later).await?;
         }
         txn.commit().await?;
     }

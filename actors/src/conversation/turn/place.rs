@@ -11,7 +11,7 @@ use uuid::Uuid;
 use super::super::context::Context;
 use super::super::route::Routed;
 use super::super::{ConversationDeps, TurnError, TurnOutcome, TurnRequest};
-use crate::events::Recorded;
+use crate::events::{Handover, Recorded};
 use crate::llm::Usage;
 use crate::thread::{self, Thread};
 
@@ -224,13 +224,13 @@ async fn store_received(
             })
         },
     );
-    let endpoints: Vec<_> = event.iter().flat_map(Recorded::endpoints).collect();
     let told: Vec<_> = event.into_iter().map(Recorded::into_addressed).collect();
+    let handover = Handover::of(&told);
     // Stored with the other messages waiting, its event's deliveries with it.
     let stored =
         conversations::store_message(&deps.writer, conversation, message, clock::now(), told)
             .await?;
-    deps.events.wake_for(endpoints);
+    deps.events.committed(handover);
     Ok(stored)
 }
 

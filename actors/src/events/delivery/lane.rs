@@ -4,7 +4,8 @@
 //! outcomes of those that ended within a few milliseconds of each other together, through the
 //! database's writer. The delivery actor tells it when to look again ([`LaneMsg`]); once it
 //! has nothing read, in flight or unrecorded, and nothing more to read, it says so
-//! ([`DeliveryMsg::Idle`]) and the actor ends it, unless it has told it something since.
+//! ([`DeliveryMsg::Idle`]) and the actor ends it at its next sweep, unless it has told it
+//! something since.
 
 use std::collections::{HashSet, VecDeque};
 use std::future::Future;
@@ -39,6 +40,15 @@ pub(super) enum LaneMsg {
     Look(Box<event_webhook::Model>),
     /// Deliveries were just written for the endpoint, which is as it was.
     Again,
+    /// Deliveries were just committed for the endpoint, in writes that began at `since`
+    /// or later: `rows`, as written. The lane queues them unless a read of its may have found
+    /// them already, or may not have read everything due before them; then it reads again.
+    Fresh {
+        /// The deliveries, due now.
+        rows: Vec<event_delivery::Model>,
+        /// When the earliest of their writes began.
+        since: Instant,
+    },
     /// The endpoint has nothing due on this node any more (it was disabled or deleted, or
     /// another node owns it now): what is queued is dropped, what is in flight ends.
     Rest,
@@ -49,6 +59,10 @@ pub(super) struct LaneHandle {
     tx: mpsc::UnboundedSender<LaneMsg>,
     /// Messages sent: a lane idle after reading as many may end.
     told: u64,
+    /// The count of messages after which the lane last said it was idle.
+    idle_after: Option<u64>,
+    /// The routes' generation when the lane was last given its endpoint as read.
+    pub(super) generation: u64,
 }
 
 impl LaneHandle {
@@ -58,6 +72,7 @@ impl LaneHandle {
         client: reqwest::Client,
         endpoint: event_webhook::Model,
         actor: ActorRef<DeliveryMsg>,
+        generation: u64,
     ) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
         let lane = Lane {
@@ -70,6 +85,7 @@ impl LaneHandle {
             running: FuturesUnordered::new(),
             ended: Vec::new(),
             told: 0,
+            read_at: None,
             failing: endpoint.failing_since.is_some(),
             more: true,
             resting: false,
@@ -77,7 +93,12 @@ impl LaneHandle {
             said_idle: false,
         };
         tokio::spawn(lane.run(rx));
-        Self { tx, told: 0 }
+        Self {
+            tx,
+            told: 0,
+            idle_after: None,
+            generation,
+        }
     }
 
     /// Tells the lane `message`.
@@ -86,9 +107,14 @@ impl LaneHandle {
         let _ = self.tx.send(message);
     }
 
-    /// How many messages the lane was sent.
-    pub(super) fn told(&self) -> u64 {
-        self.told
+    /// The lane said it was idle after `told` messages.
+    pub(super) fn said_idle(&mut self, told: u64) {
+        self.idle_after = Some(told);
+    }
+
+    /// Whether the lane is idle: it said so after the last message it was sent.
+    pub(super) fn idle(&self) -> bool {
+        self.idle_after == Some(self.told)
     }
 }
 
@@ -116,6 +142,8 @@ struct Lane {
     ended: Vec<Outcome>,
     /// Messages taken from the actor.
     told: u64,
+    /// When the last read's rows were queued (after the read ended).
+    read_at: Option<Instant>,
     /// Whether the endpoint may have a failing streak to end: its deliveries' last recorded
     /// outcomes were failures, or the endpoint was read so. A success records the streak's
     /// end only then (one statement less per recording of a healthy endpoint).
@@ -215,6 +243,22 @@ impl Lane {
                 self.resting = false;
                 self.more = true;
             }
+            LaneMsg::Fresh { rows, since } => {
+                self.resting = false;
+                // With no read running and everything due read before the writes began, no
+                // read found these: the one place they can be queued from is here. Otherwise
+                // a read may have queued, sent and recorded them already.
+                let unseen = !self.more && self.read_at.is_none_or(|at| at < since);
+                if !unseen || self.disabled {
+                    self.more = true;
+                    return;
+                }
+                for delivery in rows {
+                    if self.held.insert(delivery.id) {
+                        self.queue.push_back(delivery);
+                    }
+                }
+            }
             LaneMsg::Rest => {
                 self.resting = true;
                 self.drop_queue();
@@ -236,6 +280,7 @@ impl Lane {
     /// Queues what a read found. A read that came back short ends the reading until the next
     /// look, unless a look came while it ran.
     fn queue_read(&mut self, (asked_at, read): Read) {
+        self.read_at = Some(Instant::now());
         let due = match read {
             Ok(due) => due,
             Err(error) => {

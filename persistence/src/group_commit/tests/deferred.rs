@@ -57,15 +57,13 @@ async fn with_endpoint() -> (
 }
 
 fn event(workspace_id: i64, k: i64, endpoint_id: Uuid) -> Addressed {
-    Addressed {
-        event: NewEvent {
-            id: Uuid::now_v7(),
-            event_type: EventType::MessageReceived,
-            workspace_id,
-            body: format!(r#"{{"k":{k}}}"#),
-        },
-        endpoints: vec![endpoint_id],
-    }
+    let event = NewEvent {
+        id: Uuid::now_v7(),
+        event_type: EventType::MessageReceived,
+        workspace_id,
+        body: format!(r#"{{"k":{k}}}"#),
+    };
+    Addressed::new(event, [endpoint_id])
 }
 
 /// The bodies of the stored deliveries, in order.
