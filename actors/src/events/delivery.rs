@@ -28,7 +28,7 @@ use uuid::Uuid;
 
 use self::lane::{LaneHandle, LaneMsg};
 use super::Events;
-use super::wake::Told;
+use super::Told;
 use crate::domain::SecretBox;
 use crate::egress::Egress;
 

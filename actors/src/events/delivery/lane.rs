@@ -21,6 +21,9 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use uuid::Uuid;
 
+mod handle;
+
+pub(super) use self::handle::LaneHandle;
 use super::attempt::{self, Attempt, Outcome, Target};
 use super::{DeliveryDeps, DeliveryMsg};
 
@@ -52,70 +55,6 @@ pub(super) enum LaneMsg {
     /// The endpoint has nothing due on this node any more (it was disabled or deleted, or
     /// another node owns it now): what is queued is dropped, what is in flight ends.
     Rest,
-}
-
-/// The delivery actor's handle on a lane; dropping it ends the lane once its recording is done.
-pub(super) struct LaneHandle {
-    tx: mpsc::UnboundedSender<LaneMsg>,
-    /// Messages sent: a lane idle after reading as many may end.
-    told: u64,
-    /// The count of messages after which the lane last said it was idle.
-    idle_after: Option<u64>,
-    /// The routes' generation when the lane was last given its endpoint as read.
-    pub(super) generation: u64,
-}
-
-impl LaneHandle {
-    /// Starts the lane of `endpoint`, reading at once.
-    pub(super) fn start(
-        deps: Arc<DeliveryDeps>,
-        client: reqwest::Client,
-        endpoint: event_webhook::Model,
-        actor: ActorRef<DeliveryMsg>,
-        generation: u64,
-    ) -> Self {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let lane = Lane {
-            target: Arc::new(Target::new(&endpoint, &deps.secrets)),
-            deps,
-            client,
-            actor,
-            queue: VecDeque::new(),
-            held: HashSet::new(),
-            running: FuturesUnordered::new(),
-            ended: Vec::new(),
-            told: 0,
-            read_at: None,
-            failing: endpoint.failing_since.is_some(),
-            more: true,
-            resting: false,
-            disabled: false,
-            said_idle: false,
-        };
-        tokio::spawn(lane.run(rx));
-        Self {
-            tx,
-            told: 0,
-            idle_after: None,
-            generation,
-        }
-    }
-
-    /// Tells the lane `message`.
-    pub(super) fn tell(&mut self, message: LaneMsg) {
-        self.told += 1;
-        let _ = self.tx.send(message);
-    }
-
-    /// The lane said it was idle after `told` messages.
-    pub(super) fn said_idle(&mut self, told: u64) {
-        self.idle_after = Some(told);
-    }
-
-    /// Whether the lane is idle: it said so after the last message it was sent.
-    pub(super) fn idle(&self) -> bool {
-        self.idle_after == Some(self.told)
-    }
 }
 
 /// A future a lane polls among its others.
@@ -156,6 +95,37 @@ struct Lane {
     disabled: bool,
     /// Whether the actor was told the lane is idle since its last message.
     said_idle: bool,
+}
+
+impl Lane {
+    /// Spawns the lane of `endpoint`, which reads at once and takes the actor's messages from
+    /// `messages`.
+    fn spawn(
+        deps: Arc<DeliveryDeps>,
+        client: reqwest::Client,
+        endpoint: &event_webhook::Model,
+        actor: ActorRef<DeliveryMsg>,
+        messages: mpsc::UnboundedReceiver<LaneMsg>,
+    ) {
+        let lane = Lane {
+            target: Arc::new(Target::new(endpoint, &deps.secrets)),
+            deps,
+            client,
+            actor,
+            queue: VecDeque::new(),
+            held: HashSet::new(),
+            running: FuturesUnordered::new(),
+            ended: Vec::new(),
+            told: 0,
+            read_at: None,
+            failing: endpoint.failing_since.is_some(),
+            more: true,
+            resting: false,
+            disabled: false,
+            said_idle: false,
+        };
+        tokio::spawn(lane.run(messages));
+    }
 }
 
 impl Lane {
