@@ -218,9 +218,9 @@ async fn look(state: &mut DeliveryState, myself: &ActorRef<DeliveryMsg>, sweep: 
     }
 }
 /// Hands the lanes what `told` says was committed: its rows to queue, or word to read again
-/// (for the endpoints written past what is handed), when each of the lanes runs here and its
-/// endpoint is still this node's and as the lane took it; answers false (nothing told) otherwise, for a look at every
-/// endpoint.
+/// (for the endpoints written past what is handed), when each of the lanes runs here, its
+/// endpoint is still this node's and the lane has it as the routes last read it; answers false
+/// (nothing told) otherwise, for a look at every endpoint.
 fn hand(state: &mut DeliveryState, told: Told) -> bool {
     let placement = &state.deps.placement;
     let generation = state.deps.events.generation();
