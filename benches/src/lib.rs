@@ -439,6 +439,74 @@ pub fn memory_kib(field: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// The CPU time this process has used so far, all its threads together, dead ones included
+/// (`/proc/self/stat`, in the kernel's ticks of 10 ms; zero where there is no such file).
+pub fn cpu_time() -> Duration {
+    const TICKS_PER_SECOND: u64 = 100;
+    let ticks = std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|stat| {
+            // The command's name, in parentheses, may hold spaces: the fields follow its end.
+            let (_, fields) = stat.rsplit_once(')')?;
+            let mut fields = fields.split_whitespace().skip(11);
+            let user: u64 = fields.next()?.parse().ok()?;
+            let system: u64 = fields.next()?.parse().ok()?;
+            Some(user + system)
+        })
+        .unwrap_or(0);
+    Duration::from_millis(ticks * 1000 / TICKS_PER_SECOND)
+}
+
+/// What posting signed events straight to a receiver measured.
+pub struct DirectPosts {
+    /// Posts per second.
+    pub rate: f64,
+    /// The process's CPU time per post: the client's signing and request and the receiver's
+    /// answer, on the same cores.
+    pub cpu_per_post: Duration,
+}
+
+/// Posts `events` copies of `body` to a fresh [`CountingReceiver`], signed as Parley signs
+/// them (Standard Webhooks headers), `in_flight` at a time: what a delivery costs with no
+/// queue, no row and no retry behind it.
+///
+/// # Errors
+/// When the receiver cannot start or the posts do not all arrive.
+pub async fn post_directly(
+    events: usize,
+    body: &str,
+    in_flight: usize,
+) -> anyhow::Result<DirectPosts> {
+    use futures_util::StreamExt;
+    use parley_actors::events::sign;
+    let receiver = CountingReceiver::start().await?;
+    let http = reqwest::Client::new();
+    let secret = sign::new_secret();
+    let (started, cpu) = (std::time::Instant::now(), cpu_time());
+    futures_util::stream::iter(0..events)
+        .map(|_| {
+            let id = uuid::Uuid::now_v7().to_string();
+            let timestamp = parley_persistence::clock::now().timestamp();
+            let signature = sign::signature(&[&secret], &id, timestamp, body);
+            http.post(&receiver.url)
+                .header("content-type", "application/json")
+                .header("webhook-id", id)
+                .header("webhook-timestamp", timestamp.to_string())
+                .header("webhook-signature", signature)
+                .body(body.to_owned())
+                .send()
+        })
+        .buffer_unordered(in_flight)
+        .for_each(|_| async {})
+        .await;
+    receiver.wait_for(events).await?;
+    let cpu = cpu_time().saturating_sub(cpu);
+    Ok(DirectPosts {
+        rate: events as f64 / started.elapsed().as_secs_f64(),
+        cpu_per_post: cpu / u32::try_from(events.max(1)).unwrap_or(u32::MAX),
+    })
+}
+
 /// An event webhook receiver that answers 200 at once and counts what it took.
 pub struct CountingReceiver {
     /// Where it listens: `http://127.0.0.1:<port>/hook`.

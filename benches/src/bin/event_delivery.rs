@@ -12,9 +12,7 @@
 use std::time::Instant;
 
 use anyhow::Context;
-use futures_util::StreamExt;
-use parley_actors::events::sign;
-use parley_benches::{BenchServer, CountingReceiver};
+use parley_benches::{BenchServer, CountingReceiver, post_directly};
 use parley_persistence::entities::event_delivery;
 use parley_persistence::event_deliveries::{self, NewEvent};
 use parley_persistence::{EventType, clock};
@@ -39,7 +37,7 @@ async fn main() -> anyhow::Result<()> {
                       "data": {"message_id": Uuid::now_v7(), "content": "hello"}})
     .to_string();
 
-    let baseline = direct(events, &body).await?;
+    let baseline = post_directly(events, &body, IN_FLIGHT).await?.rate;
     let parley = through_parley(events, &body).await?;
     println!(
         "event_delivery: {events} events to one endpoint answering 200 at once, {IN_FLIGHT} in flight"
@@ -56,37 +54,6 @@ async fn main() -> anyhow::Result<()> {
     );
     println!("ratio Parley/direct: {:.2}", parley / baseline);
     Ok(())
-}
-
-/// Events per second posted straight to a receiver.
-async fn direct(events: usize, body: &str) -> anyhow::Result<f64> {
-    let receiver = CountingReceiver::start().await?;
-    let http = reqwest::Client::new();
-    let secret = sign::new_secret();
-    let started = Instant::now();
-    futures_util::stream::iter(0..events)
-        .map(|_| {
-            let (http, url) = (http.clone(), receiver.url.clone());
-            let id = Uuid::now_v7().to_string();
-            let timestamp = clock::now().timestamp();
-            let signature = sign::signature(&[&secret], &id, timestamp, body);
-            let body = body.to_owned();
-            async move {
-                http.post(url)
-                    .header("content-type", "application/json")
-                    .header("webhook-id", id)
-                    .header("webhook-timestamp", timestamp.to_string())
-                    .header("webhook-signature", signature)
-                    .body(body)
-                    .send()
-                    .await
-            }
-        })
-        .buffer_unordered(IN_FLIGHT)
-        .for_each(|_| async {})
-        .await;
-    receiver.wait_for(events).await?;
-    Ok(events as f64 / started.elapsed().as_secs_f64())
 }
 
 /// Events per second through Parley's delivery actor.

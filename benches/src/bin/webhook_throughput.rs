@@ -18,7 +18,10 @@
 //!
 //! With `--events` Parley's workspace has an event webhook endpoint taking every event (a
 //! receiver in the bench answering 200 at once): the pipeline then writes each fact's events
-//! and delivers them while it works, and the ratio shows what that costs.
+//! and delivers them while it works, and the ratio shows what that costs. The same run also
+//! measures Parley with no endpoint, and as many signed posts made straight to a receiver:
+//! each side's CPU per message, what a post costs, and so what the events cost Parley beyond
+//! their posts.
 //!
 //! With `--metering` it weighs usage metering instead: Parley with metering off, then on, twice
 //! over (`usage.metering`), and reports each pair's ratio on/off.
@@ -39,7 +42,10 @@ use futures_util::StreamExt;
 use parley::tenancy::{BootstrapRequest, bootstrap};
 use parley_actors::whatsapp::signature;
 
-use parley_benches::{BenchDatabase, BenchServer, CountingReceiver, Percentiles, SpanTimes, ms};
+use parley_benches::{
+    BenchDatabase, BenchServer, CountingReceiver, Percentiles, SpanTimes, cpu_time, ms,
+    post_directly,
+};
 use parley_persistence::conversations::{self, NewMessage};
 use parley_persistence::identities::{self, NewIdentity};
 use parley_persistence::{DatabaseConnection, MessageStatus, clock, deliveries, webhook_events};
@@ -94,6 +100,12 @@ async fn main() -> anyhow::Result<()> {
     }
 
     let baseline = run_baseline(messages, pace).await?;
+    // With events, the same run also weighs Parley with no endpoint and the posts alone.
+    let quiet = if events {
+        Some(run_parley(messages, pace, false, true, None).await?)
+    } else {
+        None
+    };
     let parley = run_parley(messages, pace, events, true, spans.as_ref()).await?;
 
     println!(
@@ -107,21 +119,27 @@ async fn main() -> anyhow::Result<()> {
         }
     );
     println!(
-        "{:<40} {:>12} {:>18} {:>18}",
-        "", "throughput", "to reply p50", "to reply p99"
+        "{:<40} {:>12} {:>18} {:>18} {:>14}",
+        "", "throughput", "to reply p50", "to reply p99", "CPU/message"
     );
-    for (label, run) in [
-        ("bare axum handler, same writes + reply", &baseline),
-        ("Parley webhook -> assistant -> reply", &parley),
-    ] {
+    let sides = [
+        ("bare axum handler, same writes + reply", Some(&baseline)),
+        ("Parley, no event endpoint", quiet.as_ref()),
+        ("Parley webhook -> assistant -> reply", Some(&parley)),
+    ];
+    for (label, run) in sides.iter().filter_map(|(label, run)| Some((label, (*run)?))) {
         println!(
-            "{label:<40} {:>12} {:>18} {:>18}",
+            "{label:<40} {:>12} {:>18} {:>18} {:>14}",
             format!("{:.0} msg/s", run.rate),
             ms(run.latency.p50),
-            ms(run.latency.p99)
+            ms(run.latency.p99),
+            micros(run.cpu_per_message)
         );
     }
     println!("ratio Parley/baseline: {:.2}", parley.rate / baseline.rate);
+    if let Some(quiet) = &quiet {
+        weigh_events(messages, quiet, &parley).await?;
+    }
     if let Pace::Steady(rate) = pace {
         for (label, run) in [("bare axum handler", &baseline), ("Parley", &parley)] {
             println!(
@@ -157,17 +175,21 @@ struct Run {
     /// The ten slowest messages, when each was posted (from the run's start) and how long its
     /// reply took, in the order they were posted: a stall makes a cluster.
     slowest: Vec<(Duration, Duration)>,
+    /// The process's CPU time per message, from the first post to the last reply: this side
+    /// and the fakes it talks to (the other side is not running).
+    cpu_per_message: Duration,
 }
 
 impl Run {
     /// Matches each sender's post time with the reply the fake Graph API accepted for it.
     fn of(
         messages: usize,
-        started: Instant,
+        (started, cpu): (Instant, Duration),
         posted: &[(String, Instant)],
         graph: &FakeGraph,
     ) -> anyhow::Result<Self> {
         let elapsed = started.elapsed();
+        let cpu = cpu_time().saturating_sub(cpu);
         let answered: std::collections::HashMap<String, Instant> = graph
             .sent()
             .into_iter()
@@ -194,6 +216,7 @@ impl Run {
             rate: messages as f64 / elapsed.as_secs_f64(),
             latency: Percentiles::of(&latencies).context("no messages")?,
             slowest,
+            cpu_per_message: cpu / u32::try_from(messages.max(1)).unwrap_or(u32::MAX),
         })
     }
 }
@@ -331,7 +354,7 @@ async fn run_parley(
         // From the first post, as the run's own times.
         spans.reset();
     }
-    let started = Instant::now();
+    let started = (Instant::now(), cpu_time());
     let url = format!("{}/webhooks/waba/{channel}", server.base);
     let posted = post_all(&url, bodies, pace).await?;
     wait_for(&server.graph, messages).await?;
@@ -405,7 +428,7 @@ async fn run_baseline(messages: usize, pace: Pace) -> anyhow::Result<Run> {
     let addr = listener.local_addr()?;
     let server = tokio::spawn(async move { axum::serve(listener, app).await });
 
-    let started = Instant::now();
+    let started = (Instant::now(), cpu_time());
     let posted = post_all(&format!("http://{addr}/hook"), payloads(messages), pace).await?;
     wait_for(&graph, messages).await?;
     let run = Run::of(messages, started, &posted, &graph)?;
@@ -518,6 +541,45 @@ async fn baseline_writes(state: &Baseline, body: &[u8]) -> anyhow::Result<()> {
     .await?;
     webhook_events::finish(db, event.id, None, clock::now()).await?;
     Ok(())
+}
+
+/// Events a message makes here: received and sent.
+const EVENTS_PER_MESSAGE: u32 = 2;
+
+/// What the events cost Parley, against the posts alone: the same number of signed posts
+/// straight to a receiver, timed and weighed in CPU in the same run. With the receiver on the
+/// same cores, a pipeline whose events cost nothing but their posts would keep
+/// `cpu / (cpu + posts)` of its throughput (a CPU-bound run); what Parley spends beyond that
+/// is its own per event (the rows, the lanes, the settles).
+async fn weigh_events(messages: usize, quiet: &Run, parley: &Run) -> anyhow::Result<()> {
+    let body = json!({"type": "message.received", "timestamp": clock::now(), "data": {
+        "message_id": Uuid::now_v7(), "conversation_id": Uuid::now_v7(),
+        "identity_id": Uuid::now_v7(), "channel_id": Uuid::now_v7(),
+        "content": "Hello there, message 1234", "platform_message_id": "wamid.bench-000001234",
+        "attachments": []}})
+    .to_string();
+    let posts = messages * EVENTS_PER_MESSAGE as usize;
+    let direct = post_directly(posts, &body, CONCURRENCY).await?;
+    let posts_cost = direct.cpu_per_post * EVENTS_PER_MESSAGE;
+    let own = parley
+        .cpu_per_message
+        .saturating_sub(quiet.cpu_per_message + posts_cost);
+    println!(
+        "with events / without, this run: Parley {:.2}; {:.2} if the events cost only their posts",
+        parley.rate / quiet.rate,
+        quiet.cpu_per_message.as_secs_f64() / (quiet.cpu_per_message + posts_cost).as_secs_f64()
+    );
+    println!(
+        "a signed post straight to the receiver: {} of CPU ({:.0} posts/s); Parley's own cost beyond the posts: {} per event",
+        micros(direct.cpu_per_post),
+        direct.rate,
+        micros(own / EVENTS_PER_MESSAGE)
+    );
+    Ok(())
+}
+
+fn micros(d: Duration) -> String {
+    format!("{:.0} µs", d.as_secs_f64() * 1e6)
 }
 
 fn database_kind() -> &'static str {
