@@ -127,7 +127,10 @@ async fn main() -> anyhow::Result<()> {
         ("Parley, no event endpoint", quiet.as_ref()),
         ("Parley webhook -> assistant -> reply", Some(&parley)),
     ];
-    for (label, run) in sides.iter().filter_map(|(label, run)| Some((label, (*run)?))) {
+    for (label, run) in sides
+        .iter()
+        .filter_map(|(label, run)| Some((label, (*run)?)))
+    {
         println!(
             "{label:<40} {:>12} {:>18} {:>18} {:>14}",
             format!("{:.0} msg/s", run.rate),
