@@ -40,6 +40,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use futures_util::StreamExt;
 use parley::tenancy::{BootstrapRequest, bootstrap};
+use parley_actors::events::delivery::EventSettings;
 use parley_actors::whatsapp::signature;
 
 use parley_benches::{
@@ -550,7 +551,7 @@ async fn baseline_writes(state: &Baseline, body: &[u8]) -> anyhow::Result<()> {
 const EVENTS_PER_MESSAGE: u32 = 2;
 
 /// What the events cost Parley, against the posts alone: the same number of signed posts
-/// straight to a receiver, timed and weighed in CPU in the same run. With the receiver on the
+/// straight to a receiver, as many in flight as a lane keeps, timed and weighed in CPU in the same run. With the receiver on the
 /// same cores, a pipeline whose events cost nothing but their posts would keep
 /// `cpu / (cpu + posts)` of its throughput (a CPU-bound run); what Parley spends beyond that
 /// is its own per event (the rows, the lanes, the settles).
@@ -562,7 +563,9 @@ async fn weigh_events(messages: usize, quiet: &Run, parley: &Run) -> anyhow::Res
         "attachments": []}})
     .to_string();
     let posts = messages * EVENTS_PER_MESSAGE as usize;
-    let direct = post_directly(posts, &body, CONCURRENCY).await?;
+    // As many in flight as a lane keeps to its endpoint.
+    let in_flight = EventSettings::default().per_endpoint;
+    let direct = post_directly(posts, &body, in_flight).await?;
     let posts_cost = direct.cpu_per_post * EVENTS_PER_MESSAGE;
     let own = parley
         .cpu_per_message
