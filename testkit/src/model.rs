@@ -184,6 +184,11 @@ impl FakeModel {
         self.shared.lock().forgetful = true;
     }
 
+    /// Keeps the request bodies again from now on (after [`FakeModel::stop_recording`]).
+    pub fn start_recording(&self) {
+        self.shared.lock().forgetful = false;
+    }
+
     /// Every request body received, in order.
     pub fn requests(&self) -> Vec<Value> {
         self.shared.lock().requests.clone()

@@ -93,11 +93,17 @@ async fn run(flavour: McpFlavour, turns: usize, spans: Option<&SpanTimes>) -> an
         );
         Ok(())
     };
-    // Warm up both paths (connections, sessions, caches).
-    for _ in 0..20 {
+    // Warm up both paths (connections, sessions, caches), long enough for the conversation's
+    // history to reach its cap (20 turns): from then on Parley's requests to the model keep one
+    // size, and the direct side sends the same two.
+    for _ in 0..25 {
         direct.round().await?;
         turn().await?;
     }
+    server.model.start_recording();
+    turn().await?;
+    server.model.stop_recording();
+    direct.replay(&server.model.requests())?;
     if let Some(spans) = spans {
         spans.reset();
     }
@@ -135,6 +141,9 @@ struct Direct<'a> {
     server: &'a BenchServer,
     call_url: String,
     session: Option<RunningService<RoleClient, ClientConfig>>,
+    /// The two requests Parley made to the model in its last turn, serialized once and sent
+    /// as they were: the model reads the same history either way.
+    bodies: std::cell::RefCell<Option<[Vec<u8>; 2]>>,
 }
 
 impl<'a> Direct<'a> {
@@ -169,14 +178,26 @@ impl<'a> Direct<'a> {
             server,
             call_url: format!("{}/call", fake.url()),
             session,
+            bodies: std::cell::RefCell::new(None),
         })
     }
 
-    async fn model(&self, messages: Value) -> anyhow::Result<()> {
+    /// From now on, the model requests are Parley's last two of `requests`.
+    fn replay(&self, requests: &[Value]) -> anyhow::Result<()> {
+        let [.., asked, answered] = requests else {
+            anyhow::bail!("Parley made fewer than two model requests");
+        };
+        *self.bodies.borrow_mut() =
+            Some([serde_json::to_vec(asked)?, serde_json::to_vec(answered)?]);
+        Ok(())
+    }
+
+    async fn model(&self, body: Vec<u8>) -> anyhow::Result<()> {
         self.server
             .http
             .post(format!("{}/chat/completions", self.server.model.base_url()))
-            .json(&json!({"model": "fake", "stream": false, "messages": messages}))
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body)
             .send()
             .await?
             .bytes()
@@ -210,13 +231,21 @@ impl<'a> Direct<'a> {
     }
 
     async fn round(&self) -> anyhow::Result<()> {
-        let asked = json!([{"role": "system", "content": "You help with orders."},
-                           {"role": "user", "content": "Where is A-1?"}]);
+        let bodies = self.bodies.borrow().clone();
+        let [asked, answered] = bodies.unwrap_or_else(|| {
+            let system = json!({"role": "system", "content": "You help with orders."});
+            let user = json!({"role": "user", "content": "Where is A-1?"});
+            let tool = json!({"role": "tool", "content": "lookup: {\"input\":\"A-1\"}"});
+            let asked = json!({"model": "fake", "stream": false, "messages": [system, user]});
+            let answered = json!({"model": "fake", "stream": false,
+                                  "messages": [system, user, tool]});
+            [
+                asked.to_string().into_bytes(),
+                answered.to_string().into_bytes(),
+            ]
+        });
         self.model(asked).await?;
         self.tool().await?;
-        let answered = json!([{"role": "system", "content": "You help with orders."},
-                              {"role": "user", "content": "Where is A-1?"},
-                              {"role": "tool", "content": "lookup: {\"input\":\"A-1\"}"}]);
         self.model(answered).await
     }
 }

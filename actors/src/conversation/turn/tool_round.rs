@@ -7,6 +7,7 @@ use parley_persistence::clock;
 use parley_persistence::conversations::{self, NewMessage};
 use parley_persistence::entities::{conversation, message, stage};
 use serde_json::Value;
+use tracing::Instrument;
 
 use super::super::context::Context;
 use super::super::{ConversationDeps, ToolCallRecord, TurnError};
@@ -72,7 +73,8 @@ impl ToolRound<'_> {
         ));
         let mut records = Vec::with_capacity(completion.tool_calls.len());
         for call in &completion.tool_calls {
-            let (source, result) = match self.toolbox.run_mcp(&self.deps.mcp, call).await {
+            let mcp = self.toolbox.run_mcp(&self.deps.mcp, call);
+            let (source, result) = match mcp.instrument(tracing::debug_span!("tool_call")).await {
                 Some(result) => ("mcp", result),
                 None if call.function.name == tools::HANDOFF_TOOL
                     && self.toolbox.offers(tools::HANDOFF_TOOL) =>
