@@ -207,11 +207,11 @@ impl Turn<'_> {
     }
 
     /// The model's request for `round`.
-    fn request(&self, round: u32, messages: &[ChatMessage]) -> ChatRequest {
+    fn request<'m>(&'m self, round: u32, messages: &'m [ChatMessage]) -> ChatRequest<'m> {
         ChatRequest {
-            model: self.routed.assistant.model.clone(),
-            messages: messages.to_vec(),
-            tools: self.offer(round).to_vec(),
+            model: self.routed.assistant.model.as_deref(),
+            messages,
+            tools: self.offer(round),
             temperature: self.routed.settings.temperature,
             max_tokens: self.routed.settings.max_tokens,
         }
@@ -235,7 +235,9 @@ impl Turn<'_> {
                 Some(answered) => answered,
                 None => {
                     let request = self.request(round, &answer.messages);
-                    self.ask_storing(&mut answer, &request, ran.take()).await?
+                    let (context, conversation) = (&mut *answer.context, answer.conversation);
+                    self.ask_storing(context, conversation, &request, ran.take())
+                        .await?
                 }
             };
             let completion = match answered {
@@ -285,8 +287,9 @@ impl Turn<'_> {
     /// leaves the round stored.
     async fn ask_storing(
         &self,
-        answer: &mut Answer<'_>,
-        request: &ChatRequest,
+        context: &mut Context,
+        conversation: &conversation::Model,
+        request: &ChatRequest<'_>,
         ran: Option<Ran>,
     ) -> Result<Result<Completion, LlmError>, TurnError> {
         let Some(ran) = ran else {
@@ -298,12 +301,14 @@ impl Turn<'_> {
         let (stored, answered) = tokio::join!(
             async {
                 let _ = request_gone.await;
-                ran.store(self.deps, answer.conversation).await
+                ran.store(self.deps, conversation)
+                    .instrument(tracing::debug_span!("store_round"))
+                    .await
             },
             call_model(self.deps, self.workspace_id(), request, self.streams, sent),
         );
         for stored in stored? {
-            answer.context.wrote(&stored);
+            context.wrote(&stored);
         }
         Ok(answered)
     }
@@ -340,7 +345,7 @@ impl Turn<'_> {
 async fn call_model(
     deps: &ConversationDeps,
     workspace_id: i64,
-    request: &ChatRequest,
+    request: &ChatRequest<'_>,
     streams: &[mpsc::Sender<TurnEvent>],
     sent: RequestSent,
 ) -> Result<Completion, LlmError> {

@@ -10,11 +10,13 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use http_body::{Frame, SizeHint};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 use super::sse::{Assembler, SseLines};
-use super::types::{ChatRequest, Completion, LlmError, ToolCall, Usage};
+use super::types::{
+    ChatRequest, Completion, LlmError, StreamOptions, ToolCall, Usage, WireRequest, WireTools,
+};
 use crate::measure;
 
 /// Where the model is and how patiently to talk to it.
@@ -121,7 +123,7 @@ impl LlmClient {
     ///
     /// # Errors
     /// The last failure once retries are exhausted, or at once when it is not retryable.
-    pub async fn complete(&self, request: &ChatRequest) -> Result<Completion, LlmError> {
+    pub async fn complete(&self, request: &ChatRequest<'_>) -> Result<Completion, LlmError> {
         self.complete_telling(request, RequestSent::default()).await
     }
 
@@ -131,7 +133,7 @@ impl LlmClient {
     /// As [`LlmClient::complete`].
     pub async fn complete_telling(
         &self,
-        request: &ChatRequest,
+        request: &ChatRequest<'_>,
         mut sent: RequestSent,
     ) -> Result<Completion, LlmError> {
         let started = Instant::now();
@@ -158,7 +160,7 @@ impl LlmClient {
     /// As [`LlmClient::complete`].
     pub async fn stream(
         &self,
-        request: &ChatRequest,
+        request: &ChatRequest<'_>,
         tokens: &impl TokenSink,
     ) -> Result<Completion, LlmError> {
         self.stream_telling(request, tokens, RequestSent::default())
@@ -171,7 +173,7 @@ impl LlmClient {
     /// As [`LlmClient::complete`].
     pub async fn stream_telling(
         &self,
-        request: &ChatRequest,
+        request: &ChatRequest<'_>,
         tokens: &impl TokenSink,
         mut sent: RequestSent,
     ) -> Result<Completion, LlmError> {
@@ -214,7 +216,7 @@ impl LlmClient {
     /// The request of one attempt; the first attempt tells `sent` when it has gone.
     fn build(
         &self,
-        request: &ChatRequest,
+        request: &ChatRequest<'_>,
         stream: bool,
         sent: &mut RequestSent,
     ) -> Result<reqwest::RequestBuilder, LlmError> {
@@ -225,28 +227,21 @@ impl LlmClient {
             .ok_or(LlmError::NotConfigured)?;
         let model = request
             .model
-            .clone()
-            .or_else(|| self.config.default_model.clone())
-            .unwrap_or_else(|| "default".to_owned());
-        let mut body = json!({"model": model, "messages": request.messages, "stream": stream});
-        if !request.tools.is_empty() {
-            let tools: Vec<Value> = request
-                .tools
-                .iter()
-                .map(|t| json!({"type": "function", "function": t}))
-                .collect();
-            body["tools"] = Value::Array(tools);
-            body["tool_choice"] = json!("auto");
-        }
-        if stream {
-            body["stream_options"] = json!({"include_usage": true});
-        }
-        if let Some(temperature) = request.temperature {
-            body["temperature"] = json!(temperature);
-        }
-        if let Some(max_tokens) = request.max_tokens {
-            body["max_tokens"] = json!(max_tokens);
-        }
+            .or(self.config.default_model.as_deref())
+            .unwrap_or("default");
+        let tools = !request.tools.is_empty();
+        let body = WireRequest {
+            model,
+            messages: request.messages,
+            stream,
+            stream_options: stream.then_some(StreamOptions {
+                include_usage: true,
+            }),
+            tools: WireTools(request.tools),
+            tool_choice: tools.then_some("auto"),
+            temperature: request.temperature,
+            max_tokens: request.max_tokens,
+        };
         let url = format!("{}/chat/completions", base.trim_end_matches('/'));
         let body = serde_json::to_vec(&body)
             .map_err(|e| LlmError::Malformed(format!("the request: {e}")))?;
@@ -290,14 +285,21 @@ impl LlmClient {
 
     async fn complete_once(
         &self,
-        request: &ChatRequest,
+        request: &ChatRequest<'_>,
         sent: &mut RequestSent,
     ) -> Result<Completion, LlmError> {
-        let response = self.send(self.build(request, false, sent)?).await?;
-        let body: Value = tokio::time::timeout(self.config.timeout, response.json())
-            .await
-            .map_err(|_| self.timeout_error())?
-            .map_err(|e| LlmError::Malformed(e.to_string()))?;
+        let response = tracing::Instrument::instrument(
+            self.send(self.build(request, false, sent)?),
+            tracing::debug_span!("model_headers"),
+        )
+        .await?;
+        let body: Value = tracing::Instrument::instrument(
+            tokio::time::timeout(self.config.timeout, response.json()),
+            tracing::debug_span!("model_body"),
+        )
+        .await
+        .map_err(|_| self.timeout_error())?
+        .map_err(|e| LlmError::Malformed(e.to_string()))?;
         let choice = &body["choices"][0];
         let message = &choice["message"];
         if message.is_null() {
@@ -324,7 +326,7 @@ impl LlmClient {
 
     async fn stream_once(
         &self,
-        request: &ChatRequest,
+        request: &ChatRequest<'_>,
         tokens: &impl TokenSink,
         streamed: &mut bool,
         sent: &mut RequestSent,
@@ -361,6 +363,8 @@ mod tests {
     use parley_testkit::{FakeModel, FakeToolCall, Reply};
     use serde_json::json;
 
+    use std::sync::LazyLock;
+
     use super::*;
     use crate::llm::{ChatMessage, ToolSpec};
 
@@ -376,18 +380,23 @@ mod tests {
         })
     }
 
-    fn request() -> ChatRequest {
-        ChatRequest {
-            model: None,
-            messages: vec![
+    fn request() -> ChatRequest<'static> {
+        static CONVERSATION: LazyLock<(Vec<ChatMessage>, Vec<ToolSpec>)> = LazyLock::new(|| {
+            let messages = vec![
                 ChatMessage::text("system", "Be brief."),
                 ChatMessage::text("user", "hi there"),
-            ],
-            tools: vec![ToolSpec {
+            ];
+            let tools = vec![ToolSpec {
                 name: "remember".to_owned(),
                 description: "Remember a fact".to_owned(),
                 parameters: json!({"type": "object"}),
-            }],
+            }];
+            (messages, tools)
+        });
+        ChatRequest {
+            model: None,
+            messages: &CONVERSATION.0,
+            tools: &CONVERSATION.1,
             temperature: Some(0.2),
             max_tokens: None,
         }

@@ -154,19 +154,69 @@ pub struct ToolSpec {
     pub parameters: Value,
 }
 
-/// One call to the model.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ChatRequest {
+/// One call to the model. It borrows the conversation and the tools: a turn's rounds each
+/// make a request of the history they share, with no copy of it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ChatRequest<'a> {
     /// Model name; the configured default when `None`.
-    pub model: Option<String>,
+    pub model: Option<&'a str>,
     /// The conversation, system message first.
-    pub messages: Vec<ChatMessage>,
+    pub messages: &'a [ChatMessage],
     /// Tools offered.
-    pub tools: Vec<ToolSpec>,
+    pub tools: &'a [ToolSpec],
     /// Sampling temperature.
     pub temperature: Option<f64>,
     /// Reply token limit.
     pub max_tokens: Option<u32>,
+}
+
+/// A request's body as Chat Completions reads it, serialized straight from the request (no
+/// JSON tree is built of the history first).
+#[derive(Serialize)]
+pub(super) struct WireRequest<'a> {
+    pub(super) model: &'a str,
+    pub(super) messages: &'a [ChatMessage],
+    pub(super) stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) stream_options: Option<StreamOptions>,
+    #[serde(skip_serializing_if = "WireTools::is_empty")]
+    pub(super) tools: WireTools<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) tool_choice: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) max_tokens: Option<u32>,
+}
+
+/// `stream_options` of a streamed request: the usage comes in the last chunk.
+#[derive(Serialize)]
+pub(super) struct StreamOptions {
+    pub(super) include_usage: bool,
+}
+
+/// The tools offered, each as `{"type":"function","function":{…}}`.
+pub(super) struct WireTools<'a>(pub(super) &'a [ToolSpec]);
+
+impl WireTools<'_> {
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Serialize for WireTools<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Tool<'a> {
+            #[serde(rename = "type")]
+            kind: &'static str,
+            function: &'a ToolSpec,
+        }
+        serializer.collect_seq(self.0.iter().map(|function| Tool {
+            kind: "function",
+            function,
+        }))
+    }
 }
 
 /// Token usage of one call.
