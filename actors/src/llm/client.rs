@@ -416,11 +416,51 @@ mod tests {
         assert_eq!(sent["stream"], false);
         assert_eq!(sent["temperature"], 0.2);
         assert_eq!(sent["tools"][0]["type"], "function");
-        assert_eq!(sent["tools"][0]["function"]["name"], "remember");
+        assert_eq!(
+            sent["tools"][0]["function"],
+            json!({"name": "remember", "description": "Remember a fact",
+                   "parameters": {"type": "object"}})
+        );
         assert_eq!(sent["tool_choice"], "auto");
         assert_eq!(
             sent["messages"][0],
             json!({"role": "system", "content": "Be brief."})
+        );
+    }
+
+    #[tokio::test]
+    async fn a_request_without_tools_sends_only_what_it_has() {
+        let model = FakeModel::start().await;
+        let messages = [
+            ChatMessage::user("hi there"),
+            ChatMessage::tool_request(None, vec![ToolCall::new("c1", "look", "{}")]),
+            ChatMessage::tool_result("c1", "found"),
+        ];
+        let request = ChatRequest {
+            model: Some("named"),
+            messages: &messages,
+            tools: &[],
+            temperature: None,
+            max_tokens: Some(64),
+        };
+        client(&model, 2_000)
+            .complete(&request)
+            .await
+            .expect("answer");
+        assert_eq!(
+            model.last_request().expect("request"),
+            json!({
+                "model": "named",
+                "stream": false,
+                "max_tokens": 64,
+                "messages": [
+                    {"role": "user", "content": "hi there"},
+                    {"role": "assistant", "tool_calls": [
+                        {"id": "c1", "type": "function",
+                         "function": {"name": "look", "arguments": "{}"}}]},
+                    {"role": "tool", "content": "found", "tool_call_id": "c1"},
+                ],
+            })
         );
     }
 
