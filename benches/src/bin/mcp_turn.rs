@@ -5,7 +5,9 @@
 //! model and a fake MCP server (both answering at once), for each transport:
 //! - baseline: the turn's own outside work done directly, back to back: the model request
 //!   that asks for the tool, the tool call itself (`POST {url}/call`, or `tools/call` through an
-//!   rmcp client on a kept session), and the model request that answers;
+//!   rmcp client on a kept session), and the model request that answers. The two model
+//!   requests are the bytes Parley sent in its last warm-up turn, once the history is at its
+//!   cap: the model reads the same conversation on both sides;
 //! - turn: `POST /conversation/{id}/chat/{channel}` in which the model calls the tool once.
 //!
 //! Run: `cargo run --release -p parley-benches --bin mcp_turn -- [turns]`
