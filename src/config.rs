@@ -280,8 +280,10 @@ mod tests {
             jail.set_env("PARLEY_MODEL_CALLS_PER_WORKSPACE", "3");
             jail.set_env("PARLEY_USAGE_METERING", "false");
             jail.set_env("PARLEY_DATABASE_SQLITE_CHECKPOINT_MS", "250");
+            jail.set_env("PARLEY_EVENT_DELIVERY_PER_ENDPOINT", "16");
             let settings = Settings::load(None, &Overrides::default()).map_err(|e| *e)?;
             assert_eq!(settings.database.sqlite_checkpoint_ms, 250);
+            assert_eq!(settings.actors.event_delivery_per_endpoint, 16);
             assert_eq!(settings.actors.model_calls_per_workspace, 3);
             assert!(!settings.usage.metering);
             assert_eq!(

@@ -44,6 +44,7 @@ impl Settings {
             events: events.clone(),
             settings: EventSettings {
                 sweep: Duration::from_millis(actors.event_delivery_sweep_ms.max(10)),
+                per_endpoint: actors.event_delivery_per_endpoint.max(1),
                 ..EventSettings::default()
             },
             placement: placement.clone(),

@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use parley_actors::events::delivery::EventSettings;
 use parley_actors::inbound::worker::InboundSettings;
 use serde::{Deserialize, Serialize};
 
@@ -324,6 +325,8 @@ pub struct ActorSettings {
     /// How often the event webhook deliveries are looked at for retries that fell due, in
     /// milliseconds (new events are delivered at once).
     pub event_delivery_sweep_ms: u64,
+    /// Most event deliveries in flight to one endpoint at once (at least 1).
+    pub event_delivery_per_endpoint: usize,
 }
 
 impl Default for ActorSettings {
@@ -349,6 +352,7 @@ impl Default for ActorSettings {
             scheduler_runs_kept: 100,
             handoff_sweep_ms: 30_000,
             event_delivery_sweep_ms: 1_000,
+            event_delivery_per_endpoint: EventSettings::default().per_endpoint,
         }
     }
 }

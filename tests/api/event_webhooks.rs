@@ -802,6 +802,25 @@ async fn a_sandbox_reply_is_told_sent_then_delivered_as_a_live_one_is() {
 }
 
 #[tokio::test]
+async fn an_endpoint_gets_as_many_deliveries_at_once_as_the_setting_allows_and_no_more() {
+    let app = spawn_app_with(|s| s.actors.event_delivery_per_endpoint = 2).await;
+    let receiver = Receiver::start().await;
+    // Each request is held long enough for a backlog to queue behind the ones in flight.
+    receiver.otherwise(Some(Answer::Slow(Duration::from_millis(50))));
+    let (_, channel) = app.chat_channel("Echo.", json!({})).await;
+    endpoint(&app, &receiver.url, json!(["message.received"])).await;
+    app.put_identity("crm-8", json!({"name": "Ivo"})).await;
+    let turns = 12;
+    for n in 0..turns {
+        expect_status(app.chat("crm-8", &channel, &format!("hi {n}")).await, 200).await;
+    }
+    let received = receiver.wait_for(turns).await;
+    assert_eq!(received.len(), turns, "an event went out twice");
+    // Not the default's four: the setting is the bound, and the backlog reaches it.
+    assert_eq!(receiver.most_in_flight(), 2);
+}
+
+#[tokio::test]
 async fn a_backlog_longer_than_a_read_ahead_goes_out_once_each_and_a_later_fact_still_goes() {
     let app = spawn_app().await;
     let receiver = Receiver::start().await;

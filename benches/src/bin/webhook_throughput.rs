@@ -39,8 +39,8 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use futures_util::StreamExt;
+use parley::config::{Overrides, Settings};
 use parley::tenancy::{BootstrapRequest, bootstrap};
-use parley_actors::events::delivery::EventSettings;
 use parley_actors::whatsapp::signature;
 
 use parley_benches::{
@@ -563,8 +563,11 @@ async fn weigh_events(messages: usize, quiet: &Run, parley: &Run) -> anyhow::Res
         "attachments": []}})
     .to_string();
     let posts = messages * EVENTS_PER_MESSAGE as usize;
-    // As many in flight as a lane keeps to its endpoint.
-    let in_flight = EventSettings::default().per_endpoint;
+    // As many in flight as a lane keeps to its endpoint (the server's setting, which a run
+    // may change: `PARLEY_EVENT_DELIVERY_PER_ENDPOINT=16`).
+    let settings = Settings::load(None, &Overrides::default())
+        .map_err(|e| anyhow::anyhow!("PARLEY_ settings: {e}"))?;
+    let in_flight = settings.actors.event_delivery_per_endpoint.max(1);
     let direct = post_directly(posts, &body, in_flight).await?;
     let posts_cost = direct.cpu_per_post * EVENTS_PER_MESSAGE;
     let own = parley
