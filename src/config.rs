@@ -5,6 +5,7 @@
 //! `[whatsapp]`, `[actors]`, `[mcp]`, `[egress]`, `[cluster]`, `[media]`); the environment keeps flat names (`PARLEY_LLM_BASE_URL` is
 //! `llm.base_url`, `PARLEY_BIND` is `server.bind`), mapped in [`env_key`].
 
+mod actors;
 mod cluster;
 mod deps;
 mod media;
@@ -18,11 +19,12 @@ use figment::providers::{Env, Format, Serialized, Toml};
 use figment::value::Uncased;
 use serde::{Deserialize, Serialize};
 
+pub use self::actors::ActorSettings;
 pub use self::cluster::{ClusterConfig, MIN_SECRET_LEN};
 pub use self::media::{MediaConfig, MediaStoreKind};
 pub use self::sections::{
-    ActorSettings, DatabaseSettings, EgressConfig, LlmSettings, LogSettings, McpConfig, Secret,
-    ServerSettings, WhatsAppSettings,
+    DatabaseSettings, EgressConfig, LlmSettings, LogSettings, McpConfig, Secret, ServerSettings,
+    WhatsAppSettings,
 };
 
 /// Log output format.
