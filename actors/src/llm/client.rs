@@ -288,18 +288,11 @@ impl LlmClient {
         request: &ChatRequest<'_>,
         sent: &mut RequestSent,
     ) -> Result<Completion, LlmError> {
-        let response = tracing::Instrument::instrument(
-            self.send(self.build(request, false, sent)?),
-            tracing::debug_span!("model_headers"),
-        )
-        .await?;
-        let body: Value = tracing::Instrument::instrument(
-            tokio::time::timeout(self.config.timeout, response.json()),
-            tracing::debug_span!("model_body"),
-        )
-        .await
-        .map_err(|_| self.timeout_error())?
-        .map_err(|e| LlmError::Malformed(e.to_string()))?;
+        let response = self.send(self.build(request, false, sent)?).await?;
+        let body: Value = tokio::time::timeout(self.config.timeout, response.json())
+            .await
+            .map_err(|_| self.timeout_error())?
+            .map_err(|e| LlmError::Malformed(e.to_string()))?;
         let choice = &body["choices"][0];
         let message = &choice["message"];
         if message.is_null() {
@@ -360,10 +353,10 @@ impl LlmClient {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::LazyLock;
+
     use parley_testkit::{FakeModel, FakeToolCall, Reply};
     use serde_json::json;
-
-    use std::sync::LazyLock;
 
     use super::*;
     use crate::llm::{ChatMessage, ToolSpec};
