@@ -17,6 +17,7 @@
 use std::time::Instant;
 
 use anyhow::Context;
+use axum::body::Bytes;
 use parley_benches::{BenchServer, SpanTimes, print_comparison};
 use parley_testkit::{FakeMcp, FakeToolCall, McpFlavour, Reply};
 use rmcp::model::{CallToolRequestParams, ClientConfig, ProtocolVersion};
@@ -145,7 +146,7 @@ struct Direct<'a> {
     session: Option<RunningService<RoleClient, ClientConfig>>,
     /// The two requests Parley made to the model in its last turn, serialized once and sent
     /// as they were: the model reads the same history either way.
-    bodies: std::cell::RefCell<Option<[Vec<u8>; 2]>>,
+    bodies: std::cell::RefCell<Option<[Bytes; 2]>>,
 }
 
 impl<'a> Direct<'a> {
@@ -189,12 +190,14 @@ impl<'a> Direct<'a> {
         let [.., asked, answered] = requests else {
             anyhow::bail!("Parley made fewer than two model requests");
         };
-        *self.bodies.borrow_mut() =
-            Some([serde_json::to_vec(asked)?, serde_json::to_vec(answered)?]);
+        *self.bodies.borrow_mut() = Some([
+            serde_json::to_vec(asked)?.into(),
+            serde_json::to_vec(answered)?.into(),
+        ]);
         Ok(())
     }
 
-    async fn model(&self, body: Vec<u8>) -> anyhow::Result<()> {
+    async fn model(&self, body: Bytes) -> anyhow::Result<()> {
         self.server
             .http
             .post(format!("{}/chat/completions", self.server.model.base_url()))
@@ -241,10 +244,7 @@ impl<'a> Direct<'a> {
             let asked = json!({"model": "fake", "stream": false, "messages": [system, user]});
             let answered = json!({"model": "fake", "stream": false,
                                   "messages": [system, user, tool]});
-            [
-                asked.to_string().into_bytes(),
-                answered.to_string().into_bytes(),
-            ]
+            [asked.to_string().into(), answered.to_string().into()]
         });
         self.model(asked).await?;
         self.tool().await?;

@@ -551,10 +551,10 @@ async fn baseline_writes(state: &Baseline, body: &[u8]) -> anyhow::Result<()> {
 const EVENTS_PER_MESSAGE: u32 = 2;
 
 /// What the events cost Parley, against the posts alone: the same number of signed posts
-/// straight to a receiver, as many in flight as a lane keeps, timed and weighed in CPU in the same run. With the receiver on the
-/// same cores, a pipeline whose events cost nothing but their posts would keep
-/// `cpu / (cpu + posts)` of its throughput (a CPU-bound run); what Parley spends beyond that
-/// is its own per event (the rows, the lanes, the settles).
+/// straight to a receiver, as many in flight as a lane keeps, timed and weighed in CPU in the
+/// same run. With the receiver on the same cores, a pipeline whose events cost nothing but
+/// their posts would keep `cpu / (cpu + posts)` of its throughput (a CPU-bound run); what
+/// Parley spends beyond that is its own per event (the rows, the lanes, the settles).
 async fn weigh_events(messages: usize, quiet: &Run, parley: &Run) -> anyhow::Result<()> {
     let body = json!({"type": "message.received", "timestamp": clock::now(), "data": {
         "message_id": Uuid::now_v7(), "conversation_id": Uuid::now_v7(),
