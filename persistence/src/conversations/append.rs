@@ -43,59 +43,18 @@ pub async fn store_message(
     }
     let appended = Appended {
         conversation: conversation.clone(),
-        new,
-        now,
+        messages: vec![(new, now)],
         told,
     };
-    writer.write_merged(appended).await
+    let mut stored = writer.write_merged(appended).await?;
+    Ok(stored.pop().ok_or(sea_orm::DbErr::RecordNotInserted)?)
 }
 
-/// A message for the writer to append (see [`store_message`]).
-struct Appended {
-    conversation: conversation::Model,
-    new: NewMessage,
-    now: DateTime<Utc>,
-    told: Vec<Addressed>,
-}
-
-impl Merged for Appended {
-    type Answer = message::Model;
-
-    /// With events, the message and their deliveries commit together.
-    fn atomic(&self) -> bool {
-        !self.told.is_empty()
-    }
-
-    /// One `INSERT` (the trigger that moves the conversation's `last_message_at` is part of
-    /// it), unless a message counts usage: its count is written in the same transaction.
-    fn one_statement(pieces: &[&Self]) -> bool {
-        !usage::metering() || !pieces.iter().any(|piece| counts(&piece.new))
-    }
-
-    fn run_all<'e>(
-        db: &'e DatabaseExecutor<'e>,
-        pieces: Vec<&'e Self>,
-    ) -> Writes<'e, Vec<Self::Answer>> {
-        let rows = pieces
-            .iter()
-            .map(|piece| {
-                let row = row(&piece.conversation, piece.new.clone(), piece.now);
-                (piece.conversation.assistant_id, row)
-            })
-            .collect();
-        Box::pin(async move {
-            let stored = insert_rows(db, rows).await?;
-            for piece in &pieces {
-                insert_all(db, &piece.told, piece.now).await?;
-            }
-            Ok(stored)
-        })
-    }
-}
-
-/// Appends `messages` (each with the time it happened) to `conversation` in one transaction,
-/// committed by the database's writer with other writes: a tool round's request and its
-/// results, which the history must hold together or not at all.
+/// Appends `messages` (each with the time it happened) to `conversation` together, committed
+/// by the database's writer with other writes: a tool round's request and its results, which
+/// the history must hold together or not at all. Without files they are rows of the writer's
+/// merged `INSERT` (one statement, atomic by itself, with the messages of other
+/// conversations); with files, a transaction of their own.
 ///
 /// # Errors
 /// As [`append_message`]; nothing is stored then.
@@ -104,19 +63,91 @@ pub async fn store_messages(
     conversation: &conversation::Model,
     messages: Vec<(NewMessage, DateTime<Utc>)>,
 ) -> Result<Vec<message::Model>> {
-    let conversation = conversation.clone();
-    writer
-        .write_atomic(move |db| {
-            let (conversation, messages) = (conversation.clone(), messages.clone());
-            Box::pin(async move {
-                let mut stored = Vec::with_capacity(messages.len());
-                for (new, at) in messages {
-                    stored.push(append_message(db, &conversation, new, at).await?);
-                }
-                Ok(stored)
+    if messages.is_empty() {
+        return Ok(Vec::new());
+    }
+    if messages.iter().any(|(new, _)| !new.attachments.is_empty()) {
+        let conversation = conversation.clone();
+        return writer
+            .write_atomic(move |db| {
+                let (conversation, messages) = (conversation.clone(), messages.clone());
+                Box::pin(async move {
+                    let mut stored = Vec::with_capacity(messages.len());
+                    for (new, at) in messages {
+                        stored.push(append_message(db, &conversation, new, at).await?);
+                    }
+                    Ok(stored)
+                })
             })
+            .await;
+    }
+    let appended = Appended {
+        conversation: conversation.clone(),
+        messages,
+        told: Vec::new(),
+    };
+    writer.write_merged(appended).await
+}
+
+/// Messages for the writer to append to one conversation, each with the time it happened
+/// (see [`store_message`] and [`store_messages`]), and the events of the first.
+struct Appended {
+    conversation: conversation::Model,
+    messages: Vec<(NewMessage, DateTime<Utc>)>,
+    told: Vec<Addressed>,
+}
+
+impl Appended {
+    /// When the piece's events happened: with its first message.
+    fn told_at(&self) -> DateTime<Utc> {
+        self.messages.first().map_or_else(Utc::now, |(_, at)| *at)
+    }
+}
+
+impl Merged for Appended {
+    type Answer = Vec<message::Model>;
+
+    /// With events, the message and their deliveries commit together.
+    fn atomic(&self) -> bool {
+        !self.told.is_empty()
+    }
+
+    /// One `INSERT` of every piece's rows (the trigger that moves the conversation's
+    /// `last_message_at` is part of it), unless a message counts usage: its count is written
+    /// in the same transaction.
+    fn one_statement(pieces: &[&Self]) -> bool {
+        !usage::metering()
+            || !pieces
+                .iter()
+                .flat_map(|piece| &piece.messages)
+                .any(|(new, _)| counts(new))
+    }
+
+    fn run_all<'e>(
+        db: &'e DatabaseExecutor<'e>,
+        pieces: Vec<&'e Self>,
+    ) -> Writes<'e, Vec<Self::Answer>> {
+        let sizes: Vec<usize> = pieces.iter().map(|piece| piece.messages.len()).collect();
+        let rows = pieces
+            .iter()
+            .flat_map(|piece| {
+                piece.messages.iter().map(|(new, at)| {
+                    let row = row(&piece.conversation, new.clone(), *at);
+                    (piece.conversation.assistant_id, row)
+                })
+            })
+            .collect();
+        Box::pin(async move {
+            let mut stored = insert_rows(db, rows).await?.into_iter();
+            for piece in &pieces {
+                insert_all(db, &piece.told, piece.told_at()).await?;
+            }
+            Ok(sizes
+                .into_iter()
+                .map(|size| stored.by_ref().take(size).collect())
+                .collect())
         })
-        .await
+    }
 }
 
 /// Appends a message to `conversation`. Its `last_message_at` moves to `now` in the same
@@ -224,4 +255,174 @@ async fn metered(db: &impl ConnectionTrait, rows: &[(Option<Uuid>, message::Mode
         }
     }
     usage::add(db, &counts).await
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+    use sea_orm::{ColumnTrait, DatabaseConnection, QueryFilter, QueryOrder, Statement};
+    use serde_json::json;
+
+    use super::*;
+    use crate::channels::{self, NewChannel};
+    use crate::identities::{self, NewIdentity};
+    use crate::values::{Integration, MessageStatus};
+
+    /// A sandbox channel of `workspace_id`'s.
+    async fn channel(
+        db: &DatabaseConnection,
+        workspace_id: i64,
+    ) -> crate::entities::channel::Model {
+        let new = NewChannel {
+            name: "Main".to_owned(),
+            integration: Integration::Sandbox,
+            active: true,
+            settings: json!({}),
+            phone_number_id: None,
+            business_account_id: None,
+            access_token_encrypted: None,
+            verify_token: "v".to_owned(),
+            verified: None,
+        };
+        channels::create(db, workspace_id, new, Utc::now())
+            .await
+            .expect("channel")
+    }
+
+    /// An open conversation of a new identity on `channel`.
+    async fn conversation(
+        db: &DatabaseConnection,
+        workspace_id: i64,
+        channel: Uuid,
+    ) -> conversation::Model {
+        let now = Utc::now();
+        let identity = NewIdentity {
+            id: Uuid::now_v7(),
+            name: None,
+            external_id: None,
+            metadata: json!({}),
+            opted_out: false,
+        };
+        let identity = identities::create(db, workspace_id, identity, now)
+            .await
+            .expect("identity");
+        super::super::start(db, workspace_id, identity.id, channel, None, now)
+            .await
+            .expect("conversation")
+            .conversation()
+    }
+
+    /// A tool round: the model's request (with the tokens it spent) and an MCP server's result.
+    fn round(call: &str) -> Vec<(NewMessage, DateTime<Utc>)> {
+        let mut request = NewMessage::to_person(String::new(), MessageStatus::Sent);
+        request.id = Some(Uuid::now_v7());
+        request.usage = Some(json!({"prompt_tokens": 10, "completion_tokens": 2}));
+        request.tool_calls = Some(json!([{"id": call}]));
+        let mut result = NewMessage::tool_result(call.to_owned(), format!("result of {call}"));
+        result.id = Some(Uuid::now_v7());
+        result.metadata = Some(json!({"source": "mcp"}));
+        vec![(request, Utc::now()), (result, Utc::now())]
+    }
+
+    async fn stored_ids(db: &DatabaseConnection, conversation: &conversation::Model) -> Vec<Uuid> {
+        message::Entity::find()
+            .filter(message::Column::ConversationId.eq(conversation.id))
+            .order_by_asc(message::Column::CreatedAt)
+            .order_by_asc(message::Column::Id)
+            .all(db)
+            .await
+            .expect("messages")
+            .into_iter()
+            .map(|m| m.id)
+            .collect()
+    }
+
+    async fn mcp_calls(db: &DatabaseConnection) -> i64 {
+        let sql = "SELECT COALESCE(SUM(value), 0) FROM usage_daily WHERE metric = 'mcp_calls'";
+        db.query_one_raw(Statement::from_string(db.get_database_backend(), sql))
+            .await
+            .expect("read")
+            .expect("a row")
+            .try_get_by_index::<i64>(0)
+            .expect("sum")
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn rounds_stored_at_once_each_get_their_own_rows_and_counts() {
+        let (_dir, db) = crate::test_support::migrated().await;
+        let workspace_id = crate::test_support::workspace(&db, "acme", Utc::now()).await;
+        let channel = channel(&db, workspace_id).await;
+        let writer = GroupCommit::start(db.clone());
+        let mut conversations = Vec::new();
+        for _ in 0..6 {
+            conversations.push(conversation(&db, workspace_id, channel.id).await);
+        }
+
+        // Rounds of several messages and single messages, waiting for the writer together.
+        let stores: Vec<_> = conversations
+            .iter()
+            .cloned()
+            .enumerate()
+            .map(|(i, conversation)| {
+                let writer = writer.clone();
+                tokio::spawn(async move {
+                    if i % 2 == 0 {
+                        let round = round(&format!("call-{i}"));
+                        let ids: Vec<Uuid> = round.iter().filter_map(|(m, _)| m.id).collect();
+                        let stored = store_messages(&writer, &conversation, round).await;
+                        (ids, stored.expect("round stored"))
+                    } else {
+                        let mut new = NewMessage::from_person(format!("hello {i}"));
+                        let id = Uuid::now_v7();
+                        new.id = Some(id);
+                        let stored =
+                            store_message(&writer, &conversation, new, Utc::now(), vec![]).await;
+                        (vec![id], vec![stored.expect("message stored")])
+                    }
+                })
+            })
+            .collect();
+        let mut answered = Vec::new();
+        for store in stores {
+            answered.push(store.await.expect("store ran"));
+        }
+
+        for ((ids, stored), conversation) in answered.iter().zip(&conversations) {
+            let answered: Vec<Uuid> = stored.iter().map(|m| m.id).collect();
+            assert_eq!(&answered, ids, "each store answers its own rows, in order");
+            assert!(stored.iter().all(|m| m.conversation_id == conversation.id));
+            assert_eq!(&stored_ids(&db, conversation).await, ids);
+        }
+        assert_eq!(mcp_calls(&db).await, 3, "one MCP call counted per round");
+        assert!(
+            store_messages(&writer, &conversations[0], Vec::new())
+                .await
+                .expect("nothing to store")
+                .is_empty()
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_round_that_cannot_be_stored_leaves_none_of_its_messages() {
+        let (_dir, db) = crate::test_support::migrated().await;
+        let workspace_id = crate::test_support::workspace(&db, "acme", Utc::now()).await;
+        let channel = channel(&db, workspace_id).await;
+        let writer = GroupCommit::start(db.clone());
+        let conversation = conversation(&db, workspace_id, channel.id).await;
+        let first = round("call-1");
+        let taken = first[1].0.id;
+        store_messages(&writer, &conversation, first)
+            .await
+            .expect("first round");
+        let before = stored_ids(&db, &conversation).await;
+
+        // The second round's result reuses a stored message's id: its request must not stay.
+        let mut second = round("call-2");
+        second[1].0.id = taken;
+        let refused = store_messages(&writer, &conversation, second).await;
+
+        assert!(refused.is_err(), "{refused:?}");
+        assert_eq!(stored_ids(&db, &conversation).await, before);
+        assert_eq!(mcp_calls(&db).await, 1, "the refused round counts nothing");
+    }
 }
