@@ -50,11 +50,17 @@ pub async fn store_message(
     Ok(stored.pop().ok_or(sea_orm::DbErr::RecordNotInserted)?)
 }
 
+/// Most messages [`store_messages`] stores in one statement of their own; past them (a model
+/// that asked for dozens of calls at once), one statement per message in a transaction. Each
+/// number of rows up to it is one more statement the writer's connection keeps prepared, and
+/// on SQLite a prepared statement weighs by its rows.
+const MOST_IN_ONE_STATEMENT: usize = 16;
+
 /// Appends `messages` (each with the time it happened) to `conversation` together, committed
 /// by the database's writer with other writes: a tool round's request and its results, which
-/// the history must hold together or not at all. Without files they are rows of the writer's
-/// merged `INSERT` (one statement, atomic by itself, with the messages of other
-/// conversations); with files, a transaction of their own.
+/// the history must hold together or not at all. Without files (and up to
+/// [`MOST_IN_ONE_STATEMENT`]) they are one `INSERT`, atomic by itself, in the writer's batch
+/// with the other messages waiting; otherwise a transaction of their own.
 ///
 /// # Errors
 /// As [`append_message`]; nothing is stored then.
@@ -66,7 +72,9 @@ pub async fn store_messages(
     if messages.is_empty() {
         return Ok(Vec::new());
     }
-    if messages.iter().any(|(new, _)| !new.attachments.is_empty()) {
+    if messages.len() > MOST_IN_ONE_STATEMENT
+        || messages.iter().any(|(new, _)| !new.attachments.is_empty())
+    {
         let conversation = conversation.clone();
         return writer
             .write_atomic(move |db| {
@@ -98,6 +106,14 @@ struct Appended {
 }
 
 impl Appended {
+    /// The rows of the piece's messages, each with its conversation's assistant.
+    fn rows(&self) -> impl Iterator<Item = (Option<Uuid>, message::Model)> + '_ {
+        self.messages.iter().map(|(new, at)| {
+            let row = row(&self.conversation, new.clone(), *at);
+            (self.conversation.assistant_id, row)
+        })
+    }
+
     /// When the piece's events happened: with its first message.
     fn told_at(&self) -> DateTime<Utc> {
         self.messages.first().map_or_else(Utc::now, |(_, at)| *at)
@@ -112,40 +128,49 @@ impl Merged for Appended {
         !self.told.is_empty()
     }
 
-    /// One `INSERT` of every piece's rows (the trigger that moves the conversation's
+    /// One `INSERT` of every piece's message (the trigger that moves the conversation's
     /// `last_message_at` is part of it), unless a message counts usage: its count is written
-    /// in the same transaction.
+    /// in the same transaction. A piece of several messages is a statement of its own.
     fn one_statement(pieces: &[&Self]) -> bool {
-        !usage::metering()
-            || !pieces
-                .iter()
-                .flat_map(|piece| &piece.messages)
-                .any(|(new, _)| counts(new))
+        pieces.iter().all(|piece| piece.messages.len() == 1)
+            && (!usage::metering()
+                || !pieces
+                    .iter()
+                    .flat_map(|piece| &piece.messages)
+                    .any(|(new, _)| counts(new)))
     }
 
+    /// The pieces of one message in one `INSERT`, each of several in one of its own: the
+    /// statements of single messages keep the numbers of rows the writer's batches give them
+    /// (see `group_commit::merged::statement_sizes`), and a round's rows are few.
     fn run_all<'e>(
         db: &'e DatabaseExecutor<'e>,
         pieces: Vec<&'e Self>,
     ) -> Writes<'e, Vec<Self::Answer>> {
-        let sizes: Vec<usize> = pieces.iter().map(|piece| piece.messages.len()).collect();
-        let rows = pieces
+        let singles: Vec<_> = pieces
             .iter()
-            .flat_map(|piece| {
-                piece.messages.iter().map(|(new, at)| {
-                    let row = row(&piece.conversation, new.clone(), *at);
-                    (piece.conversation.assistant_id, row)
-                })
-            })
+            .filter(|piece| piece.messages.len() == 1)
+            .flat_map(|piece| piece.rows())
             .collect();
         Box::pin(async move {
-            let mut stored = insert_rows(db, rows).await?.into_iter();
+            let mut singles = if singles.is_empty() {
+                Vec::new().into_iter()
+            } else {
+                insert_rows(db, singles).await?.into_iter()
+            };
+            let mut answers = Vec::with_capacity(pieces.len());
+            for piece in &pieces {
+                let stored = if piece.messages.len() == 1 {
+                    singles.next().into_iter().collect()
+                } else {
+                    insert_rows(db, piece.rows().collect()).await?
+                };
+                answers.push(stored);
+            }
             for piece in &pieces {
                 insert_all(db, &piece.told, piece.told_at()).await?;
             }
-            Ok(sizes
-                .into_iter()
-                .map(|size| stored.by_ref().take(size).collect())
-                .collect())
+            Ok(answers)
         })
     }
 }
@@ -312,16 +337,22 @@ mod tests {
             .conversation()
     }
 
-    /// A tool round: the model's request (with the tokens it spent) and an MCP server's result.
-    fn round(call: &str) -> Vec<(NewMessage, DateTime<Utc>)> {
+    /// A tool round of `calls` calls: the model's request (with the tokens it spent) and an
+    /// MCP server's result for each.
+    fn round(name: &str, calls: usize) -> Vec<(NewMessage, DateTime<Utc>)> {
+        let ids: Vec<String> = (0..calls).map(|k| format!("{name}-{k}")).collect();
         let mut request = NewMessage::to_person(String::new(), MessageStatus::Sent);
         request.id = Some(Uuid::now_v7());
         request.usage = Some(json!({"prompt_tokens": 10, "completion_tokens": 2}));
-        request.tool_calls = Some(json!([{"id": call}]));
-        let mut result = NewMessage::tool_result(call.to_owned(), format!("result of {call}"));
-        result.id = Some(Uuid::now_v7());
-        result.metadata = Some(json!({"source": "mcp"}));
-        vec![(request, Utc::now()), (result, Utc::now())]
+        request.tool_calls = Some(json!(ids));
+        let mut round = vec![(request, Utc::now())];
+        for call in ids {
+            let mut result = NewMessage::tool_result(call.clone(), format!("result of {call}"));
+            result.id = Some(Uuid::now_v7());
+            result.metadata = Some(json!({"source": "mcp"}));
+            round.push((result, Utc::now()));
+        }
+        round
     }
 
     async fn stored_ids(db: &DatabaseConnection, conversation: &conversation::Model) -> Vec<Uuid> {
@@ -367,7 +398,9 @@ mod tests {
                 let writer = writer.clone();
                 tokio::spawn(async move {
                     if i % 2 == 0 {
-                        let round = round(&format!("call-{i}"));
+                        // One call, three, and more than one statement takes.
+                        let calls = [1, 3, MOST_IN_ONE_STATEMENT + 4][i / 2];
+                        let round = round(&format!("round-{i}"), calls);
                         let ids: Vec<Uuid> = round.iter().filter_map(|(m, _)| m.id).collect();
                         let stored = store_messages(&writer, &conversation, round).await;
                         (ids, stored.expect("round stored"))
@@ -393,7 +426,9 @@ mod tests {
             assert!(stored.iter().all(|m| m.conversation_id == conversation.id));
             assert_eq!(&stored_ids(&db, conversation).await, ids);
         }
-        assert_eq!(mcp_calls(&db).await, 3, "one MCP call counted per round");
+        let calls = 1 + 3 + MOST_IN_ONE_STATEMENT + 4;
+        let calls = i64::try_from(calls).expect("few");
+        assert_eq!(mcp_calls(&db).await, calls, "each MCP call counted");
         assert!(
             store_messages(&writer, &conversations[0], Vec::new())
                 .await
@@ -409,16 +444,16 @@ mod tests {
         let channel = channel(&db, workspace_id).await;
         let writer = GroupCommit::start(db.clone());
         let conversation = conversation(&db, workspace_id, channel.id).await;
-        let first = round("call-1");
+        let first = round("first", 1);
         let taken = first[1].0.id;
         store_messages(&writer, &conversation, first)
             .await
             .expect("first round");
         let before = stored_ids(&db, &conversation).await;
 
-        // The second round's result reuses a stored message's id: its request must not stay.
-        let mut second = round("call-2");
-        second[1].0.id = taken;
+        // The second round's last result reuses a stored message's id: nothing of it stays.
+        let mut second = round("second", 2);
+        second[2].0.id = taken;
         let refused = store_messages(&writer, &conversation, second).await;
 
         assert!(refused.is_err(), "{refused:?}");
