@@ -114,6 +114,11 @@ impl Appended {
         })
     }
 
+    /// Whether storing the piece counts usage (see [`metered`]).
+    fn counts(&self) -> bool {
+        usage::metering() && self.messages.iter().any(|(new, _)| counts(new))
+    }
+
     /// When the piece's events happened: with its first message.
     fn told_at(&self) -> DateTime<Utc> {
         self.messages.first().map_or_else(Utc::now, |(_, at)| *at)
@@ -123,21 +128,19 @@ impl Appended {
 impl Merged for Appended {
     type Answer = Vec<message::Model>;
 
-    /// With events, the message and their deliveries commit together.
+    /// With events, the message and their deliveries commit together; with counts, the
+    /// message and its counts do.
     fn atomic(&self) -> bool {
-        !self.told.is_empty()
+        !self.told.is_empty() || self.counts()
     }
 
     /// One `INSERT` of every piece's message (the trigger that moves the conversation's
     /// `last_message_at` is part of it), unless a message counts usage: its count is written
     /// in the same transaction. A piece of several messages is a statement of its own.
     fn one_statement(pieces: &[&Self]) -> bool {
-        pieces.iter().all(|piece| piece.messages.len() == 1)
-            && (!usage::metering()
-                || !pieces
-                    .iter()
-                    .flat_map(|piece| &piece.messages)
-                    .any(|(new, _)| counts(new)))
+        pieces
+            .iter()
+            .all(|piece| piece.messages.len() == 1 && !piece.counts())
     }
 
     /// The pieces of one message in one `INSERT`, each of several in one of its own: the
