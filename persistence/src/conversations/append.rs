@@ -26,27 +26,18 @@ pub async fn store_message(
     now: DateTime<Utc>,
     told: Vec<Addressed>,
 ) -> Result<message::Model> {
-    if !new.attachments.is_empty() {
-        // The message and its files are stored together or not at all: a transaction of
-        // its own, not a piece of a merged statement.
-        let conversation = conversation.clone();
-        return writer
-            .write_atomic(move |db| {
-                let (conversation, new, told) = (conversation.clone(), new.clone(), told.clone());
-                Box::pin(async move {
-                    let stored = append_message(db, &conversation, new, now).await?;
-                    insert_all(db, &told, now).await?;
-                    Ok(stored)
-                })
-            })
-            .await;
-    }
     let appended = Appended {
         conversation: conversation.clone(),
         messages: vec![(new, now)],
         told,
     };
-    let mut stored = writer.write_merged(appended).await?;
+    let mut stored = if appended.has_files() {
+        // The message and its files are stored together or not at all: a transaction of
+        // its own, not a piece of a merged statement.
+        appended.store_alone(writer).await?
+    } else {
+        writer.write_merged(appended).await?
+    };
     Ok(stored.pop().ok_or(sea_orm::DbErr::RecordNotInserted)?)
 }
 
@@ -72,28 +63,14 @@ pub async fn store_messages(
     if messages.is_empty() {
         return Ok(Vec::new());
     }
-    if messages.len() > MOST_IN_ONE_STATEMENT
-        || messages.iter().any(|(new, _)| !new.attachments.is_empty())
-    {
-        let conversation = conversation.clone();
-        return writer
-            .write_atomic(move |db| {
-                let (conversation, messages) = (conversation.clone(), messages.clone());
-                Box::pin(async move {
-                    let mut stored = Vec::with_capacity(messages.len());
-                    for (new, at) in messages {
-                        stored.push(append_message(db, &conversation, new, at).await?);
-                    }
-                    Ok(stored)
-                })
-            })
-            .await;
-    }
     let appended = Appended {
         conversation: conversation.clone(),
         messages,
         told: Vec::new(),
     };
+    if appended.messages.len() > MOST_IN_ONE_STATEMENT || appended.has_files() {
+        return appended.store_alone(writer).await;
+    }
     writer.write_merged(appended).await
 }
 
@@ -112,6 +89,33 @@ impl Appended {
             let row = row(&self.conversation, new.clone(), *at);
             (self.conversation.assistant_id, row)
         })
+    }
+
+    /// Whether a message of the piece carries files.
+    fn has_files(&self) -> bool {
+        self.messages
+            .iter()
+            .any(|(new, _)| !new.attachments.is_empty())
+    }
+
+    /// Stores the piece in a transaction of its own, one statement per message and its files,
+    /// then its events: for what a merged statement cannot carry.
+    async fn store_alone(self, writer: &GroupCommit) -> Result<Vec<message::Model>> {
+        let piece = std::sync::Arc::new(self);
+        writer
+            .write_atomic(move |db| {
+                let piece = piece.clone();
+                Box::pin(async move {
+                    let mut stored = Vec::with_capacity(piece.messages.len());
+                    for (new, at) in &piece.messages {
+                        let conversation = &piece.conversation;
+                        stored.push(append_message(db, conversation, new.clone(), *at).await?);
+                    }
+                    insert_all(db, &piece.told, piece.told_at()).await?;
+                    Ok(stored)
+                })
+            })
+            .await
     }
 
     /// Whether storing the piece counts usage (see [`metered`]).
@@ -296,11 +300,16 @@ mod tests {
     use crate::identities::{self, NewIdentity};
     use crate::values::{Integration, MessageStatus};
 
-    /// A sandbox channel of `workspace_id`'s.
-    async fn channel(
-        db: &DatabaseConnection,
-        workspace_id: i64,
-    ) -> crate::entities::channel::Model {
+    /// A migrated database, its writer, a workspace and a sandbox channel of it.
+    async fn fixture() -> (
+        tempfile::TempDir,
+        DatabaseConnection,
+        GroupCommit,
+        i64,
+        Uuid,
+    ) {
+        let (dir, db) = crate::test_support::migrated().await;
+        let workspace_id = crate::test_support::workspace(&db, "acme", Utc::now()).await;
         let new = NewChannel {
             name: "Main".to_owned(),
             integration: Integration::Sandbox,
@@ -312,9 +321,11 @@ mod tests {
             verify_token: "v".to_owned(),
             verified: None,
         };
-        channels::create(db, workspace_id, new, Utc::now())
+        let channel = channels::create(&db, workspace_id, new, Utc::now())
             .await
-            .expect("channel")
+            .expect("channel");
+        let writer = GroupCommit::start(db.clone());
+        (dir, db, writer, workspace_id, channel.id)
     }
 
     /// An open conversation of a new identity on `channel`.
@@ -383,13 +394,10 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn rounds_stored_at_once_each_get_their_own_rows_and_counts() {
-        let (_dir, db) = crate::test_support::migrated().await;
-        let workspace_id = crate::test_support::workspace(&db, "acme", Utc::now()).await;
-        let channel = channel(&db, workspace_id).await;
-        let writer = GroupCommit::start(db.clone());
+        let (_dir, db, writer, workspace_id, channel) = fixture().await;
         let mut conversations = Vec::new();
         for _ in 0..6 {
-            conversations.push(conversation(&db, workspace_id, channel.id).await);
+            conversations.push(conversation(&db, workspace_id, channel).await);
         }
 
         // Rounds of several messages and single messages, waiting for the writer together.
@@ -442,11 +450,8 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_round_that_cannot_be_stored_leaves_none_of_its_messages() {
-        let (_dir, db) = crate::test_support::migrated().await;
-        let workspace_id = crate::test_support::workspace(&db, "acme", Utc::now()).await;
-        let channel = channel(&db, workspace_id).await;
-        let writer = GroupCommit::start(db.clone());
-        let conversation = conversation(&db, workspace_id, channel.id).await;
+        let (_dir, db, writer, workspace_id, channel) = fixture().await;
+        let conversation = conversation(&db, workspace_id, channel).await;
         let first = round("first", 1);
         let taken = first[1].0.id;
         store_messages(&writer, &conversation, first)
