@@ -124,6 +124,45 @@ async fn main() -> anyhow::Result<()> {
             )
             .await?,
         );
+        report(
+            "INSERT; UPSERT in one call, autocommit",
+            time(
+                &writer,
+                writes,
+                &Case {
+                    name: "one call",
+                    atomic: false,
+                    work: one_call,
+                },
+            )
+            .await?,
+        );
+        report(
+            "INSERT; UPSERT in one call, transaction",
+            time(
+                &writer,
+                writes,
+                &Case {
+                    name: "one call in a transaction",
+                    atomic: true,
+                    work: one_call,
+                },
+            )
+            .await?,
+        );
+        report(
+            "BEGIN; INSERT; UPSERT; COMMIT, one call",
+            time(
+                &writer,
+                writes,
+                &Case {
+                    name: "one call with its transaction",
+                    atomic: false,
+                    work: one_call_with_transaction,
+                },
+            )
+            .await?,
+        );
     }
     Ok(())
 }
@@ -161,23 +200,54 @@ fn insert<'e>(db: &'e DatabaseExecutor<'e>) -> Writes<'e, ()> {
     })
 }
 
+/// The counts' `UPSERT` of one row, as `usage::add` writes it.
+const UPSERT: &str = "INSERT INTO usage_daily \
+     (workspace_id, day, assistant_id, channel_id, metric, value) \
+     VALUES (?, ?, ?, ?, ?, ?) \
+     ON CONFLICT (workspace_id, day, assistant_id, channel_id, metric) \
+     DO UPDATE SET value = usage_daily.value + excluded.value";
+
+/// The `UPSERT`'s values.
+fn upsert_values() -> [sea_orm::Value; 6] {
+    [
+        1i64.into(),
+        Utc::now().date_naive().into(),
+        uuid::Uuid::nil().into(),
+        uuid::Uuid::nil().into(),
+        "mcp_calls".into(),
+        1i64.into(),
+    ]
+}
+
 fn upsert<'e>(db: &'e DatabaseExecutor<'e>) -> Writes<'e, ()> {
     Box::pin(async move {
-        let statement = Statement::from_sql_and_values(
-            db.get_database_backend(),
-            "INSERT INTO usage_daily (workspace_id, day, assistant_id, channel_id, metric, value) \
-             VALUES (?, ?, ?, ?, ?, ?) \
-             ON CONFLICT (workspace_id, day, assistant_id, channel_id, metric) \
-             DO UPDATE SET value = usage_daily.value + excluded.value",
-            [
-                1i64.into(),
-                Utc::now().date_naive().into(),
-                uuid::Uuid::nil().into(),
-                uuid::Uuid::nil().into(),
-                "mcp_calls".into(),
-                1i64.into(),
-            ],
-        );
+        let statement =
+            Statement::from_sql_and_values(db.get_database_backend(), UPSERT, upsert_values());
+        db.execute_raw(statement).await?;
+        Ok(())
+    })
+}
+
+/// The `INSERT` and the `UPSERT` as one string of two statements: one call to the
+/// connection's thread, which binds the values across both.
+fn one_call<'e>(db: &'e DatabaseExecutor<'e>) -> Writes<'e, ()> {
+    Box::pin(async move {
+        let mut values = vec!["x".into()];
+        values.extend(upsert_values());
+        let sql = format!("INSERT INTO scratch (v) VALUES (?); {UPSERT}");
+        let statement = Statement::from_sql_and_values(db.get_database_backend(), sql, values);
+        db.execute_raw(statement).await?;
+        Ok(())
+    })
+}
+
+/// As [`one_call`], with its transaction's `BEGIN` and `COMMIT` in the same string.
+fn one_call_with_transaction<'e>(db: &'e DatabaseExecutor<'e>) -> Writes<'e, ()> {
+    Box::pin(async move {
+        let mut values = vec!["x".into()];
+        values.extend(upsert_values());
+        let sql = format!("BEGIN IMMEDIATE; INSERT INTO scratch (v) VALUES (?); {UPSERT}; COMMIT");
+        let statement = Statement::from_sql_and_values(db.get_database_backend(), sql, values);
         db.execute_raw(statement).await?;
         Ok(())
     })
