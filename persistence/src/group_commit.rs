@@ -25,7 +25,9 @@
 //! writer's connection keeps 15 statements prepared per kind instead of 64
 //! (`merged::statement_sizes`). What many writes of a batch add and none reads back before
 //! the commit (usage counts, event deliveries) is kept back and written once for the batch, just
-//! before its commit (`deferred`). Writes waiting at once have no order between them (ordinary
+//! before its commit (`deferred`); outside a batch, a fact and its counts go to the database in
+//! one call that commits them together ([`crate::one_call`]), not in a transaction of their own
+//! (four calls). Writes waiting at once have no order between them (ordinary
 //! work runs first, then the merged pieces kind by kind): a caller whose write depends on
 //! another waits for that one's answer before handing it over, as every caller here does.
 

@@ -59,7 +59,7 @@ pub async fn hand_over(
 /// # Errors
 /// Fails on a database error.
 pub async fn give_back(
-    db: &impl ConnectionTrait,
+    db: &impl crate::one_call::Executor,
     conversation: &conversation::Model,
     note: String,
     quiet_before: Option<DateTime<Utc>>,

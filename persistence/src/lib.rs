@@ -27,6 +27,7 @@ pub mod identities;
 pub mod inbox;
 pub mod mcp_servers;
 pub mod memory;
+pub mod one_call;
 pub mod operators;
 mod page;
 pub mod sandbox_templates;

@@ -9,9 +9,10 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use chrono::{DateTime, Datelike, NaiveDate, Utc};
-use sea_orm::sea_query::{Alias, Expr, ExprTrait, Func, OnConflict};
+use sea_orm::sea_query::{Alias, Expr, ExprTrait, Func, InsertStatement, OnConflict};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, EntityTrait, FromQueryResult, QueryFilter, QuerySelect,
+    QueryTrait,
 };
 use uuid::Uuid;
 
@@ -199,18 +200,31 @@ impl Count {
 /// # Errors
 /// The database's.
 pub async fn add(db: &impl ConnectionTrait, counts: &[Count]) -> Result<()> {
-    if !metering() {
-        return Ok(());
+    if let Some(upsert) = to_write(counts) {
+        db.execute(&upsert).await?;
     }
-    if crate::group_commit::keep_counts(counts) {
-        return Ok(());
+    Ok(())
+}
+
+/// The statement that adds `counts` where the caller writes (see [`add`]), for a caller that
+/// writes it with its fact's own statements in one call (`crate::one_call`); `None` when
+/// nothing is to be written there: metering is off, the counts are kept back for the end of the
+/// writer's batch the caller runs in, or they are all zero.
+pub fn to_write(counts: &[Count]) -> Option<InsertStatement> {
+    if !metering() || crate::group_commit::keep_counts(counts) {
+        return None;
     }
+    upsert(counts)
+}
+
+/// The `UPSERT` of `counts`, those of one key summed; `None` when all are zero.
+fn upsert(counts: &[Count]) -> Option<InsertStatement> {
     let mut summed: HashMap<(i64, NaiveDate, Uuid, Uuid, Metric), i64> = HashMap::new();
     for count in counts.iter().filter(|c| c.value != 0) {
         *summed.entry(count.key()).or_default() += count.value;
     }
     if summed.is_empty() {
-        return Ok(());
+        return None;
     }
     // A stable order: two writers adding the same keys lock their rows in the same order.
     let mut rows: Vec<_> = summed.into_iter().collect();
@@ -233,7 +247,7 @@ pub async fn add(db: &impl ConnectionTrait, counts: &[Count]) -> Result<()> {
             value: sea_orm::Set(value),
         },
     );
-    usage_daily::Entity::insert_many(rows)
+    let upsert = usage_daily::Entity::insert_many(rows)
         .on_conflict(
             OnConflict::columns([
                 usage_daily::Column::WorkspaceId,
@@ -249,9 +263,8 @@ pub async fn add(db: &impl ConnectionTrait, counts: &[Count]) -> Result<()> {
             )
             .to_owned(),
         )
-        .exec_without_returning(db)
-        .await?;
-    Ok(())
+        .into_query();
+    Some(upsert)
 }
 
 /// The first day of the UTC month `day` is in.

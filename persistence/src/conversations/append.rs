@@ -2,13 +2,15 @@
 //! few that must be stored together.
 
 use chrono::{DateTime, Utc};
-use sea_orm::{ConnectionTrait, DatabaseExecutor, EntityTrait};
+use sea_orm::sea_query::InsertStatement;
+use sea_orm::{DatabaseExecutor, EntityTrait, QueryTrait};
 use serde_json::Value;
 use uuid::Uuid;
 
 use super::NewMessage;
 use crate::entities::{conversation, message};
 use crate::event_deliveries::{Addressed, insert_all};
+use crate::one_call::{self, Write};
 use crate::usage::{self, Count, Metric};
 use crate::values::{Direction, Role};
 use crate::{GroupCommit, Merged, Result, Writes};
@@ -118,11 +120,6 @@ impl Appended {
             .await
     }
 
-    /// Whether storing the piece counts usage (see [`metered`]).
-    fn counts(&self) -> bool {
-        usage::metering() && self.messages.iter().any(|(new, _)| counts(new))
-    }
-
     /// When the piece's events happened: with its first message.
     fn told_at(&self) -> DateTime<Utc> {
         self.messages.first().map_or_else(Utc::now, |(_, at)| *at)
@@ -132,24 +129,22 @@ impl Appended {
 impl Merged for Appended {
     type Answer = Vec<message::Model>;
 
-    /// With events, the message and their deliveries commit together; with counts, the
-    /// message and its counts do.
+    /// With events, the message and their deliveries commit together. (Its counts need no
+    /// transaction: they go in the same call as the messages, see [`insert_rows`].)
     fn atomic(&self) -> bool {
-        !self.told.is_empty() || self.counts()
+        !self.told.is_empty()
     }
 
-    /// One `INSERT` of every piece's message (the trigger that moves the conversation's
-    /// `last_message_at` is part of it), unless a message counts usage: its count is written
-    /// in the same transaction. A piece of several messages is a statement of its own.
-    fn one_statement(pieces: &[&Self]) -> bool {
-        pieces
-            .iter()
-            .all(|piece| piece.messages.len() == 1 && !piece.counts())
+    /// Every piece's messages and what they count are one call that commits together
+    /// ([`crate::one_call`]), with no transaction around it.
+    fn one_statement(_pieces: &[&Self]) -> bool {
+        true
     }
 
-    /// The pieces of one message in one `INSERT`, each of several in one of its own: the
-    /// statements of single messages keep the numbers of rows the writer's batches give them
-    /// (see `group_commit::merged::statement_sizes`), and a round's rows are few.
+    /// The pieces of one message in one `INSERT`, each of several in one of its own, and what
+    /// they all count in one `UPSERT`, in one call: the statements of single messages keep the
+    /// numbers of rows the writer's batches give them (see
+    /// `group_commit::merged::statement_sizes`), and a round's rows are few.
     fn run_all<'e>(
         db: &'e DatabaseExecutor<'e>,
         pieces: Vec<&'e Self>,
@@ -159,18 +154,31 @@ impl Merged for Appended {
             .filter(|piece| piece.messages.len() == 1)
             .flat_map(|piece| piece.rows())
             .collect();
+        let rounds: Vec<Vec<_>> = pieces
+            .iter()
+            .filter(|piece| piece.messages.len() > 1)
+            .map(|piece| piece.rows().collect())
+            .collect();
         Box::pin(async move {
-            let mut singles = if singles.is_empty() {
-                Vec::new().into_iter()
-            } else {
-                insert_rows(db, singles).await?.into_iter()
-            };
+            let mut counts = Vec::new();
+            let mut writes = Vec::with_capacity(rounds.len() + 2);
+            for rows in std::iter::once(&singles).chain(&rounds) {
+                if !rows.is_empty() {
+                    counts.extend(metered(rows));
+                    writes.push(insert(rows).into());
+                }
+            }
+            writes.extend(usage::to_write(&counts).map(Write::from));
+            one_call::run(db, writes).await?;
+            let mut singles = singles.into_iter().map(|(_, row)| row);
+            let mut rounds = rounds.into_iter();
             let mut answers = Vec::with_capacity(pieces.len());
             for piece in &pieces {
-                let stored = if piece.messages.len() == 1 {
+                let stored: Vec<_> = if piece.messages.len() == 1 {
                     singles.next().into_iter().collect()
                 } else {
-                    insert_rows(db, piece.rows().collect()).await?
+                    let rows = rounds.next().unwrap_or_default();
+                    rows.into_iter().map(|(_, row)| row).collect()
                 };
                 answers.push(stored);
             }
@@ -190,7 +198,7 @@ impl Merged for Appended {
 /// [`crate::PersistenceError::Conflict`] when the platform message id was already stored for
 /// the channel (a re-delivered webhook).
 pub async fn append_message(
-    db: &impl ConnectionTrait,
+    db: &impl one_call::Executor,
     conversation: &conversation::Model,
     mut new: NewMessage,
     now: DateTime<Utc>,
@@ -230,26 +238,24 @@ fn row(conversation: &conversation::Model, new: NewMessage, now: DateTime<Utc>) 
 }
 
 /// Inserts `rows` (each with its conversation's assistant) in one statement, with what they
-/// count (see [`metered`]), and answers them.
+/// count (see [`metered`]) in the same call ([`crate::one_call`]), and answers them.
 async fn insert_rows(
-    db: &impl ConnectionTrait,
+    db: &impl one_call::Executor,
     rows: Vec<(Option<Uuid>, message::Model)>,
 ) -> Result<Vec<message::Model>> {
+    let mut writes = vec![insert(&rows).into()];
+    writes.extend(usage::to_write(&metered(&rows)).map(Write::from));
+    one_call::run(db, writes).await?;
+    Ok(rows.into_iter().map(|(_, row)| row).collect())
+}
+
+/// The `INSERT` of `rows`.
+fn insert(rows: &[(Option<Uuid>, message::Model)]) -> InsertStatement {
     message::Entity::insert_many(
         rows.iter()
             .map(|(_, row)| message::ActiveModel::from(row.clone())),
     )
-    .exec_without_returning(db)
-    .await?;
-    metered(db, &rows).await?;
-    Ok(rows.into_iter().map(|(_, row)| row).collect())
-}
-
-/// Whether storing `new` counts usage (see [`metered`]).
-fn counts(new: &NewMessage) -> bool {
-    new.usage.is_some()
-        || (new.role == Role::User && new.direction == Direction::Inbound)
-        || (new.role == Role::Tool && is_mcp(new.metadata.as_ref()))
+    .into_query()
 }
 
 /// Whether a tool result's metadata says an MCP server answered it.
@@ -257,10 +263,10 @@ fn is_mcp(metadata: Option<&Value>) -> bool {
     metadata.is_some_and(|m| m["source"] == "mcp")
 }
 
-/// Counts what `rows` are: the model's tokens an answer spent, a person's message received, an
-/// MCP server's answer to a tool call. (The conversation's own token totals move in the
-/// insert's statement: the trigger that keeps its `last_message_at` adds them.)
-async fn metered(db: &impl ConnectionTrait, rows: &[(Option<Uuid>, message::Model)]) -> Result<()> {
+/// What `rows` count: the model's tokens an answer spent, a person's message received, an MCP
+/// server's answer to a tool call. (The conversation's own token totals move in the insert's
+/// statement: the trigger that keeps its `last_message_at` adds them.)
+fn metered(rows: &[(Option<Uuid>, message::Model)]) -> Vec<Count> {
     let mut counts = Vec::new();
     for (assistant_id, row) in rows {
         let count = |metric, value| {
@@ -286,13 +292,15 @@ async fn metered(db: &impl ConnectionTrait, rows: &[(Option<Uuid>, message::Mode
             _ => {}
         }
     }
-    usage::add(db, &counts).await
+    counts
 }
 
 #[cfg(test)]
 mod tests {
     use chrono::Utc;
-    use sea_orm::{ColumnTrait, DatabaseConnection, QueryFilter, QueryOrder, Statement};
+    use sea_orm::{
+        ColumnTrait, ConnectionTrait, DatabaseConnection, QueryFilter, QueryOrder, Statement,
+    };
     use serde_json::json;
 
     use super::*;

@@ -35,10 +35,11 @@ pub trait Merged: Send + Sync + Sized + 'static {
         Self::ATOMIC
     }
 
-    /// Whether [`Merged::run_all`] runs `pieces` as one statement. A batch of nothing but such
-    /// pieces then runs without a transaction: one statement is atomic by itself and commits
-    /// alone, so the batch saves its `BEGIN` and `COMMIT` (two round trips, and on PostgreSQL
-    /// two commands the server parses). False unless the kind says otherwise.
+    /// Whether [`Merged::run_all`] runs `pieces` as one statement, or as statements in one call
+    /// that commit together ([`crate::one_call`]). A batch of nothing but such pieces then runs
+    /// without a transaction: the call is atomic by itself and commits alone, so the batch
+    /// saves its `BEGIN` and `COMMIT` (two round trips, and on PostgreSQL two commands the
+    /// server parses). False unless the kind says otherwise.
     fn one_statement(_pieces: &[&Self]) -> bool {
         false
     }
