@@ -4,7 +4,7 @@
 //! stop is attempted again after the restart: at least once, never lost.
 
 use chrono::{DateTime, Utc};
-use sea_orm::sea_query::{Expr, ExprTrait};
+use sea_orm::sea_query::{Expr, ExprTrait, UpdateStatement};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, EntityTrait, PaginatorTrait,
     QueryFilter, QueryOrder, QuerySelect, QueryTrait,
@@ -243,17 +243,9 @@ pub async fn settle(
     Ok(())
 }
 
-/// Records that deliveries `ids` succeeded, the endpoint answering `status_code`, in one
-/// statement.
-///
-/// # Errors
-/// The database's.
-pub async fn succeeded(
-    db: &impl ConnectionTrait,
-    ids: &[Uuid],
-    status_code: Option<i32>,
-    now: DateTime<Utc>,
-) -> Result<()> {
+/// The statement that records that deliveries `ids` succeeded, the endpoint answering
+/// `status_code`: for the caller to run with what they count (`crate::one_call`).
+pub fn succeeded(ids: &[Uuid], status_code: Option<i32>, now: DateTime<Utc>) -> UpdateStatement {
     event_delivery::Entity::update_many()
         .col_expr(
             event_delivery::Column::Status,
@@ -273,9 +265,7 @@ pub async fn succeeded(
         )
         .col_expr(event_delivery::Column::UpdatedAt, Expr::value(now))
         .filter(event_delivery::Column::Id.is_in(ids.iter().copied()))
-        .exec(db)
-        .await?;
-    Ok(())
+        .into_query()
 }
 
 /// The deliveries of an endpoint, newest first.

@@ -1,13 +1,14 @@
 //! Sends the platform accepted, recorded by the writer in one statement per status with the
-//! usage they count and the events they make.
+//! usage they count, all in one call, and the events they make.
 
 use sea_orm::sea_query::{CaseStatement, Expr};
-use sea_orm::{ColumnTrait, DatabaseExecutor, EntityTrait, QueryFilter};
+use sea_orm::{ColumnTrait, DatabaseExecutor, EntityTrait, QueryFilter, QueryTrait};
 use serde_json::Value;
 use uuid::Uuid;
 
 use crate::entities::message;
 use crate::event_deliveries::{Addressed, insert_all};
+use crate::one_call::{self, Write};
 use crate::values::MessageStatus;
 use crate::{Merged, Writes};
 
@@ -34,9 +35,11 @@ impl Merged for Accepted {
         !self.told.is_empty()
     }
 
-    fn one_statement(pieces: &[&Self]) -> bool {
-        pieces.windows(2).all(|two| two[0].status == two[1].status)
-            && (!crate::usage::metering() || pieces.iter().all(|piece| piece.counted.is_none()))
+    /// Every status's `UPDATE` and what the sends count are one call that commits together
+    /// ([`crate::one_call`]). (A message is accepted once, so no two of its statements touch
+    /// the same row.)
+    fn one_statement(_pieces: &[&Self]) -> bool {
+        true
     }
 
     fn run_all<'e>(
@@ -50,6 +53,7 @@ impl Merged for Accepted {
                     statuses.push(piece.status);
                 }
             }
+            let mut writes: Vec<Write> = Vec::with_capacity(statuses.len() + 1);
             for status in statuses {
                 let of: Vec<&Accepted> = pieces
                     .iter()
@@ -65,16 +69,17 @@ impl Merged for Accepted {
                         )
                     })
                     .finally(Expr::col(message::Column::PlatformMessageId));
-                message::Entity::update_many()
+                let update = message::Entity::update_many()
                     .col_expr(message::Column::Status, Expr::value(status))
                     .col_expr(message::Column::Error, Option::<Value>::None.into())
                     .col_expr(message::Column::PlatformMessageId, platform_ids.into())
                     .filter(message::Column::Id.is_in(of.iter().map(|piece| piece.message_id)))
-                    .exec(db)
-                    .await?;
+                    .into_query();
+                writes.push(update.into());
             }
             let counted: Vec<_> = pieces.iter().filter_map(|p| p.counted.clone()).collect();
-            crate::usage::add(db, &counted).await?;
+            writes.extend(crate::usage::to_write(&counted).map(Write::from));
+            one_call::run(db, writes).await?;
             let now = crate::clock::now();
             for piece in &pieces {
                 insert_all(db, &piece.told, now).await?;

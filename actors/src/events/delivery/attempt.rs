@@ -9,10 +9,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use parley_persistence::entities::{event_delivery, event_webhook};
 use parley_persistence::event_deliveries::{self, Settled};
-use parley_persistence::usage;
-use parley_persistence::{
-    ConnectionTrait, DeliveryStatus, PersistenceError, clock, event_webhooks,
-};
+use parley_persistence::{DeliveryStatus, PersistenceError, clock, event_webhooks};
+use parley_persistence::{one_call, usage};
 use uuid::Uuid;
 
 use super::super::sign::Signer;
@@ -240,16 +238,27 @@ impl Attempt {
     }
 }
 
-/// Records `outcomes` on `db` (the caller's transaction): the deliveries that succeeded with one
-/// statement per status code, the others one by one, and each endpoint's failing streak (ended
-/// by a success, when `failing` says there may be one; five days of it, or a 410, disable the
-/// endpoint). Answers the endpoints disabled now, with their workspaces.
+/// Whether recording `outcomes` is only their successes and what they count, one call that
+/// commits by itself (see [`record`]): every delivery succeeded and none disables its endpoint,
+/// and no endpoint has a failing streak to end (`failing`).
+pub(super) fn only_successes(outcomes: &[Outcome], failing: bool) -> bool {
+    !failing
+        && outcomes.iter().all(|outcome| {
+            outcome.settled.status == DeliveryStatus::Succeeded && outcome.disable.is_none()
+        })
+}
+
+/// Records `outcomes` on `db` (the caller's transaction, or the connection when
+/// [`only_successes`] says so): the deliveries that succeeded with one statement per status
+/// code and their counts in one call, the others one by one, and each endpoint's failing streak
+/// (ended by a success, when `failing` says there may be one; five days of it, or a 410,
+/// disable the endpoint). Answers the endpoints disabled now, with their workspaces.
 ///
 /// # Errors
 /// The database's; nothing is recorded then (the caller's transaction rolls back), and the
 /// deliveries are attempted again.
 pub(super) async fn record(
-    db: &impl ConnectionTrait,
+    db: &impl one_call::Executor,
     events: &Events,
     outcomes: &[Outcome],
     failing: bool,
@@ -275,16 +284,19 @@ pub(super) async fn record(
             event_deliveries::settle(db, outcome.delivery_id, outcome.settled.clone(), now).await?;
         }
     }
-    for (code, ids) in by_code {
-        event_deliveries::succeeded(db, &ids, code, now).await?;
-    }
-    // Each delivery the endpoint took counts in its workspace's usage, with its record.
+    // Each delivery the endpoint took counts in its workspace's usage, with its record: the
+    // successes and their counts are one call.
+    let mut successes: Vec<one_call::Write> = by_code
+        .into_iter()
+        .map(|(code, ids)| event_deliveries::succeeded(&ids, code, now).into())
+        .collect();
     let delivered: Vec<usage::Count> = outcomes
         .iter()
         .filter(|o| o.settled.status == DeliveryStatus::Succeeded)
         .map(|o| usage::Count::new(o.workspace_id, now, usage::Metric::EventDeliveries, 1))
         .collect();
-    usage::add(db, &delivered).await?;
+    successes.extend(usage::to_write(&delivered).map(one_call::Write::from));
+    one_call::run(db, successes).await?;
     let mut disabled = Vec::new();
     for (endpoint_id, (workspace_id, any_success, gone)) in endpoints {
         let now_disabled = if let Some(reason) = gone {

@@ -15,7 +15,9 @@ use std::sync::Arc;
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use parley_persistence::entities::{event_delivery, event_webhook};
-use parley_persistence::{DeliveryStatus, PersistenceError, clock, event_deliveries};
+use parley_persistence::{
+    DatabaseExecutor, DeliveryStatus, PersistenceError, Writes, clock, event_deliveries,
+};
 use ractor::ActorRef;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -298,17 +300,16 @@ impl Lane {
         let failing_after = !ended
             .iter()
             .any(|o| o.settled.status == DeliveryStatus::Succeeded);
+        // Successes alone are one call that commits by itself: no transaction around it.
+        let only_successes = attempt::only_successes(&ended, failing);
         Box::pin(async move {
             let (events, give_up_after) = (deps.events.clone(), deps.settings.give_up_after);
-            let recorded = deps
-                .writer
-                .write_small_atomic(move |db| {
-                    let (events, ended) = (events.clone(), ended.clone());
-                    Box::pin(async move {
-                        attempt::record(db, &events, &ended, failing, give_up_after).await
-                    })
-                })
-                .await;
+            let work = recording(events, ended, failing, give_up_after);
+            let recorded = if only_successes {
+                deps.writer.write_small(work).await
+            } else {
+                deps.writer.write_small_atomic(work).await
+            };
             (ids, failing_after, recorded)
         })
     }
@@ -369,5 +370,18 @@ async fn poll<T>(pending: &mut Option<Pending<T>>) -> T {
     match pending {
         Some(future) => future.await,
         None => std::future::pending().await,
+    }
+}
+
+/// The writer's work that records `ended` (see [`attempt::record`]).
+fn recording(
+    events: crate::events::Events,
+    ended: Arc<Vec<Outcome>>,
+    failing: bool,
+    give_up_after: chrono::Duration,
+) -> impl for<'e> Fn(&'e DatabaseExecutor<'e>) -> Writes<'e, Vec<(Uuid, i64)>> + Send + 'static {
+    move |db| {
+        let (events, ended) = (events.clone(), ended.clone());
+        Box::pin(async move { attempt::record(db, &events, &ended, failing, give_up_after).await })
     }
 }
