@@ -476,4 +476,51 @@ mod tests {
         assert_eq!(stored_ids(&db, &conversation).await, before);
         assert_eq!(mcp_calls(&db).await, 1, "the refused round counts nothing");
     }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_message_whose_counts_cannot_be_written_is_not_stored_either() {
+        let (_dir, db, writer, workspace_id, channel) = fixture().await;
+        let conversation = conversation(&db, workspace_id, channel).await;
+        let counted = |text: &str| {
+            let mut new = NewMessage::from_person(text.to_owned());
+            new.id = Some(Uuid::now_v7());
+            new
+        };
+        store_message(&writer, &conversation, counted("first"), Utc::now(), vec![])
+            .await
+            .expect("stored with its count");
+        let before = stored_ids(&db, &conversation).await;
+
+        // The counters' table is gone: the message's `INSERT` ran, its counts' `UPSERT` fails.
+        db.execute_unprepared("ALTER TABLE usage_daily RENAME TO usage_elsewhere")
+            .await
+            .expect("renamed");
+        let refused = store_message(
+            &writer,
+            &conversation,
+            counted("second"),
+            Utc::now(),
+            vec![],
+        )
+        .await;
+        assert!(refused.is_err(), "{refused:?}");
+        assert_eq!(
+            stored_ids(&db, &conversation).await,
+            before,
+            "nothing stays"
+        );
+
+        // The writer's connection was left outside any transaction: the next store commits.
+        db.execute_unprepared("ALTER TABLE usage_elsewhere RENAME TO usage_daily")
+            .await
+            .expect("renamed back");
+        let third = counted("third");
+        let id = third.id;
+        store_message(&writer, &conversation, third, Utc::now(), vec![])
+            .await
+            .expect("stored after");
+        let after = stored_ids(&db, &conversation).await;
+        assert_eq!(after.len(), 2);
+        assert_eq!(after.last().copied(), id);
+    }
 }
