@@ -217,7 +217,7 @@ mod tests {
 
     use super::*;
 
-    /// A database of two tables, `t` and `u`, with a pool of `connections`.
+    /// A database of two tables, `t` and `u`.
     async fn database(dir: &tempfile::TempDir) -> DatabaseConnection {
         let db = crate::connect(&crate::sqlite_url_in(dir.path()))
             .await

@@ -160,16 +160,8 @@ impl Merged for Appended {
             .map(|piece| piece.rows().collect())
             .collect();
         Box::pin(async move {
-            let mut counts = Vec::new();
-            let mut writes = Vec::with_capacity(rounds.len() + 2);
-            for rows in std::iter::once(&singles).chain(&rounds) {
-                if !rows.is_empty() {
-                    counts.extend(metered(rows));
-                    writes.push(insert(rows).into());
-                }
-            }
-            writes.extend(usage::to_write(&counts).map(Write::from));
-            one_call::run(db, writes).await?;
+            let groups = std::iter::once(&singles).chain(&rounds);
+            one_call::run(db, counted_inserts(groups.filter(|rows| !rows.is_empty()))).await?;
             let mut singles = singles.into_iter().map(|(_, row)| row);
             let mut rounds = rounds.into_iter();
             let mut answers = Vec::with_capacity(pieces.len());
@@ -243,10 +235,23 @@ async fn insert_rows(
     db: &impl one_call::Executor,
     rows: Vec<(Option<Uuid>, message::Model)>,
 ) -> Result<Vec<message::Model>> {
-    let mut writes = vec![insert(&rows).into()];
-    writes.extend(usage::to_write(&metered(&rows)).map(Write::from));
-    one_call::run(db, writes).await?;
+    one_call::run(db, counted_inserts([&rows])).await?;
     Ok(rows.into_iter().map(|(_, row)| row).collect())
+}
+
+/// One `INSERT` per group of rows, then one `UPSERT` of what they all count (unless the counts
+/// are kept back for the writer's batch, see [`usage::to_write`]): a call's statements.
+fn counted_inserts<'a>(
+    groups: impl IntoIterator<Item = &'a Vec<(Option<Uuid>, message::Model)>>,
+) -> Vec<Write> {
+    let mut counts = Vec::new();
+    let mut writes = Vec::new();
+    for rows in groups {
+        counts.extend(metered(rows));
+        writes.push(insert(rows).into());
+    }
+    writes.extend(usage::to_write(&counts).map(Write::from));
+    writes
 }
 
 /// The `INSERT` of `rows`.
