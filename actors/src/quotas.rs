@@ -8,9 +8,9 @@
 //! by new work. The first refusal of a quota in a period tells `usage.quota_reached` (once per
 //! node and period).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chrono::{DateTime, NaiveDate, Utc};
 use parley_persistence::usage::{self, Category, quotas::Quotas as Limits};
@@ -18,9 +18,12 @@ use parley_persistence::{DatabaseConnection, EventType, GroupCommit, Persistence
 use serde_json::json;
 
 use crate::events::Events;
+use crate::remembered::Remembered;
 
 /// How long a workspace's quotas are kept before they are read again (a change made on this
-/// node is seen at once; one made on another within this).
+/// node is seen at once; one made on another within this). Past half of it the next check
+/// reads them again in the background ([`Remembered`]), so a workspace in steady use never
+/// waits for the read: a streamed turn every 0.4 s read them on its path one turn in five.
 const QUOTAS_FRESH_FOR: Duration = Duration::from_secs(2);
 
 /// A quota that refuses more work until it resets.
@@ -69,7 +72,7 @@ struct Inner {
     db: DatabaseConnection,
     writer: GroupCommit,
     events: Events,
-    cached: Mutex<HashMap<i64, (Instant, Arc<Limits>)>>,
+    cached: Remembered<i64, Arc<Limits>>,
     /// The quotas told reached, by workspace, name and period start.
     told: Mutex<HashSet<(i64, String, NaiveDate)>>,
 }
@@ -82,7 +85,7 @@ impl Quotas {
                 db,
                 writer,
                 events,
-                cached: Mutex::default(),
+                cached: Remembered::new(QUOTAS_FRESH_FOR),
                 told: Mutex::default(),
             }),
         }
@@ -93,30 +96,24 @@ impl Quotas {
     /// # Errors
     /// The database's.
     pub async fn of(&self, workspace_id: i64) -> Result<Arc<Limits>, PersistenceError> {
-        if let Some((at, limits)) = self.cached().get(&workspace_id)
-            && at.elapsed() < QUOTAS_FRESH_FOR
-        {
-            return Ok(limits.clone());
-        }
-        let limits = Arc::new(usage::quotas::get(&self.inner.db, workspace_id).await?);
-        self.cached()
-            .insert(workspace_id, (Instant::now(), limits.clone()));
-        Ok(limits)
+        let read = || {
+            let db = self.inner.db.clone();
+            async move {
+                let limits = usage::quotas::get(&db, workspace_id).await?;
+                Ok::<_, PersistenceError>(Some(Arc::new(limits)))
+            }
+        };
+        let limits = self.inner.cached.recall(&workspace_id, read).await?;
+        // A read answers something for every workspace (no quotas is a value too).
+        Ok(limits.unwrap_or_default())
     }
 
     /// Forgets what is kept of `workspace_id`'s quotas (they were just set).
     pub fn forget(&self, workspace_id: i64) {
-        self.cached().remove(&workspace_id);
+        self.inner.cached.forget(|w, _| *w == workspace_id);
         if let Ok(mut told) = self.inner.told.lock() {
             told.retain(|(w, _, _)| *w != workspace_id);
         }
-    }
-
-    fn cached(&self) -> std::sync::MutexGuard<'_, HashMap<i64, (Instant, Arc<Limits>)>> {
-        self.inner
-            .cached
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Whether `workspace_id` may call the model: its tokens this month are under its quota.
