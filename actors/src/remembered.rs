@@ -1,8 +1,8 @@
 //! What is read from the database once and remembered for a while instead of on every use: the
-//! front door's authenticated keys, identity paths and webhook channels (`src/http`), and the
-//! conversation actors' shared routes and stages ([`crate::conversation`]), and the workspaces'
-//! quotas ([`crate::quotas`]). One type does it for all of them, so they expire, refresh and
-//! forget alike.
+//! front door's authenticated keys, identity paths and webhook channels (`src/http`), the
+//! conversation actors' shared routes and stages ([`crate::conversation`]) and the workspaces'
+//! quotas (`quotas.rs`). One type does it for all of them, so they expire, refresh and forget
+//! alike.
 
 use std::borrow::Borrow;
 use std::collections::HashMap;
