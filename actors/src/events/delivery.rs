@@ -4,8 +4,8 @@
 //! but itself; nothing here runs on a conversation's path. The actor only finds the endpoints
 //! with deliveries due (when events were written, and every `sweep` for retries and what a
 //! wake-up missed), starts their lanes or tells them to look, hands them the deliveries just
-//! committed (queued with no read, when the lane cannot have read them already), and ends
-//! lanes that stayed idle from one sweep to the next.
+//! committed (queued with no read), and ends lanes that stayed idle from one sweep to the
+//! next.
 //! An attempt posts the stored body with the Standard Webhooks headers through the
 //! egress-checked client (no redirects), waits at most `timeout`, and settles the row: 2xx
 //! succeeds, 410 disables the endpoint, anything else is tried again on the schedule (with
@@ -23,7 +23,6 @@ use std::time::Duration;
 use parley_persistence::event_deliveries;
 use parley_persistence::{DatabaseConnection, GroupCommit, clock};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
-use tokio::time::Instant;
 use uuid::Uuid;
 
 use self::lane::{LaneHandle, LaneMsg};
@@ -234,10 +233,9 @@ fn hand(state: &mut DeliveryState, told: Told) -> bool {
     if !all_running {
         return false;
     }
-    let since = told.since.unwrap_or_else(Instant::now);
     for (id, rows) in told.fresh {
         if let Some(lane) = state.lanes.get_mut(&id) {
-            lane.tell(LaneMsg::Fresh { rows, since });
+            lane.tell(LaneMsg::Fresh(rows));
         }
     }
     for id in &told.endpoints {

@@ -8,7 +8,6 @@ use std::sync::atomic::Ordering;
 use parley_persistence::clock;
 use parley_persistence::entities::event_delivery;
 use parley_persistence::event_deliveries::Addressed;
-use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::Events;
@@ -23,9 +22,6 @@ const MOST_HANDED: usize = 4_096;
 pub(crate) struct Told {
     /// Deliveries committed, by endpoint, as they were written.
     pub(crate) fresh: HashMap<Uuid, Vec<event_delivery::Model>>,
-    /// When the earliest write of `fresh` began: a lane whose read ended after it may have
-    /// read them already, and reads again instead of taking them.
-    pub(crate) since: Option<Instant>,
     /// Endpoints with deliveries written and not handed over (past [`MOST_HANDED`]).
     pub(crate) endpoints: HashSet<Uuid>,
     /// Whether some writer did not say which: the actor looks at every endpoint.
@@ -35,13 +31,11 @@ pub(crate) struct Told {
 }
 
 /// Deliveries about to be written with a fact, to be handed to the delivery actor once it
-/// committed ([`Events::committed`]). Made before the write begins, so that the time it keeps
-/// comes before the commit.
+/// committed ([`Events::committed`]).
 #[derive(Debug)]
 #[must_use = "hand it over once the write committed"]
 pub struct Handover {
     rows: Vec<event_delivery::Model>,
-    began: Instant,
 }
 
 impl Handover {
@@ -53,7 +47,6 @@ impl Handover {
                 .into_iter()
                 .flat_map(|a| a.committed(now))
                 .collect(),
-            began: Instant::now(),
         }
     }
 }
@@ -69,9 +62,9 @@ impl Events {
     }
 
     /// Hands the delivery actor the deliveries of `handover`, which just committed: their
-    /// endpoints' lanes queue them, or read again when they may have read them already.
+    /// endpoints' lanes queue them (or read them later, when their queues are full).
     pub fn committed(&self, handover: Handover) {
-        let Handover { rows, began } = handover;
+        let Handover { rows } = handover;
         if rows.is_empty() {
             return;
         }
@@ -81,7 +74,6 @@ impl Events {
                     .extend(rows.iter().map(|row| row.endpoint_id));
             } else {
                 told.rows += rows.len();
-                told.since = Some(told.since.map_or(began, |since| since.min(began)));
                 for row in rows {
                     told.fresh.entry(row.endpoint_id).or_default().push(row);
                 }

@@ -368,6 +368,15 @@ async fn run_parley(
             "event webhook requests received by the reply of the last message: {}",
             receiver.count()
         );
+        // Each event goes out once: all of them arrive, and a moment later no second copy.
+        let expected = messages * EVENTS_PER_MESSAGE as usize;
+        receiver.wait_for(expected).await?;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        anyhow::ensure!(
+            receiver.count() == expected,
+            "{} event webhook requests for {expected} events: some went out twice",
+            receiver.count()
+        );
     }
     server.stop().await?;
     Ok(run)

@@ -1,8 +1,10 @@
 //! One endpoint's lane: a task of its own that lives while its endpoint has deliveries due on
-//! this node. It reads the due deliveries ahead into a queue, keeps at most `per_endpoint`
-//! attempts in flight (polled here: no task and no actor message per attempt), and records the
-//! outcomes of those that ended within a few milliseconds of each other together, through the
-//! database's writer. The delivery actor tells it when to look again ([`LaneMsg`]); once it
+//! this node. It queues the deliveries handed to it as they were committed, reads the others
+//! (retries, a backlog, what was not handed over) ahead from the table, keeps at most
+//! `per_endpoint` attempts in flight (polled here: no task and no actor message per attempt),
+//! and records the outcomes of those that ended within a few milliseconds of each other
+//! together, through the database's writer. A delivery both read and handed over is posted once
+//! ([`Recent`]). The delivery actor tells it when to look again ([`LaneMsg`]); once it
 //! has nothing read, in flight or unrecorded, and nothing more to read, it says so
 //! ([`DeliveryMsg::Idle`]) and the actor ends it at its next sweep, unless it has told it
 //! something since.
@@ -24,8 +26,10 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 mod handle;
+mod recent;
 
 pub(super) use self::handle::LaneHandle;
+use self::recent::Recent;
 use super::attempt::{self, Attempt, Outcome, Target};
 use super::{DeliveryDeps, DeliveryMsg};
 
@@ -38,6 +42,9 @@ const REFILL_BELOW: usize = READ_AHEAD as usize / 2;
 const RECORD_BATCH: usize = 128;
 /// How long an outcome waits for others to be recorded with.
 const RECORD_AFTER: std::time::Duration = std::time::Duration::from_millis(2);
+/// Most deliveries queued: past them, deliveries handed over stay in the table for a read
+/// (a slow endpoint under a burst holds no more bodies than these in memory).
+const MOST_QUEUED: usize = 1_024;
 
 /// What the delivery actor tells a lane.
 pub(super) enum LaneMsg {
@@ -45,15 +52,10 @@ pub(super) enum LaneMsg {
     Look(Box<event_webhook::Model>),
     /// Deliveries were just written for the endpoint, which is as it was.
     Again,
-    /// Deliveries were just committed for the endpoint, in writes that began at `since`
-    /// or later: `rows`, as written. The lane queues them unless a read of its may have found
-    /// them already, or may not have read everything due before them; then it reads again.
-    Fresh {
-        /// The deliveries, due now.
-        rows: Vec<event_delivery::Model>,
-        /// When the earliest of their writes began.
-        since: Instant,
-    },
+    /// Deliveries were just committed for the endpoint: these, as written, due now. The lane
+    /// queues those it does not hold and did not record lately; with its queue full, it reads
+    /// them later instead.
+    Fresh(Vec<event_delivery::Model>),
     /// The endpoint has nothing due on this node any more (it was disabled or deleted, or
     /// another node owns it now): what is queued is dropped, what is in flight ends.
     Rest,
@@ -62,8 +64,13 @@ pub(super) enum LaneMsg {
 /// A future a lane polls among its others.
 type Pending<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
-/// What a read found, with the count of messages the lane had taken when it started.
-type Read = (u64, Result<Vec<event_delivery::Model>, PersistenceError>);
+/// What a read found, with how often the lane had been asked to read and how many recordings
+/// it had made when the read began.
+type Read = (
+    u64,
+    u64,
+    Result<Vec<event_delivery::Model>, PersistenceError>,
+);
 
 /// What a recording came to: the deliveries it was for, whether the endpoint's failing streak
 /// runs on after it (none succeeded), and the endpoints it disabled (with their workspaces),
@@ -79,12 +86,16 @@ struct Lane {
     queue: VecDeque<event_delivery::Model>,
     /// Ids queued, in flight or ended and not recorded: a read leaves them out.
     held: HashSet<Uuid>,
+    /// Ids recorded lately: neither a read that began before their recording nor a late
+    /// hand-over queues them again.
+    recent: Recent,
     running: FuturesUnordered<Pending<Outcome>>,
     ended: Vec<Outcome>,
     /// Messages taken from the actor.
     told: u64,
-    /// When the last read's rows were queued (after the read ended).
-    read_at: Option<Instant>,
+    /// Times the lane was asked to read (a look, or deliveries handed over that it could not
+    /// queue): a short read ends the reading only if it began after the last.
+    asked: u64,
     /// Whether the endpoint may have a failing streak to end: its deliveries' last recorded
     /// outcomes were failures, or the endpoint was read so. A success records the streak's
     /// end only then (one statement less per recording of a healthy endpoint).
@@ -116,10 +127,11 @@ impl Lane {
             actor,
             queue: VecDeque::new(),
             held: HashSet::new(),
+            recent: Recent::default(),
             running: FuturesUnordered::new(),
             ended: Vec::new(),
             told: 0,
-            read_at: None,
+            asked: 0,
             failing: endpoint.failing_since.is_some(),
             more: true,
             resting: false,
@@ -208,25 +220,19 @@ impl Lane {
                 if !self.target.same_as(&endpoint) {
                     self.target = Arc::new(Target::new(&endpoint, &self.deps.secrets));
                 }
-                self.resting = false;
-                self.more = true;
+                self.read_again();
             }
-            LaneMsg::Again => {
-                self.resting = false;
-                self.more = true;
-            }
-            LaneMsg::Fresh { rows, since } => {
-                self.resting = false;
-                // With no read running and everything due read before the writes began, no
-                // read found these: the one place they can be queued from is here. Otherwise
-                // a read may have queued, sent and recorded them already.
-                let unseen = !self.more && self.read_at.is_none_or(|at| at < since);
-                if !unseen || self.disabled {
-                    self.more = true;
+            LaneMsg::Again => self.read_again(),
+            LaneMsg::Fresh(rows) => {
+                if self.disabled || self.queue.len() + rows.len() > MOST_QUEUED {
+                    self.read_again();
                     return;
                 }
+                self.resting = false;
+                // A read running now may bring some of these too: it leaves out those held
+                // when it began, and `queue_read` those held or recorded since.
                 for delivery in rows {
-                    if self.held.insert(delivery.id) {
+                    if !self.recent.contains(&delivery.id) && self.held.insert(delivery.id) {
                         self.queue.push_back(delivery);
                     }
                 }
@@ -238,21 +244,30 @@ impl Lane {
         }
     }
 
-    /// Reads the next due deliveries (answering the count of messages taken when it started).
+    /// Reads on: there may be deliveries due that only a read finds.
+    fn read_again(&mut self) {
+        self.resting = false;
+        self.more = true;
+        self.asked += 1;
+    }
+
+    /// Reads the next due deliveries (answering how often the lane had been asked to read, and
+    /// its recordings, when it began).
     fn read(&self) -> Pending<Read> {
         let db = self.deps.db.clone();
-        let (endpoint_id, asked_at) = (self.target.id, self.told);
+        let (endpoint_id, asked_at) = (self.target.id, self.asked);
+        let recordings = self.recent.recordings();
         let held: Vec<Uuid> = self.held.iter().copied().collect();
         Box::pin(async move {
             let read = event_deliveries::due(&db, endpoint_id, clock::now(), &held, READ_AHEAD);
-            (asked_at, read.await)
+            (asked_at, recordings, read.await)
         })
     }
 
-    /// Queues what a read found. A read that came back short ends the reading until the next
-    /// look, unless a look came while it ran.
-    fn queue_read(&mut self, (asked_at, read): Read) {
-        self.read_at = Some(Instant::now());
+    /// Queues what a read found, but for what the lane holds or recorded since the read began
+    /// (it may have found those pending). A read that came back short ends the reading until
+    /// the lane is asked again, unless it was asked while the read ran.
+    fn queue_read(&mut self, (asked_at, recordings, read): Read) {
         let due = match read {
             Ok(due) => due,
             Err(error) => {
@@ -261,14 +276,16 @@ impl Lane {
                 return;
             }
         };
-        if (due.len() as u64) < READ_AHEAD && asked_at == self.told {
+        if (due.len() as u64) < READ_AHEAD && asked_at == self.asked {
             self.more = false;
         }
         if self.resting || self.disabled {
             return;
         }
         for delivery in due {
-            if self.held.insert(delivery.id) {
+            if !self.recent.recorded_after(&delivery.id, recordings)
+                && self.held.insert(delivery.id)
+            {
                 self.queue.push_back(delivery);
             }
         }
@@ -324,6 +341,7 @@ impl Lane {
         let disabled = match recorded {
             Ok(disabled) => {
                 self.failing = failing_after;
+                self.recent.remember(&ids);
                 disabled
             }
             Err(error) => {
