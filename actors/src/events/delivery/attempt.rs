@@ -24,6 +24,9 @@ pub(super) struct Target {
     pub(super) id: Uuid,
     pub(super) workspace_id: i64,
     url: String,
+    /// `url` parsed once (a request given the text parses it, host and all, every time), or
+    /// why it cannot be.
+    parsed: Result<reqwest::Url, String>,
     /// The sealed secrets it was opened from: a rotation makes a new target.
     sealed: (String, Option<String>, Option<DateTime<Utc>>),
     /// The signers, or why the secrets could not be opened.
@@ -63,6 +66,8 @@ impl Target {
             id: endpoint.id,
             workspace_id: endpoint.workspace_id,
             url: endpoint.url.clone(),
+            parsed: reqwest::Url::parse(&endpoint.url)
+                .map_err(|_| "the endpoint's URL could not be read".to_owned()),
             sealed: Self::sealed(endpoint),
             signers,
         }
@@ -150,11 +155,15 @@ impl Attempt {
             Ok(signer) => signer,
             Err(error) => return Answer::Unreachable(error),
         };
+        let url = match &self.target.parsed {
+            Ok(url) => url.clone(),
+            Err(error) => return Answer::Unreachable(error.clone()),
+        };
         let id = self.delivery.event_id.to_string();
         let timestamp = now.timestamp();
         let request = self
             .client
-            .post(&self.target.url)
+            .post(url)
             .timeout(self.deps.settings.timeout)
             .header("content-type", "application/json")
             .header("user-agent", "Parley-Webhooks/1")
