@@ -17,9 +17,7 @@ use std::sync::Arc;
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use parley_persistence::entities::{event_delivery, event_webhook};
-use parley_persistence::{
-    DatabaseExecutor, DeliveryStatus, PersistenceError, Writes, clock, event_deliveries,
-};
+use parley_persistence::{PersistenceError, clock, event_deliveries};
 use ractor::ActorRef;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -27,10 +25,12 @@ use uuid::Uuid;
 
 mod handle;
 mod recent;
+mod record;
 
 pub(super) use self::handle::LaneHandle;
 use self::recent::Recent;
-use super::attempt::{self, Attempt, Outcome, Target};
+use self::record::Recorded;
+use super::attempt::{Attempt, Outcome, Target};
 use super::{DeliveryDeps, DeliveryMsg};
 
 /// Most deliveries read ahead of the requests.
@@ -71,11 +71,6 @@ type Read = (
     u64,
     Result<Vec<event_delivery::Model>, PersistenceError>,
 );
-
-/// What a recording came to: the deliveries it was for, whether the endpoint's failing streak
-/// runs on after it (none succeeded), and the endpoints it disabled (with their workspaces),
-/// or why it failed.
-type Recorded = (Vec<Uuid>, bool, Result<Vec<(Uuid, i64)>, PersistenceError>);
 
 /// The lane's state, owned by its task.
 struct Lane {
@@ -307,61 +302,6 @@ impl Lane {
         }
     }
 
-    /// Records what ended, in one transaction through the writer (with other writes, on
-    /// SQLite); the ids stay held until it is done.
-    fn record(&mut self) -> Pending<Recorded> {
-        let ended: Arc<Vec<Outcome>> = Arc::new(std::mem::take(&mut self.ended));
-        let ids = ended.iter().map(|o| o.delivery_id).collect();
-        let deps = self.deps.clone();
-        let failing = self.failing;
-        let failing_after = !ended
-            .iter()
-            .any(|o| o.settled.status == DeliveryStatus::Succeeded);
-        // Successes alone are one call that commits by itself: no transaction around it.
-        let only_successes = attempt::only_successes(&ended, failing);
-        Box::pin(async move {
-            let (events, give_up_after) = (deps.events.clone(), deps.settings.give_up_after);
-            let work = recording(events, ended, failing, give_up_after);
-            let recorded = if only_successes {
-                deps.writer.write_small(work).await
-            } else {
-                deps.writer.write_small_atomic(work).await
-            };
-            (ids, failing_after, recorded)
-        })
-    }
-
-    /// Lets recorded deliveries' ids go. A failed recording leaves them pending, read again;
-    /// an endpoint disabled stops the lane and is announced, so that every node's routes
-    /// leave it out.
-    fn let_go(&mut self, (ids, failing_after, recorded): Recorded) {
-        for id in &ids {
-            self.held.remove(id);
-        }
-        let disabled = match recorded {
-            Ok(disabled) => {
-                self.failing = failing_after;
-                self.recent.remember(&ids);
-                disabled
-            }
-            Err(error) => {
-                tracing::warn!(%error, "could not record event deliveries");
-                self.more = true;
-                return;
-            }
-        };
-        for (endpoint_id, workspace_id) in disabled {
-            tracing::warn!(%endpoint_id, "event webhook endpoint disabled");
-            self.disabled = true;
-            self.drop_queue();
-            // This node's routes left it out before the commit; the other nodes' read theirs
-            // again now.
-            self.deps
-                .changes
-                .announce(&crate::changes::Change::EventRoutes { workspace_id });
-        }
-    }
-
     /// Drops what is queued (it stays pending in the table).
     fn drop_queue(&mut self) {
         for delivery in self.queue.drain(..) {
@@ -388,18 +328,5 @@ async fn poll<T>(pending: &mut Option<Pending<T>>) -> T {
     match pending {
         Some(future) => future.await,
         None => std::future::pending().await,
-    }
-}
-
-/// The writer's work that records `ended` (see [`attempt::record`]).
-fn recording(
-    events: crate::events::Events,
-    ended: Arc<Vec<Outcome>>,
-    failing: bool,
-    give_up_after: chrono::Duration,
-) -> impl for<'e> Fn(&'e DatabaseExecutor<'e>) -> Writes<'e, Vec<(Uuid, i64)>> + Send + 'static {
-    move |db| {
-        let (events, ended) = (events.clone(), ended.clone());
-        Box::pin(async move { attempt::record(db, &events, &ended, failing, give_up_after).await })
     }
 }
