@@ -4,12 +4,12 @@
 //! `per_endpoint` attempts in flight (polled here: no task and no actor message per attempt),
 //! and records the outcomes of those that ended within a few milliseconds of each other
 //! together, through the database's writer. A delivery both read and handed over is posted once
-//! ([`Recent`]). The delivery actor tells it when to look again ([`LaneMsg`]); once it
+//! ([`Held`]). The delivery actor tells it when to look again ([`LaneMsg`]); once it
 //! has nothing read, in flight or unrecorded, and nothing more to read, it says so
 //! ([`DeliveryMsg::Idle`]) and the actor ends it at its next sweep, unless it has told it
 //! something since.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -21,14 +21,13 @@ use parley_persistence::{PersistenceError, clock, event_deliveries};
 use ractor::ActorRef;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
-use uuid::Uuid;
 
 mod handle;
-mod recent;
+mod held;
 mod record;
 
 pub(super) use self::handle::LaneHandle;
-use self::recent::Recent;
+use self::held::Held;
 use self::record::Recorded;
 use super::attempt::{Attempt, Outcome, Target};
 use super::{DeliveryDeps, DeliveryMsg};
@@ -79,11 +78,8 @@ struct Lane {
     actor: ActorRef<DeliveryMsg>,
     target: Arc<Target>,
     queue: VecDeque<event_delivery::Model>,
-    /// Ids queued, in flight or ended and not recorded: a read leaves them out.
-    held: HashSet<Uuid>,
-    /// Ids recorded lately: neither a read that began before their recording nor a late
-    /// hand-over queues them again.
-    recent: Recent,
+    /// The deliveries queued, in flight or not yet recorded, and those recorded lately.
+    held: Held,
     running: FuturesUnordered<Pending<Outcome>>,
     ended: Vec<Outcome>,
     /// Messages taken from the actor.
@@ -121,8 +117,7 @@ impl Lane {
             client,
             actor,
             queue: VecDeque::new(),
-            held: HashSet::new(),
-            recent: Recent::default(),
+            held: Held::default(),
             running: FuturesUnordered::new(),
             ended: Vec::new(),
             told: 0,
@@ -227,7 +222,7 @@ impl Lane {
                 // A read running now may bring some of these too: it leaves out those held
                 // when it began, and `queue_read` those held or recorded since.
                 for delivery in rows {
-                    if !self.recent.contains(&delivery.id) && self.held.insert(delivery.id) {
+                    if self.held.take_handed(delivery.id) {
                         self.queue.push_back(delivery);
                     }
                 }
@@ -251,8 +246,8 @@ impl Lane {
     fn read(&self) -> Pending<Read> {
         let db = self.deps.db.clone();
         let (endpoint_id, asked_at) = (self.target.id, self.asked);
-        let recordings = self.recent.recordings();
-        let held: Vec<Uuid> = self.held.iter().copied().collect();
+        let recordings = self.held.recordings();
+        let held = self.held.ids();
         Box::pin(async move {
             let read = event_deliveries::due(&db, endpoint_id, clock::now(), &held, READ_AHEAD);
             (asked_at, recordings, read.await)
@@ -278,9 +273,7 @@ impl Lane {
             return;
         }
         for delivery in due {
-            if !self.recent.recorded_after(&delivery.id, recordings)
-                && self.held.insert(delivery.id)
-            {
+            if self.held.take_read(delivery.id, recordings) {
                 self.queue.push_back(delivery);
             }
         }
@@ -304,9 +297,8 @@ impl Lane {
 
     /// Drops what is queued (it stays pending in the table).
     fn drop_queue(&mut self) {
-        for delivery in self.queue.drain(..) {
-            self.held.remove(&delivery.id);
-        }
+        self.held
+            .release(self.queue.drain(..).map(|delivery| delivery.id));
     }
 
     /// Tells the actor, once per message taken, that nothing is held and nothing more is to

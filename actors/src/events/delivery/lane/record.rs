@@ -43,17 +43,15 @@ impl Lane {
     /// an endpoint disabled stops the lane and is announced, so that every node's routes
     /// leave it out.
     pub(super) fn let_go(&mut self, (ids, failing_after, recorded): Recorded) {
-        for id in &ids {
-            self.held.remove(id);
-        }
         let disabled = match recorded {
             Ok(disabled) => {
                 self.failing = failing_after;
-                self.recent.remember(&ids);
+                self.held.recorded(&ids);
                 disabled
             }
             Err(error) => {
                 tracing::warn!(%error, "could not record event deliveries");
+                self.held.release(ids);
                 self.more = true;
                 return;
             }
