@@ -8,23 +8,25 @@
 //!   last, the rows are held for one statement and the commit.
 //! - Event deliveries ([`crate::event_deliveries::insert`]): a fact with an event endpoint
 //!   wrote its delivery rows as statements of its own, one round trip each; here the batch's
-//!   rows go in one multi-row `INSERT`, and the fact itself stays a merged piece
-//!   ([`crate::Merged::atomic`]).
+//!   rows go in one multi-row `INSERT` (one per 512 rows), on SQLite in the same call as the
+//!   counts, and the fact itself stays a merged piece ([`crate::Merged::atomic`]).
 //!
 //! Outside a batch (a write alone, or a pool connection), nothing is kept back: the caller's
 //! statements run where they are, in the caller's transaction.
 
 use std::cell::RefCell;
 
-use sea_orm::{ConnectionTrait, DbBackend};
+use sea_orm::{DbBackend, EntityTrait, QueryTrait};
 
 use super::merged::statement_sizes;
-use crate::Result;
 use crate::entities::event_delivery;
 use crate::usage::Count;
+use crate::{Result, one_call};
 
 /// Most delivery rows per statement (13 columns each: SQLite takes 32,766 values a statement).
 const MOST_ROWS: usize = 512;
+/// Most delivery rows per call (26,624 values).
+const ROWS_PER_CALL: usize = 4 * MOST_ROWS;
 
 tokio::task_local! {
     /// What the writer's batch being run keeps back (see [`kept_back`]).
@@ -81,17 +83,55 @@ impl Deferred {
     }
 
     /// Writes what was kept back on `db`, the batch's transaction: the deliveries, then the
-    /// counts (their rows locked for the shortest time).
-    pub(super) async fn write(self, db: &impl ConnectionTrait) -> Result<()> {
-        let mut deliveries = self.deliveries.into_iter();
-        let total = deliveries.len();
+    /// counts (their rows locked for the shortest time). On SQLite in as few calls as the
+    /// statements' values allow (one, unless the batch wrote more than [`ROWS_PER_CALL`]
+    /// deliveries): they are rows that do not depend on one another ([`crate::one_call`]), and
+    /// as two calls a batch with events paid a round trip to the connection's thread more than
+    /// one without, on the writer's path. On PostgreSQL one call is one statement, whose text
+    /// would be each pairing of the deliveries' number with the counts': most batches would
+    /// prepare a new one (a round trip too, and the server's parsing), so the two statements
+    /// stay apart there, each prepared once per number of rows.
+    pub(super) async fn write(self, db: &impl one_call::Executor) -> Result<()> {
         let backend = db.get_database_backend();
-        for size in sizes(total, backend) {
-            let rows = deliveries.by_ref().take(size).collect();
-            crate::event_deliveries::insert_rows(db, rows).await?;
+        if backend != DbBackend::Sqlite {
+            let mut deliveries = self.deliveries.into_iter();
+            for size in sizes(deliveries.len(), backend) {
+                let rows = deliveries.by_ref().take(size).collect();
+                crate::event_deliveries::insert_rows(db, rows).await?;
+            }
+            return crate::usage::add(db, &self.counts).await;
         }
-        crate::usage::add(db, &self.counts).await
+        let mut calls = calls(self.deliveries, backend);
+        let counts = crate::usage::to_write(&self.counts).map(one_call::Write::from);
+        match calls.last_mut() {
+            Some(last) => last.extend(counts),
+            None => calls.push(counts.into_iter().collect()),
+        }
+        for call in calls {
+            one_call::run(db, call).await?;
+        }
+        Ok(())
     }
+}
+
+/// The delivery `rows` as statements of at most [`MOST_ROWS`] rows, grouped in calls of at
+/// most [`ROWS_PER_CALL`] rows.
+fn calls(rows: Vec<event_delivery::ActiveModel>, backend: DbBackend) -> Vec<Vec<one_call::Write>> {
+    let mut rows = rows.into_iter();
+    let mut calls: Vec<Vec<one_call::Write>> = Vec::new();
+    let mut in_call = ROWS_PER_CALL;
+    for size in sizes(rows.len(), backend) {
+        if in_call + size > ROWS_PER_CALL {
+            calls.push(Vec::new());
+            in_call = 0;
+        }
+        in_call += size;
+        let statement = event_delivery::Entity::insert_many(rows.by_ref().take(size)).into_query();
+        if let Some(call) = calls.last_mut() {
+            call.push(statement.into());
+        }
+    }
+    calls
 }
 
 /// How many rows each statement of `n` delivery rows carries: the writer's sizes (few
@@ -115,5 +155,24 @@ mod tests {
         assert_eq!(sizes(1030, DbBackend::Sqlite), vec![512, 512, 6]);
         assert_eq!(sizes(1030, DbBackend::Postgres), vec![512, 512, 6]);
         assert_eq!(sizes(600, DbBackend::Sqlite), vec![512, 88]);
+    }
+
+    #[test]
+    fn a_batch_of_deliveries_is_one_call_unless_sqlites_limit_on_values_splits_it() {
+        let row = event_delivery::ActiveModel {
+            attempts: sea_orm::ActiveValue::Set(0),
+            ..Default::default()
+        };
+        let shape = |n: usize| -> Vec<usize> {
+            calls(vec![row.clone(); n], DbBackend::Sqlite)
+                .iter()
+                .map(Vec::len)
+                .collect()
+        };
+        assert_eq!(shape(0), Vec::<usize>::new());
+        assert_eq!(shape(13), vec![2]);
+        assert_eq!(shape(2048), vec![4]);
+        assert_eq!(shape(2100), vec![4, 2]);
+        assert_eq!(shape(5000), vec![4, 4, 2]);
     }
 }
