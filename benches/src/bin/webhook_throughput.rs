@@ -26,7 +26,11 @@
 //! With `--metering` it weighs usage metering instead: Parley with metering off, then on, twice
 //! over (`usage.metering`), and reports each pair's ratio on/off.
 //!
-//! Run: `cargo run --release -p parley-benches --bin webhook_throughput -- [messages] [--rate R] [--events] [--metering]`
+//! With `--only` it runs Parley's side alone (with `--events`, with its endpoint), so that a
+//! profiler (`perf record`) or PostgreSQL's statistics (`pg_stat_statements`, `pg_stat_activity`)
+//! see that side apart from the baseline's.
+//!
+//! Run: `cargo run --release -p parley-benches --bin webhook_throughput -- [messages] [--rate R] [--events] [--only] [--metering]`
 //! With `PARLEY_BENCH_SPANS=1` it also prints the mean wall time of Parley's stage spans per
 //! message (waits included: under load a span's time is mostly its wait for a connection or
 //! the writer lock).
@@ -81,9 +85,12 @@ impl Pace {
 async fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
     let (mut messages, mut rate, mut events, mut metering) = (1000_usize, None, false, false);
+    let mut only = false;
     while let Some(arg) = args.next() {
         if arg == "--events" {
             events = true;
+        } else if arg == "--only" {
+            only = true;
         } else if arg == "--metering" {
             metering = true;
         } else if arg == "--rate" {
@@ -100,6 +107,23 @@ async fn main() -> anyhow::Result<()> {
         return weigh_metering(messages, pace).await;
     }
 
+    if only {
+        // Parley's side alone, for a profiler or the database's statistics to see it apart.
+        let run = run_parley(messages, pace, events, true, spans.as_ref()).await?;
+        println!(
+            "Parley alone{}: {:.0} msg/s, to reply p50 {} p99 {}, CPU/message {}",
+            if events {
+                ", every event to an endpoint"
+            } else {
+                ""
+            },
+            run.rate,
+            ms(run.latency.p50),
+            ms(run.latency.p99),
+            micros(run.cpu_per_message)
+        );
+        return Ok(());
+    }
     let baseline = run_baseline(messages, pace).await?;
     // With events, the same run also weighs Parley with no endpoint and the posts alone.
     let quiet = if events {
