@@ -15,9 +15,9 @@ use anyhow::Context;
 use parley_benches::{BenchServer, CountingReceiver, post_directly};
 use parley_persistence::entities::event_delivery;
 use parley_persistence::event_deliveries::{self, NewEvent};
-use parley_persistence::{EventType, clock};
+use parley_persistence::{DeliveryStatus, EventType, clock};
 use sea_orm::sea_query::Expr;
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
 use serde_json::json;
 use uuid::Uuid;
 
@@ -116,7 +116,40 @@ async fn through_parley(events: usize, body: &str) -> anyhow::Result<f64> {
         .await?;
     receiver.wait_for(events).await?;
     let rate = events as f64 / started.elapsed().as_secs_f64();
+    all_recorded(&db, endpoint_id, events).await?;
+    anyhow::ensure!(
+        receiver.count() == events,
+        "{} posts for {events} deliveries: some went out twice",
+        receiver.count()
+    );
     db.close().await?;
     server.stop().await?;
     Ok(rate)
+}
+
+/// Waits (ten seconds at most) until the endpoint's `events` deliveries are recorded as
+/// succeeded. A recording that failed would leave deliveries pending to go out again, and
+/// their second posts would reach the receiver's count sooner than the first posts of the
+/// rest: a rate with such posts in it is not a rate.
+async fn all_recorded(
+    db: &parley_persistence::DatabaseConnection,
+    endpoint_id: Uuid,
+    events: usize,
+) -> anyhow::Result<()> {
+    let deadline = Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let succeeded = event_delivery::Entity::find()
+            .filter(event_delivery::Column::EndpointId.eq(endpoint_id))
+            .filter(event_delivery::Column::Status.eq(DeliveryStatus::Succeeded))
+            .count(db)
+            .await?;
+        if succeeded == events as u64 {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "{succeeded} of {events} deliveries recorded as succeeded"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
 }
