@@ -32,6 +32,7 @@ use self::context::Context;
 pub use self::deps::{ConversationDeps, ConversationSettings};
 pub use self::handle::Conversations;
 pub use self::handoff::ModeChange;
+pub use self::registry::LiveConversations;
 use self::registry::RegistryMsg;
 pub use self::request::{
     ToolCallRecord, TurnError, TurnEvent, TurnOrigin, TurnOutcome, TurnRequest,

@@ -52,8 +52,8 @@ pub use changes::Change;
 pub use channel::Channels;
 pub use conversation::Conversations;
 pub use conversation::{
-    ConversationDeps, ConversationSettings, ModeChange, ToolCallRecord, TurnError, TurnEvent,
-    TurnOrigin, TurnOutcome, TurnRequest,
+    ConversationDeps, ConversationSettings, LiveConversations, ModeChange, ToolCallRecord,
+    TurnError, TurnEvent, TurnOrigin, TurnOutcome, TurnRequest,
 };
 pub use flow::Flows;
 pub use outbound::Outbox;

@@ -67,6 +67,7 @@ pub(crate) async fn deps() -> (ConversationDeps, tempfile::TempDir, FakeModel) {
             handoff_sweep: Duration::from_secs(60),
         },
         announced: std::sync::Arc::default(),
+        live: crate::conversation::LiveConversations::default(),
         events,
         placement: crate::cluster::Placement::single(),
         media: crate::media::MediaBell::default(),

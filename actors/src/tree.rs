@@ -17,7 +17,7 @@ mod slot;
 mod snapshot;
 
 pub use self::behind::{BEHIND_BY, spawn_behind};
-pub(crate) use self::live::{Ending, LiveActors, ending};
+pub(crate) use self::live::{Ending, LiveActors, Published, ending};
 pub use self::path::ActorPath;
 pub use self::slot::Slot;
 pub use self::snapshot::SupervisorSnapshot;

@@ -15,7 +15,7 @@ use parley_actors::mcp::{McpHub, McpSettings};
 use parley_actors::media::{MediaBell, MediaDeps, MediaStore};
 use parley_actors::quotas::Quotas;
 use parley_actors::whatsapp::GraphClient;
-use parley_actors::{ConversationDeps, ConversationSettings, RuntimeDeps};
+use parley_actors::{ConversationDeps, ConversationSettings, LiveConversations, RuntimeDeps};
 use parley_persistence::{DatabaseConnection, GroupCommit};
 
 use super::Settings;
@@ -133,6 +133,7 @@ impl Settings {
                 handoff_sweep: Duration::from_millis(self.actors.handoff_sweep_ms.max(10)),
             },
             announced: Arc::default(),
+            live: LiveConversations::default(),
             events: shared.events.clone(),
             placement: shared.placement.clone(),
             media: shared.bell.clone(),

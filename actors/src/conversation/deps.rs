@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use parley_persistence::{DatabaseConnection, GroupCommit};
 
+use super::registry::LiveConversations;
 use super::resting::Announced;
 use crate::llm::LlmClient;
 use crate::mcp::McpHub;
@@ -64,6 +65,9 @@ pub struct ConversationDeps {
     /// How many changes the conversation registry has applied that a new identity's cache
     /// could miss, kept across its restarts ([`Announced`]).
     pub announced: Arc<Announced>,
+    /// The identities' live actors as the registry publishes them, kept across its restarts
+    /// ([`LiveConversations`]).
+    pub live: LiveConversations,
     /// Events of what turns and handoffs write (a message received, a handoff).
     pub events: crate::events::Events,
     /// Which identities this node owns (all, on a single node): the registry keeps only

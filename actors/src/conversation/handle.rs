@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use super::handoff::ModeChange;
 use super::local::LocalConversations;
-use super::registry::RegistryMsg;
+use super::registry::{LiveConversations, RegistryMsg};
 use super::remote::{ModeCall, StreamedTurnCall, TurnCall};
 use super::resting::{Announced, AnnouncedSoFar, Created};
 use super::{ConversationKey, TurnError, TurnOrigin, TurnOutcome, TurnRequest};
@@ -29,12 +29,13 @@ pub struct Conversations {
 impl Conversations {
     pub(crate) fn new(
         registry: Slot<RegistryMsg>,
+        live: LiveConversations,
         turn_timeout: Duration,
         announced: Arc<Announced>,
         placement: Placement,
     ) -> Self {
         Self {
-            local: LocalConversations::new(registry, turn_timeout, announced),
+            local: LocalConversations::new(registry, live, turn_timeout, announced),
             placement,
         }
     }

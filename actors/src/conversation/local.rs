@@ -10,7 +10,7 @@ use parley_persistence::entities::conversation;
 use ractor::call_t;
 
 use super::handoff::ModeChange;
-use super::registry::{RegistryMsg, ask};
+use super::registry::{Finder, LiveConversations, RegistryMsg, ask};
 use super::resting::{Announced, AnnouncedSoFar, Created};
 use super::{ConversationKey, ConversationMsg, TurnError, TurnOutcome, TurnRequest};
 use crate::changes::Change;
@@ -20,6 +20,8 @@ use crate::tree::{RuntimeError, Slot};
 #[derive(Clone, Debug)]
 pub(crate) struct LocalConversations {
     registry: Slot<RegistryMsg>,
+    /// The live actors the registry publishes, reached without asking it.
+    live: LiveConversations,
     /// Longest an API caller waits for a turn (the turn goes on past it).
     turn_timeout: Duration,
     /// Counts of the changes the registry applied ([`Announced`]).
@@ -29,11 +31,13 @@ pub(crate) struct LocalConversations {
 impl LocalConversations {
     pub(crate) fn new(
         registry: Slot<RegistryMsg>,
+        live: LiveConversations,
         turn_timeout: Duration,
         announced: Arc<Announced>,
     ) -> Self {
         Self {
             registry,
+            live,
             turn_timeout,
             announced,
         }
@@ -50,9 +54,13 @@ impl LocalConversations {
         request: TurnRequest,
     ) -> Result<TurnOutcome, TurnError> {
         let registry = self.registry.get()?;
-        ask(&registry, key, created, self.turn_timeout, |reply| {
-            ConversationMsg::Turn(request.clone(), reply)
-        })
+        ask(
+            self.finder(&registry),
+            key,
+            created,
+            self.turn_timeout,
+            |reply| ConversationMsg::Turn(request.clone(), reply),
+        )
         .await
     }
 
@@ -63,10 +71,21 @@ impl LocalConversations {
         change: ModeChange,
     ) -> Result<conversation::Model, TurnError> {
         let registry = self.registry.get()?;
-        ask(&registry, key, None, self.turn_timeout, |reply| {
-            ConversationMsg::Mode(change.clone(), reply)
-        })
+        ask(
+            self.finder(&registry),
+            key,
+            None,
+            self.turn_timeout,
+            |reply| ConversationMsg::Mode(change.clone(), reply),
+        )
         .await
+    }
+
+    fn finder<'a>(&'a self, registry: &'a ractor::ActorRef<RegistryMsg>) -> Finder<'a> {
+        Finder {
+            live: &self.live,
+            registry,
+        }
     }
 
     /// The counts of the changes applied so far.
@@ -110,6 +129,15 @@ impl LocalConversations {
         call_t!(registry, RegistryMsg::Lookup, 5_000, key)
             .ok()
             .flatten()
+    }
+
+    /// The identity's actor as the registry last published it.
+    #[cfg(test)]
+    pub(crate) fn published(
+        &self,
+        key: ConversationKey,
+    ) -> Option<ractor::ActorRef<ConversationMsg>> {
+        self.live.get(&key)
     }
 
     #[cfg(test)]

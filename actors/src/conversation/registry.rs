@@ -31,7 +31,28 @@ use super::{
     ConversationState, Rested, Sealed, TurnError,
 };
 use crate::changes::Change;
-use crate::tree::{ActorPath, LiveActors, RuntimeError, SupervisorKind};
+use crate::tree::{ActorPath, LiveActors, Published, RuntimeError, SupervisorKind};
+
+/// The identities' live actors as the registry publishes them ([`Published`]), so that a turn
+/// for an identity whose actor is live reaches it without waiting its turn in the registry's
+/// mailbox; kept across the registry's restarts, like [`super::Announced`]. Cheap to clone.
+#[derive(Clone, Default)]
+pub struct LiveConversations(Published<ConversationKey, ConversationMsg>);
+
+impl LiveConversations {
+    /// The live actor of `key`, as last published.
+    pub(super) fn get(&self, key: &ConversationKey) -> Option<ActorRef<ConversationMsg>> {
+        self.0.get(key).map(|actor| actor.value().clone())
+    }
+}
+
+impl std::fmt::Debug for LiveConversations {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiveConversations")
+            .field("live", &self.0.len())
+            .finish()
+    }
+}
 
 /// Behaviour of the `root/conversations` supervisor.
 pub(crate) struct ConversationRegistry;
@@ -108,9 +129,9 @@ impl Actor for ConversationRegistry {
         myself.send_interval(every, || RegistryMsg::Sweep);
         myself.send_interval(deps.settings.handoff_sweep, || RegistryMsg::SweepHandoffs);
         Ok(RegistryState {
+            live: LiveActors::publishing(deps.live.0.clone()),
             deps,
             shared: Arc::default(),
-            live: LiveActors::new(),
             resting: HashMap::new(),
             stopping: HashMap::new(),
             sweeping: Arc::default(),
@@ -313,11 +334,19 @@ fn fan_out(state: &mut RegistryState, change: &Change) {
     }
 }
 
+/// Where [`ask`] finds the identity's actor: what the registry published, else the registry.
+pub(super) struct Finder<'a> {
+    pub(super) live: &'a LiveConversations,
+    pub(super) registry: &'a ActorRef<RegistryMsg>,
+}
+
 /// Sends the identity's actor the message `make` builds and waits at most `timeout` for its
-/// answer. An actor that rested between the lookup and the send refuses the message; the
-/// second attempt reaches its successor. What outlives the wait goes on.
+/// answer. A live actor is taken from what the registry published; any other is asked of the
+/// registry, which spawns it. An actor that rested between the lookup and the send refuses the
+/// message; the registry then answers with its successor (twice at most). What outlives the
+/// wait goes on.
 pub(super) async fn ask<T>(
-    registry: &ActorRef<RegistryMsg>,
+    finder: Finder<'_>,
     key: ConversationKey,
     created: Option<Created>,
     timeout: Duration,
@@ -326,13 +355,20 @@ pub(super) async fn ask<T>(
 where
     T: Send + 'static,
 {
-    for _ in 0..2 {
-        // An identity whose actor is finishing a turn before it rests waits for that turn.
-        let wait = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
-        let actor = async { call_t!(registry, RegistryMsg::Get, wait, key, created.clone()) }
-            .instrument(tracing::debug_span!("find_actor"))
-            .await
-            .map_err(|e| RuntimeError::Unavailable(e.to_string()))??;
+    let mut published = finder.live.get(&key);
+    for _ in 0..2 + usize::from(published.is_some()) {
+        let actor = match published.take() {
+            Some(actor) => actor,
+            // An identity whose actor is finishing a turn before it rests waits for that turn.
+            None => {
+                let wait = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+                let registry = finder.registry;
+                async { call_t!(registry, RegistryMsg::Get, wait, key, created.clone()) }
+                    .instrument(tracing::debug_span!("find_actor"))
+                    .await
+                    .map_err(|e| RuntimeError::Unavailable(e.to_string()))??
+            }
+        };
         let sent = actor
             .call(&make, Some(timeout))
             .instrument(tracing::debug_span!("actor_turn"))

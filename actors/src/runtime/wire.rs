@@ -42,6 +42,7 @@ pub(super) fn wire(deps: &RuntimeDeps, slots: &Slots) -> (Handles, RootArgs) {
     let channels = Channels::new(slots.channels.clone(), placement.clone());
     let conversations = Conversations::new(
         slots.conversations.clone(),
+        deps.conversations.live.clone(),
         settings.turn_timeout,
         deps.conversations.announced.clone(),
         placement.clone(),

@@ -4,6 +4,9 @@
 
 use std::collections::HashMap;
 use std::hash::Hash;
+use std::sync::Arc;
+
+use dashmap::DashMap;
 
 use ractor::actor::messages::BoxedState;
 use ractor::{ActorCell, ActorId, ActorRef, SupervisionEvent};
@@ -77,6 +80,13 @@ pub(crate) fn ending(event: SupervisionEvent) -> Option<(ActorCell, Ending)> {
     }
 }
 
+/// A registry's live actors as callers outside it read them ([`LiveActors::publishing`]): a
+/// caller that finds its key here sends to the actor without a round trip through the
+/// registry's mailbox. Only the registry writes it, together with its own table, so it never
+/// names an actor the registry has let go; an actor read here just before it was let go
+/// refuses the message (it drains), and the caller asks the registry.
+pub(crate) type Published<K, M> = Arc<DashMap<K, ActorRef<M>>>;
+
 /// The live actors of a registry, by key.
 pub(crate) struct LiveActors<K, M: ractor::Message> {
     /// The live actor of each key.
@@ -85,6 +95,8 @@ pub(crate) struct LiveActors<K, M: ractor::Message> {
     keys: HashMap<ActorId, K>,
     /// The workspace of each live actor, for workspace-scoped counts.
     workspaces: HashMap<K, i64>,
+    /// `live` as published to callers, when the registry publishes it.
+    published: Option<Published<K, M>>,
 }
 
 impl<K: Copy + Eq + Hash, M: ractor::Message> LiveActors<K, M> {
@@ -94,6 +106,24 @@ impl<K: Copy + Eq + Hash, M: ractor::Message> LiveActors<K, M> {
             live: HashMap::new(),
             keys: HashMap::new(),
             workspaces: HashMap::new(),
+            published: None,
+        }
+    }
+
+    /// No actors yet, each one published in `published` while it is live (what a registry
+    /// before this one published there is forgotten).
+    pub(crate) fn publishing(published: Published<K, M>) -> Self {
+        published.clear();
+        Self {
+            published: Some(published),
+            ..Self::new()
+        }
+    }
+
+    /// Withdraws the actor of `key` from what is published.
+    fn unpublish(&self, key: &K) {
+        if let Some(published) = &self.published {
+            published.remove(key);
         }
     }
 
@@ -105,6 +135,9 @@ impl<K: Copy + Eq + Hash, M: ractor::Message> LiveActors<K, M> {
     /// Records `actor` as the live actor of `key`.
     pub(crate) fn insert(&mut self, key: K, actor: ActorRef<M>) {
         self.keys.insert(actor.get_id(), key);
+        if let Some(published) = &self.published {
+            published.insert(key, actor.clone());
+        }
         self.live.insert(key, actor);
     }
 
@@ -145,6 +178,7 @@ impl<K: Copy + Eq + Hash, M: ractor::Message> LiveActors<K, M> {
             .is_some_and(|a| id.is_none_or(|id| a.get_id() == id));
         if matches && let Some(actor) = self.live.remove(key) {
             self.workspaces.remove(key);
+            self.unpublish(key);
             let _ = actor.drain();
             return true;
         }
@@ -168,6 +202,9 @@ impl<K: Copy + Eq + Hash, M: ractor::Message> LiveActors<K, M> {
     /// Stops every live actor of a registry at shutdown (waiting a while for each to finish
     /// its mailbox) and logs the registry's own stop.
     pub(crate) async fn stop_all(&self, registry: &ActorCell, path: &ActorPath) {
+        if let Some(published) = &self.published {
+            published.clear();
+        }
         registry
             .stop_children_and_wait(Some("shutdown".to_owned()), Some(SHUTDOWN_WAIT))
             .await;
@@ -184,6 +221,7 @@ impl<K: Copy + Eq + Hash, M: ractor::Message> LiveActors<K, M> {
         {
             self.live.remove(&key);
             self.workspaces.remove(&key);
+            self.unpublish(&key);
         }
         Some(key)
     }

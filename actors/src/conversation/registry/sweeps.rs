@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use ractor::ActorRef;
 
-use super::{RegistryMsg, ask};
+use super::{Finder, RegistryMsg, ask};
 use crate::conversation::handoff::{self, ModeChange};
 use crate::conversation::{ConversationDeps, ConversationMsg};
 
@@ -27,7 +27,11 @@ pub(super) async fn give_back_quiet(registry: ActorRef<RegistryMsg>, deps: Arc<C
     for (workspace_id, identity_id, channel_id, before) in owned {
         let change = ModeChange::GiveBackIfQuiet { channel_id, before };
         let key = (workspace_id, identity_id);
-        let asked = ask(&registry, key, None, deps.settings.turn_timeout, |reply| {
+        let finder = Finder {
+            live: &deps.live,
+            registry: &registry,
+        };
+        let asked = ask(finder, key, None, deps.settings.turn_timeout, |reply| {
             ConversationMsg::Mode(change.clone(), reply)
         });
         if let Err(error) = asked.await {

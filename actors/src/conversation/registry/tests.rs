@@ -246,6 +246,10 @@ async fn a_turn_for_an_actor_finishing_its_mailbox_before_it_rests_waits_for_its
         .expect("registry")
         .send_message(RegistryMsg::Rest((ws, a), first.get_id()))
         .expect("rest");
+    // Once the registry has taken the rest (its answer comes after it), the actor is no
+    // longer published: the next turn asks the registry, which holds it for the successor.
+    conversations.live().await.expect("count");
+    assert!(conversations.local().published((ws, a)).is_none());
     t.model.set_latency(Duration::ZERO, Duration::ZERO);
     let next = conversations
         .turn(ws, a, says(channel, "next"))
@@ -262,6 +266,51 @@ async fn a_turn_for_an_actor_finishing_its_mailbox_before_it_rests_waits_for_its
     assert_ne!(successor.get_id(), first.get_id());
     assert_eq!(conversations.live().await.expect("count"), 1);
     t.runtime.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test]
+async fn a_live_actor_is_published_until_it_rests_and_its_successor_is_published_in_turn() {
+    let t = started(|_| {}).await;
+    let (conversations, ws, channel, a) = (&t.conversations, t.ws, t.channel, t.a);
+    assert!(conversations.local().published((ws, a)).is_none());
+    conversations
+        .turn(ws, a, says(channel, "hi"))
+        .await
+        .expect("answered");
+    let first = conversations.local().actor_of((ws, a)).await.expect("live");
+    let published = conversations.local().published((ws, a)).expect("published");
+    assert_eq!(published.get_id(), first.get_id());
+
+    // A turn reaches the published actor: no second actor starts.
+    conversations
+        .turn(ws, a, says(channel, "again"))
+        .await
+        .expect("answered");
+    let same = conversations.local().actor_of((ws, a)).await.expect("live");
+    assert_eq!(same.get_id(), first.get_id());
+
+    let registry = conversations.local().registry().get().expect("registry");
+    registry
+        .send_message(RegistryMsg::Rest((ws, a), first.get_id()))
+        .expect("rest");
+    wait_until("the rested actor stayed published", async || {
+        conversations.live().await.expect("count") == 0
+    })
+    .await;
+    assert!(conversations.local().published((ws, a)).is_none());
+
+    let next = conversations
+        .turn(ws, a, says(channel, "back"))
+        .await
+        .expect("answered");
+    assert_eq!(next.reply, "You said: back");
+    let successor = conversations.local().published((ws, a)).expect("published");
+    assert_ne!(successor.get_id(), first.get_id());
+    t.runtime.shutdown(Duration::from_secs(5)).await;
+    assert!(
+        conversations.local().published((ws, a)).is_none(),
+        "withdrawn at shutdown"
+    );
 }
 
 #[tokio::test]
