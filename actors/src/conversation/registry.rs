@@ -279,7 +279,10 @@ async fn get(
     }
     let announced = &state.deps.announced;
     let (context, last_activity) = match state.resting.remove(&key) {
-        Some(rested) => (rested.context.open(), rested.last_activity),
+        Some(rested) => {
+            let _thaw = tracing::debug_span!("thaw").entered();
+            (rested.context.open(), rested.last_activity)
+        }
         None => (
             created.and_then(|created| created.context_if_current(announced)),
             Instant::now(),
@@ -295,7 +298,10 @@ async fn get(
         rest: state.deps.settings.rest_when(state.live.len()),
     };
     let path = ActorPath::conversation(key.1);
-    match Actor::spawn_linked(None, ConversationActor, args, myself.get_cell()).await {
+    let spawned = Actor::spawn_linked(None, ConversationActor, args, myself.get_cell())
+        .instrument(tracing::debug_span!("spawn_actor"))
+        .await;
+    match spawned {
         Ok((actor, _)) => {
             tracing::debug!(actor = %path, "actor spawned");
             state.live.insert(key, actor.clone());
