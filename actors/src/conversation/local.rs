@@ -53,14 +53,9 @@ impl LocalConversations {
         created: Option<Created>,
         request: TurnRequest,
     ) -> Result<TurnOutcome, TurnError> {
-        let registry = self.registry.get()?;
-        ask(
-            self.finder(&registry),
-            key,
-            created,
-            self.turn_timeout,
-            |reply| ConversationMsg::Turn(request.clone(), reply),
-        )
+        self.ask(key, created, |reply| {
+            ConversationMsg::Turn(request.clone(), reply)
+        })
         .await
     }
 
@@ -70,22 +65,26 @@ impl LocalConversations {
         key: ConversationKey,
         change: ModeChange,
     ) -> Result<conversation::Model, TurnError> {
-        let registry = self.registry.get()?;
-        ask(
-            self.finder(&registry),
-            key,
-            None,
-            self.turn_timeout,
-            |reply| ConversationMsg::Mode(change.clone(), reply),
-        )
+        self.ask(key, None, |reply| {
+            ConversationMsg::Mode(change.clone(), reply)
+        })
         .await
     }
 
-    fn finder<'a>(&'a self, registry: &'a ractor::ActorRef<RegistryMsg>) -> Finder<'a> {
-        Finder {
+    /// Sends the identity's actor what `make` builds ([`ask`]), published or from the
+    /// registry, waiting at most the turn timeout.
+    async fn ask<T: Send + 'static>(
+        &self,
+        key: ConversationKey,
+        created: Option<Created>,
+        make: impl Fn(ractor::RpcReplyPort<Result<T, TurnError>>) -> ConversationMsg,
+    ) -> Result<T, TurnError> {
+        let registry = self.registry.get()?;
+        let finder = Finder {
             live: &self.live,
-            registry,
-        }
+            registry: &registry,
+        };
+        ask(finder, key, created, self.turn_timeout, make).await
     }
 
     /// The counts of the changes applied so far.
