@@ -31,7 +31,7 @@ static ALLOCATOR: heap::Counted = heap::Counted;
 pub mod heap;
 pub mod spans;
 
-pub use spans::SpanTimes;
+pub use spans::{SpanTimes, Timeline};
 
 /// Parley running in-process on a fresh database, with the testkit fakes and one
 /// bootstrapped workspace.

@@ -37,6 +37,67 @@ const LONG: Duration = Duration::from_millis(10);
 pub struct Operation {
     spans: BTreeMap<&'static str, Duration>,
     statements: u64,
+    /// Each span closed, with when it opened and closed: the operation's timeline.
+    timeline: Vec<(&'static str, Instant, Instant)>,
+}
+
+/// The most spans an operation's timeline keeps.
+const TIMELINE_SPANS: usize = 10_000;
+
+/// Where in their operations spans open and close on average, from each operation's start:
+/// what an operation waits on between its spans (a task's wake-up, a mailbox) shows as a gap.
+#[derive(Debug, Default)]
+pub struct Timeline {
+    /// By span name: how many, and the summed offsets of their opening and closing.
+    spans: BTreeMap<&'static str, (u32, Duration, Duration)>,
+}
+
+impl Timeline {
+    /// Adds `operation`'s spans, as offsets from `started`; a span that opened before it is
+    /// left out.
+    pub fn add(&mut self, started: Instant, operation: &Operation) {
+        for (name, opened, closed) in &operation.timeline {
+            let Some(open) = opened.checked_duration_since(started) else {
+                continue;
+            };
+            let entry = self.spans.entry(name).or_default();
+            entry.0 += 1;
+            entry.1 += open;
+            entry.2 += closed.saturating_duration_since(started);
+        }
+    }
+
+    /// Prints each span's mean opening and closing offset, in order of opening, with
+    /// `marks` (named offsets measured outside the spans, each a mean already) among them.
+    pub fn print(&self, marks: &[(&str, Duration)]) {
+        let mut rows: Vec<(Duration, Option<Duration>, String)> = self
+            .spans
+            .iter()
+            .map(|(name, (count, open, close))| {
+                let count = (*count).max(1);
+                (
+                    *open / count,
+                    Some(*close / count),
+                    format!("{name} ({count})"),
+                )
+            })
+            .collect();
+        rows.extend(
+            marks
+                .iter()
+                .map(|(name, at)| (*at, None, (*name).to_owned())),
+        );
+        rows.sort_by_key(|row| row.0);
+        println!("{:<40} {:>12} {:>12}", "timeline (mean)", "opens", "closes");
+        for (open, close, name) in rows {
+            let close = close.map_or(String::new(), |close| ms(close));
+            println!("{name:<40} {:>12} {close:>12}", ms(open));
+        }
+    }
+}
+
+fn ms(at: Duration) -> String {
+    format!("{:.3} ms", at.as_secs_f64() * 1000.0)
 }
 
 /// One operation of a run, for [`print_slowest`]: its time, the baseline's beside it (the
@@ -252,7 +313,17 @@ where
         let Some(elapsed) = span.extensions().get::<Opened>().map(|o| o.0.elapsed()) else {
             return;
         };
-        *lock(&self.operation).spans.entry(span.name()).or_default() += elapsed;
+        {
+            let mut operation = lock(&self.operation);
+            *operation.spans.entry(span.name()).or_default() += elapsed;
+            let closed = Instant::now();
+            // Bounded, for a bench that never takes its operations.
+            if operation.timeline.len() < TIMELINE_SPANS {
+                operation
+                    .timeline
+                    .push((span.name(), closed - elapsed, closed));
+            }
+        }
         if elapsed >= LONG {
             let opened = Instant::now() - elapsed;
             lock(&self.long).spans.push((opened, span.name(), elapsed));

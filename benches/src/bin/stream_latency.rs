@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use futures_util::StreamExt;
-use parley_benches::{BenchServer, SpanTimes, ms, print_comparison};
+use parley_benches::{BenchServer, SpanTimes, Timeline, ms, print_comparison};
 use parley_testkit::{FakeModel, Reply};
 use serde_json::json;
 
@@ -66,6 +66,8 @@ async fn main() -> anyhow::Result<()> {
     let direct_body = json!({"model": "fake", "stream": true, "messages": [
         {"role": "system", "content": "You help Person 0."}, {"role": "user", "content": "hello"}]});
     let mut samples = Samples::default();
+    let mut timeline = Timeline::default();
+    let mut measured: Option<Instant> = None;
     for n in 0..turns + WARM_UP {
         server.model.push([Reply::Text(reply.clone())]);
         let started = Instant::now();
@@ -84,6 +86,13 @@ async fn main() -> anyhow::Result<()> {
             server.base,
             n % identities
         );
+        if let Some(spans) = &spans {
+            // The previous measured turn's spans, its stream's end included.
+            let previous = spans.take_operation();
+            if let Some(at) = measured.take() {
+                timeline.add(at, &previous);
+            }
+        }
         let started = Instant::now();
         let through = server
             .http
@@ -106,6 +115,7 @@ async fn main() -> anyhow::Result<()> {
             spans.reset();
         }
         if n >= WARM_UP {
+            measured = Some(started);
             samples.push(baseline, parley);
             samples.lags.push((baseline_lag, parley_lag));
         }
@@ -152,6 +162,22 @@ async fn main() -> anyhow::Result<()> {
         "through Parley's SSE stream",
         &lags(|(_, parley)| parley.first),
     )?;
+    // The first token's lag in its two halves: the request's way to the model (Parley: the
+    // request, the actor's wake-up, the prompt, the call) and the token's way back.
+    println!("\nfirst token, less the model's own time: the way to the model");
+    print_comparison(
+        "model alone (baseline)",
+        &lags(|(model, _)| model.there),
+        "through Parley's SSE stream",
+        &lags(|(_, parley)| parley.there),
+    )?;
+    println!("\nfirst token, less the model's own time: the way back");
+    print_comparison(
+        "model alone (baseline)",
+        &lags(|(model, _)| model.back()),
+        "through Parley's SSE stream",
+        &lags(|(_, parley)| parley.back()),
+    )?;
     println!("\nlast token, less the model's own time");
     print_comparison(
         "model alone (baseline)",
@@ -173,11 +199,24 @@ async fn main() -> anyhow::Result<()> {
             "  {}: {} to the model, {} back (measured turn {turn})",
             ms(lag.first),
             ms(lag.there),
-            ms(lag.first.saturating_sub(lag.there))
+            ms(lag.back())
         );
     }
     if let Some(spans) = spans {
+        if let Some(at) = measured {
+            timeline.add(at, &spans.take_operation());
+        }
         spans.print(turns);
+        println!();
+        let mean = |pick: fn(&Lag) -> Duration| {
+            let all: Vec<Duration> = samples.lags.iter().map(|(_, lag)| pick(lag)).collect();
+            all.iter().sum::<Duration>() / u32::try_from(all.len().max(1)).unwrap_or(u32::MAX)
+        };
+        timeline.print(&[
+            ("(the model has the request)", mean(|lag| lag.there)),
+            ("(the model hands the first token)", mean(|lag| lag.handed)),
+            ("(the client has the first token)", mean(|lag| lag.arrived)),
+        ]);
     }
     server.stop().await
 }
@@ -208,9 +247,18 @@ struct Lag {
     there: Duration,
     first: Duration,
     last: Duration,
+    /// From sending the request to the fake's handing the first token over, and to the
+    /// first token's arrival.
+    handed: Duration,
+    arrived: Duration,
 }
 
 impl Lag {
+    /// The first token's way back, from the fake's handing it over to its arrival.
+    fn back(&self) -> Duration {
+        self.first.saturating_sub(self.there)
+    }
+
     /// The lags of the stream just read (started at `started`, timed as `timing`), from the
     /// fake's record of that stream.
     fn since(model: &FakeModel, started: Instant, timing: &Timing) -> anyhow::Result<Self> {
@@ -222,6 +270,8 @@ impl Lag {
             there,
             first: there + (started + timing.first).saturating_duration_since(model.first),
             last: there + (started + timing.last).saturating_duration_since(model.last),
+            handed: model.first.saturating_duration_since(started),
+            arrived: timing.first,
         })
     }
 }
