@@ -10,7 +10,10 @@
 //! 0.60 KiB (`idle_identities --inbound`). Erlang does the same for a hibernating process: it
 //! compacts the process's heap into one block.
 //!
-//! Sealing and opening cost a few microseconds, once per rest and once per wake-up.
+//! Sealing costs once per rest and opening once per wake-up, on the registry's turn. Opening a
+//! cache of some forty kept messages took 11 µs in a tight loop (release build; a third of it
+//! parsing the messages' times) and 40–50 µs on a streamed turn that wakes a rested actor
+//! (`stream_latency`'s `thaw` span: its memory is cold by then).
 
 use super::context::Context;
 use crate::changes::Change;

@@ -12,6 +12,7 @@ use futures_util::StreamExt;
 use http_body::{Frame, SizeHint};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
+use tracing::Instrument;
 
 use super::sse::{Assembler, SseLines};
 use super::types::{
@@ -339,11 +340,17 @@ impl LlmClient {
             let chunk = chunk.map_err(|e| LlmError::Connection(e.to_string()))?;
             for payload in lines.feed(&chunk) {
                 if let Some(fragment) = assembler.apply(&payload)? {
-                    if !*streamed {
-                        measure::first_token(started.elapsed());
+                    if *streamed {
+                        tokens.token(fragment).await;
+                        continue;
                     }
+                    measure::first_token(started.elapsed());
                     *streamed = true;
-                    tokens.token(fragment).await;
+                    // When the first token reached the turn and went on to its listeners.
+                    tokens
+                        .token(fragment)
+                        .instrument(tracing::debug_span!("first_token"))
+                        .await;
                 }
             }
         }
