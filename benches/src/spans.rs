@@ -90,7 +90,7 @@ impl Timeline {
         rows.sort_by_key(|row| row.0);
         println!("{:<40} {:>12} {:>12}", "timeline (mean)", "opens", "closes");
         for (open, close, name) in rows {
-            let close = close.map_or(String::new(), |close| ms(close));
+            let close = close.map_or(String::new(), ms);
             println!("{name:<40} {:>12} {close:>12}", ms(open));
         }
     }
