@@ -152,39 +152,38 @@ async fn main() -> anyhow::Result<()> {
     // The figures above carry the fake model's timer jitter (its sleeps end on the timer's
     // next millisecond tick) in both columns; these take the model's own time out of each
     // stream (from the request's arrival at the fake to its handing the token over), so what
-    // is left is the way to the model and back: direct, or through Parley.
-    let lags =
-        |pick: fn(&(Lag, Lag)) -> Duration| samples.lags.iter().map(pick).collect::<Vec<_>>();
-    println!("\nfirst token, less the model's own time");
-    print_comparison(
-        "model alone (baseline)",
-        &lags(|(model, _)| model.first),
-        "through Parley's SSE stream",
-        &lags(|(_, parley)| parley.first),
-    )?;
-    // The first token's lag in its two halves: the request's way to the model (Parley: the
-    // request, the actor's wake-up, the prompt, the call) and the token's way back.
-    println!("\nfirst token, less the model's own time: the way to the model");
-    print_comparison(
-        "model alone (baseline)",
-        &lags(|(model, _)| model.there),
-        "through Parley's SSE stream",
-        &lags(|(_, parley)| parley.there),
-    )?;
-    println!("\nfirst token, less the model's own time: the way back");
-    print_comparison(
-        "model alone (baseline)",
-        &lags(|(model, _)| model.back()),
-        "through Parley's SSE stream",
-        &lags(|(_, parley)| parley.back()),
-    )?;
-    println!("\nlast token, less the model's own time");
-    print_comparison(
-        "model alone (baseline)",
-        &lags(|(model, _)| model.last),
-        "through Parley's SSE stream",
-        &lags(|(_, parley)| parley.last),
-    )?;
+    // is left is the way to the model and back: direct, or through Parley. The first token's
+    // is also shown in its two halves: the request's way to the model (Parley: the request,
+    // the actor's wake-up, the prompt, the call) and the token's way back.
+    let lags: [(&str, LagPart); 4] = [
+        ("first token, less the model's own time", |lag| lag.first),
+        (
+            "first token, less the model's own time: the way to the model",
+            |lag| lag.there,
+        ),
+        (
+            "first token, less the model's own time: the way back",
+            Lag::back,
+        ),
+        ("last token, less the model's own time", |lag| lag.last),
+    ];
+    for (title, pick) in lags {
+        println!("\n{title}");
+        print_comparison(
+            "model alone (baseline)",
+            &samples
+                .lags
+                .iter()
+                .map(|(model, _)| pick(model))
+                .collect::<Vec<_>>(),
+            "through Parley's SSE stream",
+            &samples
+                .lags
+                .iter()
+                .map(|(_, parley)| pick(parley))
+                .collect::<Vec<_>>(),
+        )?;
+    }
     // Where the worst turns lost their time: on the way to the model, or back from it.
     let mut worst: Vec<(usize, &Lag)> = samples
         .lags
@@ -238,6 +237,9 @@ struct Samples {
     /// Each turn's lags from the model's hand-over, direct and through Parley.
     lags: Vec<(Lag, Lag)>,
 }
+
+/// One part of a [`Lag`].
+type LagPart = fn(&Lag) -> Duration;
 
 /// A stream's first and last tokens' time at the client less the model's own time (from the
 /// request's arrival at the fake to its handing each token to the response): the way to the
