@@ -4,12 +4,15 @@
 //!   code) made directly to a receiver that answers 200 at once, four in flight, as Parley
 //!   allows per endpoint.
 //! - Parley: that many pending deliveries for one endpoint (written straight to the run's
-//!   database, as facts would write them), then the delivery actor is woken; the clock stops
-//!   when the receiver has them all.
+//!   database, as facts would write them, due a minute later), then made due (one `UPDATE`)
+//!   and the delivery actor woken; the clock stops when the receiver has them all. The rate is
+//!   reported from their falling due, and beside it with the `UPDATE` counted: that statement
+//!   is the bench's (Parley never makes a backlog due at once) and on PostgreSQL it takes a
+//!   sizeable part of a short run.
 //!
 //! Run: `cargo run --release -p parley-benches --bin event_delivery -- [events]`
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use parley_benches::{BenchServer, CountingReceiver, post_directly};
@@ -39,6 +42,8 @@ async fn main() -> anyhow::Result<()> {
 
     let baseline = post_directly(events, &body, IN_FLIGHT).await?.rate;
     let parley = through_parley(events, &body).await?;
+    let rate = |took: Duration| events as f64 / took.as_secs_f64();
+    let delivering = parley.took.saturating_sub(parley.making_due);
     println!(
         "event_delivery: {events} events to one endpoint answering 200 at once, {IN_FLIGHT} in flight"
     );
@@ -49,15 +54,33 @@ async fn main() -> anyhow::Result<()> {
     );
     println!(
         "{:<44} {:>12}",
-        "Parley's delivery actor",
-        format!("{parley:.0} ev/s")
+        "Parley's delivery lanes, from falling due",
+        format!("{:.0} ev/s", rate(delivering))
     );
-    println!("ratio Parley/direct: {:.2}", parley / baseline);
+    println!(
+        "{:<44} {:>12}   (the bench's making them due: {:.1} ms)",
+        "  with the bench's making them due",
+        format!("{:.0} ev/s", rate(parley.took)),
+        parley.making_due.as_secs_f64() * 1000.0
+    );
+    println!(
+        "ratio Parley/direct: {:.2} (with the bench's making them due: {:.2})",
+        rate(delivering) / baseline,
+        rate(parley.took) / baseline
+    );
     Ok(())
 }
 
-/// Events per second through Parley's delivery actor.
-async fn through_parley(events: usize, body: &str) -> anyhow::Result<f64> {
+/// A run through Parley: from the clock's start to the receiver's having every delivery, and
+/// the part of it the bench itself spent making the deliveries due (one `UPDATE` of every row,
+/// which no delivery can start before: its rows are not due until it commits).
+struct ThroughParley {
+    took: Duration,
+    making_due: Duration,
+}
+
+/// Events through Parley's delivery lanes, timed.
+async fn through_parley(events: usize, body: &str) -> anyhow::Result<ThroughParley> {
     let receiver = CountingReceiver::start().await?;
     let server = BenchServer::start(|_| {}).await?;
     let endpoint = server
@@ -108,6 +131,7 @@ async fn through_parley(events: usize, body: &str) -> anyhow::Result<f64> {
         .filter(event_delivery::Column::Id.ne(any))
         .exec(&db)
         .await?;
+    let making_due = started.elapsed();
     server
         .post(
             &format!("/workspace/webhooks/{endpoint_id}/deliveries/{any}/retry"),
@@ -115,7 +139,7 @@ async fn through_parley(events: usize, body: &str) -> anyhow::Result<f64> {
         )
         .await?;
     receiver.wait_for(events).await?;
-    let rate = events as f64 / started.elapsed().as_secs_f64();
+    let took = started.elapsed();
     all_recorded(&db, endpoint_id, events).await?;
     anyhow::ensure!(
         receiver.count() == events,
@@ -124,7 +148,7 @@ async fn through_parley(events: usize, body: &str) -> anyhow::Result<f64> {
     );
     db.close().await?;
     server.stop().await?;
-    Ok(rate)
+    Ok(ThroughParley { took, making_due })
 }
 
 /// Waits (ten seconds at most) until the endpoint's `events` deliveries are recorded as
@@ -136,7 +160,7 @@ async fn all_recorded(
     endpoint_id: Uuid,
     events: usize,
 ) -> anyhow::Result<()> {
-    let deadline = Instant::now() + std::time::Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let succeeded = event_delivery::Entity::find()
             .filter(event_delivery::Column::EndpointId.eq(endpoint_id))
@@ -150,6 +174,6 @@ async fn all_recorded(
             Instant::now() < deadline,
             "{succeeded} of {events} deliveries recorded as succeeded"
         );
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
