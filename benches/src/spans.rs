@@ -96,6 +96,28 @@ impl Timeline {
     }
 }
 
+impl Operation {
+    /// Its spans in order of opening, as offsets from `started` in ms (`name open–close`), on
+    /// one line: where one slow operation lost its time, which a mean hides.
+    pub fn timeline_line(&self, started: Instant) -> String {
+        let mut spans: Vec<_> = self
+            .timeline
+            .iter()
+            .filter_map(|(name, opened, closed)| {
+                let open = opened.checked_duration_since(started)?;
+                Some((open, closed.saturating_duration_since(started), *name))
+            })
+            .collect();
+        spans.sort_by_key(|span| span.0);
+        let at = |d: Duration| format!("{:.2}", d.as_secs_f64() * 1000.0);
+        spans
+            .iter()
+            .map(|(open, close, name)| format!("{name} {}–{}", at(*open), at(*close)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
 fn ms(at: Duration) -> String {
     format!("{:.3} ms", at.as_secs_f64() * 1000.0)
 }

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use futures_util::StreamExt;
+use parley_benches::spans::Operation;
 use parley_benches::{BenchServer, SpanTimes, Timeline, ms, print_comparison};
 use parley_testkit::{FakeModel, Reply};
 use serde_json::json;
@@ -67,6 +68,8 @@ async fn main() -> anyhow::Result<()> {
         {"role": "system", "content": "You help Person 0."}, {"role": "user", "content": "hello"}]});
     let mut samples = Samples::default();
     let mut timeline = Timeline::default();
+    // Each measured turn's spans (with `PARLEY_BENCH_SPANS=1`), for the worst turns' timelines.
+    let mut operations: Vec<(Instant, Operation)> = Vec::new();
     let mut measured: Option<Instant> = None;
     for n in 0..turns + WARM_UP {
         server.model.push([Reply::Text(reply.clone())]);
@@ -91,6 +94,7 @@ async fn main() -> anyhow::Result<()> {
             let previous = spans.take_operation();
             if let Some(at) = measured.take() {
                 timeline.add(at, &previous);
+                operations.push((at, previous));
             }
         }
         let started = Instant::now();
@@ -193,6 +197,13 @@ async fn main() -> anyhow::Result<()> {
         .collect();
     worst.sort_by_key(|(_, lag)| std::cmp::Reverse(lag.first));
     println!("\nthe worst turns through Parley, first token less the model's own time");
+    if let Some(spans) = &spans
+        && let Some(at) = measured.take()
+    {
+        let last = spans.take_operation();
+        timeline.add(at, &last);
+        operations.push((at, last));
+    }
     for (turn, lag) in worst.iter().take(WORST) {
         println!(
             "  {}: {} to the model, {} back (measured turn {turn})",
@@ -200,11 +211,11 @@ async fn main() -> anyhow::Result<()> {
             ms(lag.there),
             ms(lag.back())
         );
+        if let Some((started, operation)) = operations.get(*turn) {
+            println!("      {}", operation.timeline_line(*started));
+        }
     }
     if let Some(spans) = spans {
-        if let Some(at) = measured {
-            timeline.add(at, &spans.take_operation());
-        }
         spans.print(turns);
         println!();
         let mean = |pick: fn(&Lag) -> Duration| {
