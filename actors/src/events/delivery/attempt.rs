@@ -274,6 +274,7 @@ pub(super) async fn record(
     give_up_after: chrono::Duration,
 ) -> Result<Vec<(Uuid, i64)>, PersistenceError> {
     let now = clock::now();
+    let backend = db.get_database_backend();
     let mut by_code: HashMap<Option<i32>, Vec<Uuid>> = HashMap::new();
     let mut endpoints: HashMap<Uuid, (i64, bool, Option<&'static str>)> = HashMap::new();
     for outcome in outcomes {
@@ -297,7 +298,7 @@ pub(super) async fn record(
     // successes and their counts are one call.
     let mut successes: Vec<one_call::Write> = by_code
         .into_iter()
-        .map(|(code, ids)| event_deliveries::succeeded(&ids, code, now).into())
+        .map(|(code, ids)| event_deliveries::succeeded(backend, &ids, code, now).into())
         .collect();
     let delivered: Vec<usage::Count> = outcomes
         .iter()
