@@ -172,21 +172,26 @@ async fn main() -> anyhow::Result<()> {
         ("last token, less the model's own time", |lag| lag.last),
     ];
     for (title, pick) in lags {
+        // One part of every turn's lag, direct (`side` picks the first of each pair) or through
+        // Parley (the second).
+        let column = |side: fn(&(Lag, Lag)) -> &Lag| -> Vec<Duration> {
+            samples.lags.iter().map(|pair| pick(side(pair))).collect()
+        };
         println!("\n{title}");
         print_comparison(
             "model alone (baseline)",
-            &samples
-                .lags
-                .iter()
-                .map(|(model, _)| pick(model))
-                .collect::<Vec<_>>(),
+            &column(|pair| &pair.0),
             "through Parley's SSE stream",
-            &samples
-                .lags
-                .iter()
-                .map(|(_, parley)| pick(parley))
-                .collect::<Vec<_>>(),
+            &column(|pair| &pair.1),
         )?;
+    }
+    // The last measured turn's spans, its stream's end included.
+    if let Some(spans) = &spans
+        && let Some(at) = measured.take()
+    {
+        let last = spans.take_operation();
+        timeline.add(at, &last);
+        operations.push((at, last));
     }
     // Where the worst turns lost their time: on the way to the model, or back from it.
     let mut worst: Vec<(usize, &Lag)> = samples
@@ -197,13 +202,6 @@ async fn main() -> anyhow::Result<()> {
         .collect();
     worst.sort_by_key(|(_, lag)| std::cmp::Reverse(lag.first));
     println!("\nthe worst turns through Parley, first token less the model's own time");
-    if let Some(spans) = &spans
-        && let Some(at) = measured.take()
-    {
-        let last = spans.take_operation();
-        timeline.add(at, &last);
-        operations.push((at, last));
-    }
     for (turn, lag) in worst.iter().take(WORST) {
         println!(
             "  {}: {} to the model, {} back (measured turn {turn})",
