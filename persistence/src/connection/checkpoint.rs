@@ -179,8 +179,15 @@ mod tests {
         // The next write goes at the log's beginning: the file keeps its size and holds only it.
         fill().await.expect("insert");
         let (_, log_pages) = checkpoint(&own, "PASSIVE").await.expect("checkpoint");
-        assert!(log_pages < 10, "the log was not started again: {log_pages} pages");
-        assert_eq!(log_bytes(dir.path()), grown, "the file did not keep its size");
+        assert!(
+            log_pages < 10,
+            "the log was not started again: {log_pages} pages"
+        );
+        assert_eq!(
+            log_bytes(dir.path()),
+            grown,
+            "the file did not keep its size"
+        );
         let rows = db
             .query_one_raw(Statement::from_string(
                 DbBackend::Sqlite,
