@@ -59,8 +59,8 @@ pub fn checkpoint_connection(db: &DatabaseConnection) -> Option<DatabaseConnecti
 pub struct Checkpoints {
     /// Pages of log past which a checkpoint has it started again.
     restart_over: i64,
-    /// A checkpoint that could not have the log started again (a reader or the writer held on past
-    /// [`RESTART_WAIT_MS`]) keeps the next ones from trying before this.
+    /// A checkpoint that could not have the log started again (a reader or the writer held on
+    /// past [`RESTART_WAIT_MS`]) keeps the next ones from trying before this.
     restart_held_until: Option<Instant>,
 }
 
