@@ -142,6 +142,7 @@ impl Application {
         let every = Duration::from_millis(state.settings.database.sqlite_checkpoint_ms.max(1));
         let checkpoints = parley_persistence::checkpoint_connection(&state.db)
             .map(|own| (tokio::spawn(checkpoint_every(own.clone(), every)), own));
+        let write_behind = parley_persistence::WriteBehind::start(&state.db);
         serve(listener, router(state.clone()), limits, shutdown, grace).await;
         if let Some(membership) = &membership
             && let Err(error) = membership.drain().await
@@ -160,6 +161,10 @@ impl Application {
             if let Err(error) = own.close_by_ref().await {
                 tracing::warn!(%error, "closing the checkpoint connection");
             }
+        }
+        if let Some(write_behind) = write_behind {
+            let passes = write_behind.stop();
+            tracing::debug!(passes, "stopped handing the write-ahead log to the disk");
         }
         if let Err(error) = state.db.close_by_ref().await {
             tracing::warn!(%error, "closing the database");

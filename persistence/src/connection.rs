@@ -4,8 +4,10 @@ mod busy;
 mod checkpoint;
 mod memory;
 mod plans;
+mod write_behind;
 
 pub use checkpoint::{Checkpoints, checkpoint_connection};
+pub use write_behind::WriteBehind;
 
 use std::path::Path;
 use std::time::Duration;

@@ -44,8 +44,8 @@ pub mod workers;
 pub mod workspaces;
 
 pub use connection::{
-    Checkpoints, begin_write, checkpoint_connection, connect, migrate, pool_connections,
-    sqlite_url_in,
+    Checkpoints, WriteBehind, begin_write, checkpoint_connection, connect, migrate,
+    pool_connections, sqlite_url_in,
 };
 pub use error::PersistenceError;
 pub use group_commit::{GroupCommit, Merged, WRITE_BATCH, Writes};

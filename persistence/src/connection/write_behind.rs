@@ -1,0 +1,205 @@
+//! Handing the write-ahead log's new pages to the disk as they are written, so that a
+//! checkpoint's flush of the log finds little left to write.
+//!
+//! With `synchronous=NORMAL` a commit writes its pages into the log file without flushing it;
+//! the checkpoint ([`super::Checkpoints`], every 100 ms) flushes the log before it copies it.
+//! A chat turn writes 13 pages of log (about 53 KB), so at `chat_latency`'s pace every
+//! checkpoint flushed about 5 MB at once, and the turns that met such a flush lost 0.5–1 ms
+//! waiting for a CPU: `chat_latency 1000 20` added p99 1.0–1.6 ms with the checkpoints, 0.6–1.0
+//! with none in the run (benches/README.md, the forty-fourth and forty-sixth sessions). A flush
+//! of a few hundred kilobytes costs nothing measurable.
+//!
+//! So a thread of its own asks the kernel, every [`PERIOD`], to start writing out the log's dirty
+//! pages (`sync_file_range` with `SYNC_FILE_RANGE_WRITE`: it starts the writes, waits for
+//! none and flushes no device cache). This is PostgreSQL's `wal_writer_flush_after` and
+//! `checkpoint_flush_after`, for the same reason. It changes nothing SQLite relies on: the kernel
+//! may write those pages whenever it likes, and only the checkpoint's own flush makes the log
+//! durable, as before.
+//!
+//! Linux only (the call is Linux's); elsewhere [`WriteBehind::start`] starts nothing.
+
+// One call into the C library: `sync_file_range`, which neither std nor rustix wraps.
+#![allow(unsafe_code)]
+
+use std::fs::File;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use sea_orm::{DatabaseConnection, DbBackend};
+
+/// How often the log's new pages are handed to the disk: at `chat_latency`'s 48 MB of log a
+/// second, about 500 KB each time. Every 2, 5, 20 ms did as well; every 50 ms less well.
+const PERIOD: Duration = Duration::from_millis(10);
+
+/// The thread handing one SQLite database's log to the disk (see the module's notes); it stops
+/// when [`WriteBehind::stop`] is called or the value is dropped.
+#[derive(Debug)]
+pub struct WriteBehind {
+    stop: Sender<()>,
+    thread: JoinHandle<()>,
+    /// How many times it has handed the log's pages to the disk.
+    passes: Arc<AtomicU64>,
+}
+
+impl WriteBehind {
+    /// Starts the thread for `db`'s log; `None` on PostgreSQL, for an in-memory database, off
+    /// Linux, or when the thread cannot be started (the log is then flushed by the checkpoints
+    /// alone, as it always can be).
+    pub fn start(db: &DatabaseConnection) -> Option<Self> {
+        if db.get_database_backend() != DbBackend::Sqlite || !cfg!(target_os = "linux") {
+            return None;
+        }
+        let database = db
+            .get_sqlite_connection_pool()
+            .connect_options()
+            .get_filename()
+            .to_path_buf();
+        if database.as_os_str() == ":memory:" {
+            return None;
+        }
+        let mut log = database.into_os_string();
+        log.push("-wal");
+        let log = PathBuf::from(log);
+        let (stop, stopped) = mpsc::channel();
+        let passes = Arc::new(AtomicU64::new(0));
+        let counted = Arc::clone(&passes);
+        let thread = std::thread::Builder::new()
+            .name("parley-log-writeback".into())
+            .spawn(move || {
+                let mut log = Log::new(log);
+                while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(PERIOD) {
+                    if log.write_back() {
+                        counted.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            });
+        match thread {
+            Ok(thread) => Some(Self {
+                stop,
+                thread,
+                passes,
+            }),
+            Err(error) => {
+                tracing::warn!(%error, "could not start the log's write-back thread");
+                None
+            }
+        }
+    }
+
+    /// Stops the thread and answers how many times it handed the log's pages to the disk.
+    pub fn stop(self) -> u64 {
+        drop(self.stop);
+        if self.thread.join().is_err() {
+            tracing::warn!("the log's write-back thread panicked");
+        }
+        self.passes.load(Ordering::Relaxed)
+    }
+}
+
+/// The log file, opened once it exists, and opened again once SQLite has deleted it (the last
+/// connection to close deletes it; a new one makes another).
+struct Log {
+    path: PathBuf,
+    file: Option<File>,
+}
+
+impl Log {
+    fn new(path: PathBuf) -> Self {
+        Self { path, file: None }
+    }
+
+    /// Starts writing out the log's dirty pages; answers whether there was a log to write.
+    fn write_back(&mut self) -> bool {
+        if self.file.as_ref().is_none_or(deleted) {
+            self.file = File::open(&self.path).ok();
+        }
+        let Some(file) = &self.file else {
+            return false;
+        };
+        match start_writing(file) {
+            Ok(()) => true,
+            Err(error) => {
+                tracing::debug!(%error, "the log's pages could not be handed to the disk");
+                false
+            }
+        }
+    }
+}
+
+/// Whether the file has been deleted since it was opened.
+fn deleted(file: &File) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    !file.metadata().is_ok_and(|m| m.nlink() > 0)
+}
+
+/// Has the kernel start writing out every dirty page of `file`, without waiting for them.
+#[cfg(target_os = "linux")]
+fn start_writing(file: &File) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd as _;
+    // SAFETY: a plain system call on a descriptor `file` keeps open for the call's length; it
+    // touches no memory of ours.
+    let code =
+        unsafe { libc::sync_file_range(file.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE) };
+    if code == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn start_writing(_: &File) -> std::io::Result<()> {
+    Ok(())
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use std::time::Instant;
+
+    use sea_orm::ConnectionTrait;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn the_log_is_handed_to_the_disk_until_stopped() {
+        let (_dir, db) = crate::test_support::migrated().await;
+        db.execute_unprepared("CREATE TABLE filler (body BLOB)")
+            .await
+            .expect("table");
+        db.execute_unprepared("INSERT INTO filler VALUES (zeroblob(8192))")
+            .await
+            .expect("insert");
+        let started = WriteBehind::start(&db).expect("SQLite's write-back thread");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while started.passes.load(Ordering::Relaxed) < 2 && Instant::now() < deadline {
+            tokio::time::sleep(PERIOD).await;
+        }
+        let passes = started.stop();
+        assert!(passes >= 2, "the log was handed over {passes} times");
+    }
+
+    #[test]
+    fn a_log_not_made_yet_is_skipped_and_a_deleted_one_opened_again() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("parley.db-wal");
+        let mut log = Log::new(path.clone());
+        assert!(!log.write_back(), "no log yet");
+        std::fs::write(&path, b"first").expect("log");
+        assert!(log.write_back(), "the log made since");
+        std::fs::remove_file(&path).expect("deleted");
+        std::fs::write(&path, b"second").expect("a new log");
+        assert!(log.write_back(), "the new log");
+        let opened = log.file.as_ref().expect("open");
+        assert!(!deleted(opened), "the new log is the one held open");
+    }
+
+    #[tokio::test]
+    async fn nothing_starts_for_an_in_memory_database() {
+        let db = crate::connect("sqlite::memory:").await.expect("memory");
+        assert!(WriteBehind::start(&db).is_none());
+    }
+}
