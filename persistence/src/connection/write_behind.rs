@@ -46,8 +46,8 @@ pub struct WriteBehind {
 }
 
 impl WriteBehind {
-    /// Starts the thread for `db`'s log; `None` on PostgreSQL, for an in-memory database, off
-    /// Linux, or when the thread cannot be started (the log is then flushed by the checkpoints
+    /// Starts the thread for `db`'s log; `None` on PostgreSQL, for a database with no file (an
+    /// in-memory one), off Linux, or when the thread cannot be started (the log is then flushed by the checkpoints
     /// alone, as it always can be).
     pub fn start(db: &DatabaseConnection) -> Option<Self> {
         if db.get_database_backend() != DbBackend::Sqlite || !cfg!(target_os = "linux") {
@@ -58,7 +58,9 @@ impl WriteBehind {
             .connect_options()
             .get_filename()
             .to_path_buf();
-        if database.as_os_str() == ":memory:" {
+        // An in-memory database (named `:memory:` or `file:sqlx-in-memory-…` by sqlx) has no
+        // file, nor a log.
+        if !database.is_file() {
             return None;
         }
         let mut log = database.into_os_string();
