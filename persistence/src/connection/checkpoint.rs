@@ -19,6 +19,9 @@
 //! the file's blocks while writers waited: 24–55 ms a time against 2–6 ms, every 1.3–1.5 s at
 //! 300 messages a second, and the clusters of slow replies at that load came at its cadence
 //! (benches/README.md, the forty-fourth session).
+//!
+//! Each checkpoint flushes the log before it copies it; [`super::WriteBehind`] has the kernel
+//! write the log's pages out as they come, so that flush finds little left to write.
 
 use std::time::{Duration, Instant};
 

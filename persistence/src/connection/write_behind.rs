@@ -4,10 +4,10 @@
 //! With `synchronous=NORMAL` a commit writes its pages into the log file without flushing it;
 //! the checkpoint ([`super::Checkpoints`], every 100 ms) flushes the log before it copies it.
 //! A chat turn writes 13 pages of log (about 53 KB), so at `chat_latency`'s pace every
-//! checkpoint flushed about 5 MB at once, and the turns that met such a flush lost 0.5–1 ms
-//! waiting for a CPU: `chat_latency 1000 20` added p99 1.0–1.6 ms with the checkpoints, 0.6–1.0
-//! with none in the run (benches/README.md, the forty-fourth and forty-sixth sessions). A flush
-//! of a few hundred kilobytes costs nothing measurable.
+//! checkpoint flushed about 5 MB at once, and the turns that met such a flush lost 0.5–1 ms:
+//! `chat_latency 1000 20` added p99 1.0–1.6 ms with the checkpoints, 0.6–1.0 with none in the
+//! run. A flush of a few hundred kilobytes costs nothing measurable (benches/README.md, the
+//! forty-fourth to forty-sixth sessions).
 //!
 //! So a thread of its own asks the kernel, every [`PERIOD`], to start writing out the log's dirty
 //! pages (`sync_file_range` with `SYNC_FILE_RANGE_WRITE`: it starts the writes, waits for
