@@ -47,8 +47,8 @@ pub struct WriteBehind {
 
 impl WriteBehind {
     /// Starts the thread for `db`'s log; `None` on PostgreSQL, for a database with no file (an
-    /// in-memory one), off Linux, or when the thread cannot be started (the log is then flushed by the checkpoints
-    /// alone, as it always can be).
+    /// in-memory one), off Linux, or when the thread cannot be started (the checkpoints then
+    /// flush the log alone, as before).
     pub fn start(db: &DatabaseConnection) -> Option<Self> {
         if db.get_database_backend() != DbBackend::Sqlite || !cfg!(target_os = "linux") {
             return None;
@@ -133,9 +133,15 @@ impl Log {
 }
 
 /// Whether the file has been deleted since it was opened.
+#[cfg(unix)]
 fn deleted(file: &File) -> bool {
     use std::os::unix::fs::MetadataExt as _;
     !file.metadata().is_ok_and(|m| m.nlink() > 0)
+}
+
+#[cfg(not(unix))]
+fn deleted(_: &File) -> bool {
+    false
 }
 
 /// Has the kernel start writing out every dirty page of `file`, without waiting for them.
