@@ -9,9 +9,10 @@
 //! run. A flush of a few hundred kilobytes costs nothing measurable (benches/README.md, the
 //! forty-fourth to forty-sixth sessions).
 //!
-//! So a thread of its own asks the kernel, every [`PERIOD`], to start writing out the log's dirty
-//! pages (`sync_file_range` with `SYNC_FILE_RANGE_WRITE`: it starts the writes, waits for
-//! none and flushes no device cache). This is PostgreSQL's `wal_writer_flush_after` and
+//! So a thread of its own asks the kernel, every [`PERIOD`] while the log is being written, to
+//! start writing out its dirty pages (`sync_file_range` with `SYNC_FILE_RANGE_WRITE`: it starts
+//! the writes, waits for none and flushes no device cache); a log nobody writes it looks at less
+//! and less often, up to every [`QUIET_PERIOD`]. This is PostgreSQL's `wal_writer_flush_after` and
 //! `checkpoint_flush_after`, for the same reason. It changes nothing SQLite relies on: the kernel
 //! may write those pages whenever it likes, and only the checkpoint's own flush makes the log
 //! durable, as before.
