@@ -2,7 +2,7 @@
 //! directory, and a workspace with its owner.
 
 use chrono::{DateTime, Utc};
-use sea_orm::DatabaseConnection;
+use sea_orm::{ConnectionTrait, DatabaseConnection};
 
 use crate::{tenancy, workspaces};
 
@@ -14,6 +14,18 @@ pub(crate) async fn migrated() -> (tempfile::TempDir, DatabaseConnection) {
         .expect("database");
     crate::migrate(&db).await.expect("migrate");
     (dir, db)
+}
+
+/// Commits `rows` rows of 8 KiB to a scratch table (made on first use): log to checkpoint.
+pub(crate) async fn fill_log(db: &DatabaseConnection, rows: usize) {
+    db.execute_unprepared("CREATE TABLE IF NOT EXISTS filler (body BLOB)")
+        .await
+        .expect("table");
+    for _ in 0..rows {
+        db.execute_unprepared("INSERT INTO filler VALUES (zeroblob(8192))")
+            .await
+            .expect("insert");
+    }
 }
 
 /// A workspace of a business of the same name, with an owner; its id.

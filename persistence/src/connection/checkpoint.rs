@@ -141,13 +141,7 @@ mod tests {
     #[tokio::test]
     async fn a_log_grown_past_its_bound_is_started_again_and_a_short_one_is_left() {
         let (dir, db) = crate::test_support::migrated().await;
-        db.execute_unprepared("CREATE TABLE filler (body BLOB)")
-            .await
-            .expect("table");
-        let fill = || db.execute_unprepared("INSERT INTO filler VALUES (zeroblob(8192))");
-        for _ in 0..50 {
-            fill().await.expect("insert");
-        }
+        crate::test_support::fill_log(&db, 50).await;
         let grown = log_bytes(dir.path());
         let own = checkpoint_connection(&db).expect("SQLite's checkpoint connection");
         assert!(grown > 100 * 4096, "the log holds {grown} bytes");
@@ -180,7 +174,7 @@ mod tests {
         checkpoints.run(&own).await.expect("checkpoint");
         assert!(checkpoints.restart_held_until.is_none());
         // The next write goes at the log's beginning: the file keeps its size and holds only it.
-        fill().await.expect("insert");
+        crate::test_support::fill_log(&db, 1).await;
         let (_, log_pages) = checkpoint(&own, "PASSIVE").await.expect("checkpoint");
         assert!(
             log_pages < 10,

@@ -196,25 +196,19 @@ fn start_writing(_: &File) -> std::io::Result<()> {
 mod tests {
     use std::time::Instant;
 
-    use sea_orm::ConnectionTrait;
-
     use super::*;
 
     #[tokio::test]
     async fn the_log_is_handed_to_the_disk_each_time_it_is_written_until_stopped() {
         let (_dir, db) = crate::test_support::migrated().await;
-        db.execute_unprepared("CREATE TABLE filler (body BLOB)")
-            .await
-            .expect("table");
-        let fill = || db.execute_unprepared("INSERT INTO filler VALUES (zeroblob(8192))");
-        fill().await.expect("insert");
+        crate::test_support::fill_log(&db, 1).await;
         let started = WriteBehind::start(&db).expect("SQLite's write-back thread");
         let passes = || started.passes.load(Ordering::Relaxed);
         let deadline = Instant::now() + Duration::from_secs(10);
         while passes() < 1 && Instant::now() < deadline {
             tokio::time::sleep(PERIOD).await;
         }
-        fill().await.expect("another insert");
+        crate::test_support::fill_log(&db, 1).await;
         while passes() < 2 && Instant::now() < deadline {
             tokio::time::sleep(PERIOD).await;
         }
