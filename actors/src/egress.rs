@@ -1,13 +1,13 @@
-//! The egress policy for URLs a tenant gives (MCP servers today, event webhook endpoints
-//! next; DESIGN §11): a tenant may not make Parley reach inside the machine or its network. A
+//! The egress policy for URLs a tenant gives (MCP servers, event webhook endpoints; DESIGN
+//! §11): a tenant may not make Parley reach inside the machine or its network. A
 //! destination that is, or resolves to, a loopback, private, link-local, shared, unspecified,
 //! broadcast or multicast address (or an IPv4-mapped form of one) is refused:
 //!
 //! - at registration, when the URL's host is a literal address ([`Egress::check_url`]: a 400
 //!   naming `url`);
 //! - at every connection, by checking the addresses the resolver returned before connecting
-//!   ([`Egress::client`]'s resolver), so a name that resolves to an inside address, or starts
-//!   to (DNS rebinding), is refused too;
+//!   ([`Egress::client`]'s resolver, and [`Dialer`]'s, which checks the URL's text again too),
+//!   so a name that resolves to an inside address, or starts to (DNS rebinding), is refused;
 //! - and redirects are not followed.
 //!
 //! The refused set is every range of the IANA special-purpose registries that is not globally
@@ -30,6 +30,10 @@ use std::time::Duration;
 use ipnet::IpNet;
 use reqwest::Url;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+
+mod dial;
+
+pub use self::dial::{Connection, Dialer, Posted};
 
 /// What a refused destination reads as: the same words as a server that cannot be reached.
 pub const REFUSED: &str = "error sending request";
@@ -166,18 +170,35 @@ struct Resolver(Arc<Egress>);
 impl Resolve for Resolver {
     fn resolve(&self, name: Name) -> Resolving {
         let egress = self.0.clone();
-        let host = name.as_str().to_ascii_lowercase();
+        let host = name.as_str().to_owned();
         Box::pin(async move {
-            let found = tokio::net::lookup_host((host.as_str(), 0)).await?;
-            let listed = egress.hosts.iter().any(|(h, _)| *h == host);
-            let allowed: Vec<SocketAddr> = found
-                .filter(|addr| listed || egress.allows_ip(addr.ip()))
-                .collect();
-            if allowed.is_empty() {
-                return Err(Box::new(Refused) as Box<dyn std::error::Error + Send + Sync>);
-            }
+            let allowed = egress.resolve(&host, 0).await?;
             Ok(Box::new(allowed.into_iter()) as Addrs)
         })
+    }
+}
+
+impl Egress {
+    /// The addresses of the name `host` on `port` that a tenant URL may reach: every one of a
+    /// name the operator listed, otherwise those the policy allows.
+    ///
+    /// # Errors
+    /// The resolver's; [`Refused`] when none is left.
+    async fn resolve(
+        &self,
+        host: &str,
+        port: u16,
+    ) -> Result<Vec<SocketAddr>, Box<dyn std::error::Error + Send + Sync>> {
+        let host = host.to_ascii_lowercase();
+        let found = tokio::net::lookup_host((host.as_str(), port)).await?;
+        let listed = self.hosts.iter().any(|(h, _)| *h == host);
+        let allowed: Vec<SocketAddr> = found
+            .filter(|addr| listed || self.allows_ip(addr.ip()))
+            .collect();
+        if allowed.is_empty() {
+            return Err(Box::new(Refused));
+        }
+        Ok(allowed)
     }
 }
 

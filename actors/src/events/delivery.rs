@@ -6,8 +6,8 @@
 //! wake-up missed), starts their lanes or tells them to look, hands them the deliveries just
 //! committed (queued with no read), and ends lanes that stayed idle from one sweep to the
 //! next.
-//! An attempt posts the stored body with the Standard Webhooks headers through the
-//! egress-checked client (no redirects), waits at most `timeout`, and settles the row: 2xx
+//! An attempt posts the stored body with the Standard Webhooks headers on one of its lane's own
+//! egress-checked connections (no redirects; [`crate::egress::Dialer`]), waits at most `timeout`, and settles the row: 2xx
 //! succeeds, 410 disables the endpoint, anything else is tried again on the schedule (with
 //! jitter, or later when the endpoint asks with `Retry-After`) until the schedule runs out; an
 //! endpoint whose deliveries have all failed for `give_up_after` is disabled. A delivery being
@@ -29,7 +29,7 @@ use self::lane::{LaneHandle, LaneMsg};
 use super::Events;
 use super::Told;
 use crate::domain::SecretBox;
-use crate::egress::Egress;
+use crate::egress::{Dialer, Egress};
 
 /// How deliveries are paced and retried; from configuration.
 #[derive(Clone, Debug)]
@@ -96,7 +96,7 @@ pub(crate) struct DeliveryWorker;
 /// State of the delivery actor.
 pub(crate) struct DeliveryState {
     deps: Arc<DeliveryDeps>,
-    client: reqwest::Client,
+    dialer: Dialer,
     /// The lanes running, by endpoint.
     lanes: HashMap<Uuid, LaneHandle>,
 }
@@ -130,7 +130,7 @@ impl Actor for DeliveryWorker {
         myself.send_interval(deps.settings.sweep, || DeliveryMsg::Sweep);
         let _ = myself.send_message(DeliveryMsg::Sweep);
         Ok(DeliveryState {
-            client: deps.egress.client(deps.settings.timeout),
+            dialer: deps.egress.dialer(deps.settings.timeout),
             deps,
             lanes: HashMap::new(),
         })
@@ -209,8 +209,8 @@ async fn look(state: &mut DeliveryState, myself: &ActorRef<DeliveryMsg>, sweep: 
             }
             None => {
                 let id = endpoint.id;
-                let (deps, client) = (state.deps.clone(), state.client.clone());
-                let lane = LaneHandle::start(deps, client, endpoint, myself.clone(), generation);
+                let (deps, dialer) = (state.deps.clone(), state.dialer.clone());
+                let lane = LaneHandle::start(deps, dialer, endpoint, myself.clone(), generation);
                 state.lanes.insert(id, lane);
             }
         }

@@ -6,7 +6,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use chrono::{DateTime, Utc};
+use hyper::header::{CONTENT_TYPE, HeaderMap, HeaderValue, USER_AGENT};
 use parley_persistence::entities::{event_delivery, event_webhook};
 use parley_persistence::event_deliveries::{self, Settled};
 use parley_persistence::{DeliveryStatus, PersistenceError, clock, event_webhooks};
@@ -16,6 +18,7 @@ use uuid::Uuid;
 use super::super::sign::Signer;
 use super::DeliveryDeps;
 use crate::domain::SecretBox;
+use crate::egress::{Connection, Dialer, Posted};
 use crate::events::Events;
 
 /// An endpoint as its lane posts to it: its address and its secrets, opened once.
@@ -24,9 +27,10 @@ pub(super) struct Target {
     pub(super) id: Uuid,
     pub(super) workspace_id: i64,
     url: String,
-    /// `url` parsed once (a request given the text parses it, host and all, every time), or
-    /// why it cannot be.
+    /// `url` parsed once, or why it cannot be.
     parsed: Result<reqwest::Url, String>,
+    /// What its requests ask for: `url`'s path and query.
+    path: String,
     /// The sealed secrets it was opened from: a rotation makes a new target.
     sealed: (String, Option<String>, Option<DateTime<Utc>>),
     /// The signers, or why the secrets could not be opened.
@@ -62,12 +66,21 @@ impl Target {
                 with_previous,
             })
         });
+        let parsed = reqwest::Url::parse(&endpoint.url)
+            .map_err(|_| "the endpoint's URL could not be read".to_owned());
+        let path = parsed.as_ref().map_or_else(
+            |_| "/".to_owned(),
+            |url| match url.query() {
+                Some(query) => format!("{}?{query}", url.path()),
+                None => url.path().to_owned(),
+            },
+        );
         Self {
             id: endpoint.id,
             workspace_id: endpoint.workspace_id,
             url: endpoint.url.clone(),
-            parsed: reqwest::Url::parse(&endpoint.url)
-                .map_err(|_| "the endpoint's URL could not be read".to_owned()),
+            parsed,
+            path,
             sealed: Self::sealed(endpoint),
             signers,
         }
@@ -109,6 +122,24 @@ enum Answer {
     Unreachable(String),
 }
 
+/// How the endpoint's answer reads.
+fn answer_of(posted: &Posted) -> Answer {
+    let status = posted.status.as_u16();
+    if posted.status.is_success() {
+        Answer::Success(status)
+    } else if status == 410 {
+        Answer::Gone
+    } else {
+        let wait = posted
+            .headers
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        Answer::Refused(status, wait)
+    }
+}
+
 /// What an attempt came to, recorded by its lane with the others that ended about then.
 #[derive(Clone, Debug)]
 pub(super) struct Outcome {
@@ -123,77 +154,121 @@ pub(super) struct Outcome {
 /// One attempt of one delivery.
 pub(super) struct Attempt {
     pub(super) deps: Arc<DeliveryDeps>,
-    pub(super) client: reqwest::Client,
+    pub(super) dialer: Dialer,
     pub(super) target: Arc<Target>,
     pub(super) delivery: event_delivery::Model,
 }
 
+/// An attempt that ended: its outcome, and its connection when it can take the next one.
+pub(super) struct Ended {
+    pub(super) outcome: Outcome,
+    pub(super) connection: Option<Connection>,
+    /// The endpoint as the attempt posted to it.
+    pub(super) target: Arc<Target>,
+}
+
 impl Attempt {
-    /// Posts the delivery; answers how its row is to be settled.
-    pub(super) async fn run(mut self) -> Outcome {
+    /// Posts the delivery on `connection` (or a new one); answers how its row is to be
+    /// settled.
+    pub(super) async fn run(mut self, connection: Option<Connection>) -> Ended {
         let body = std::mem::take(&mut self.delivery.body);
-        let answer = self.post(body).await;
+        let (answer, connection) = self.post(connection, body).await;
         let (settled, disable) = self.settle(&answer, clock::now());
         crate::measure::event_delivery(match settled.status {
             DeliveryStatus::Succeeded => "succeeded",
             DeliveryStatus::Pending => "retried",
             DeliveryStatus::Failed => "failed",
         });
-        Outcome {
+        let outcome = Outcome {
             endpoint_id: self.target.id,
             workspace_id: self.target.workspace_id,
             delivery_id: self.delivery.id,
             settled,
             disable,
+        };
+        Ended {
+            outcome,
+            connection,
+            target: self.target,
         }
     }
 
-    /// Signs and posts the stored `body`.
-    async fn post(&self, body: String) -> Answer {
+    /// Signs and posts the stored `body` within the timeout; answers how the endpoint
+    /// answered, and the connection when it stays open.
+    async fn post(
+        &self,
+        connection: Option<Connection>,
+        body: String,
+    ) -> (Answer, Option<Connection>) {
         let now = clock::now();
         let signer = match self.target.signer(now) {
             Ok(signer) => signer,
-            Err(error) => return Answer::Unreachable(error),
+            Err(error) => return (Answer::Unreachable(error), None),
         };
         let url = match &self.target.parsed {
-            Ok(url) => url.clone(),
-            Err(error) => return Answer::Unreachable(error.clone()),
+            Ok(url) => url,
+            Err(error) => return (Answer::Unreachable(error.clone()), None),
         };
         let id = self.delivery.event_id.to_string();
         let timestamp = now.timestamp();
-        let request = self
-            .client
-            .post(url)
-            .timeout(self.deps.settings.timeout)
-            .header("content-type", "application/json")
-            .header("user-agent", "Parley-Webhooks/1")
-            .header("webhook-signature", signer.sign(&id, timestamp, &body))
-            .header("webhook-id", id)
-            .header("webhook-timestamp", timestamp)
-            .body(body);
-        match request.send().await {
-            Ok(response) => {
-                let status = response.status().as_u16();
-                if response.status().is_success() {
-                    Answer::Success(status)
-                } else if status == 410 {
-                    Answer::Gone
-                } else {
-                    let wait = response
-                        .headers()
-                        .get("retry-after")
-                        .and_then(|v| v.to_str().ok())
-                        .and_then(|v| v.trim().parse::<u64>().ok())
-                        .map(Duration::from_secs);
-                    Answer::Refused(status, wait)
-                }
+        let signature = signer.sign(&id, timestamp, &body);
+        let mut headers = HeaderMap::with_capacity(6);
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.insert(USER_AGENT, HeaderValue::from_static("Parley-Webhooks/1"));
+        // The id is a UUID and the signature base64: both are valid header values.
+        if let (Ok(signature), Ok(id)) =
+            (HeaderValue::try_from(signature), HeaderValue::try_from(id))
+        {
+            headers.insert("webhook-signature", signature);
+            headers.insert("webhook-id", id);
+        }
+        headers.insert("webhook-timestamp", HeaderValue::from(timestamp));
+        let timeout = self.deps.settings.timeout;
+        let sent = self.send(connection, url, headers, Bytes::from(body));
+        match tokio::time::timeout(timeout, sent).await {
+            Ok(Ok((posted, mut connection))) => {
+                let open = connection.is_open();
+                (answer_of(&posted), open.then_some(connection))
             }
-            Err(error) if error.is_timeout() => Answer::Unreachable(format!(
-                "no answer within {} s",
-                self.deps.settings.timeout.as_secs()
-            )),
-            // An address the egress policy refuses reads as one that cannot be reached.
-            Err(_) => Answer::Unreachable("the endpoint could not be reached".to_owned()),
+            Ok(Err(error)) => {
+                // An address the egress policy refuses reads as one that cannot be reached.
+                tracing::debug!(%error, endpoint_id = %self.target.id, "an event post failed");
+                let why = "the endpoint could not be reached".to_owned();
+                (Answer::Unreachable(why), None)
+            }
+            Err(_) => {
+                let why = format!("no answer within {} s", timeout.as_secs());
+                (Answer::Unreachable(why), None)
+            }
+        }
+    }
+
+    /// Posts on `connection` while it is open, or on a new one. A connection that answered
+    /// before and fails before answering this time is given up for a new one, once: the
+    /// server may have closed it as it waited (the receiver tells a post made twice by its
+    /// `webhook-id`).
+    async fn send(
+        &self,
+        connection: Option<Connection>,
+        url: &reqwest::Url,
+        headers: HeaderMap,
+        body: Bytes,
+    ) -> std::io::Result<(Posted, Connection)> {
+        let mut kept = connection.and_then(|mut c| c.is_open().then_some(c));
+        loop {
+            let mut connection = match kept.take() {
+                Some(connection) => connection,
+                None => self.dialer.connect(url).await?,
+            };
+            let used = connection.used();
+            match connection
+                .post(&self.target.path, headers.clone(), body.clone())
+                .await
+            {
+                Ok(posted) => return Ok((posted, connection)),
+                Err(_) if used => {}
+                Err(error) => return Err(std::io::Error::other(error)),
+            }
         }
     }
 

@@ -2,7 +2,8 @@
 //! this node. It queues the deliveries handed to it as they were committed, reads the others
 //! (retries, a backlog, what was not handed over) ahead from the table, keeps at most
 //! `per_endpoint` attempts in flight (polled here: no task and no actor message per attempt),
-//! and records the outcomes of those that ended within a few milliseconds of each other
+//! each on one of the lane's own connections to the endpoint, driven by the lane's task while a
+//! request is on it and kept between attempts (no task per connection either), and records the outcomes of those that ended within a few milliseconds of each other
 //! together, through the database's writer. A delivery both read and handed over is posted once
 //! ([`Held`]). The delivery actor tells it when to look again ([`LaneMsg`]); once it
 //! has nothing read, in flight or unrecorded, and nothing more to read, it says so
@@ -29,8 +30,9 @@ mod record;
 pub(super) use self::handle::LaneHandle;
 use self::held::Held;
 use self::record::Recorded;
-use super::attempt::{Attempt, Outcome, Target};
+use super::attempt::{Attempt, Ended, Outcome, Target};
 use super::{DeliveryDeps, DeliveryMsg};
+use crate::egress::{Connection, Dialer};
 
 /// Most deliveries read ahead of the requests.
 const READ_AHEAD: u64 = 64;
@@ -74,13 +76,16 @@ type Read = (
 /// The lane's state, owned by its task.
 struct Lane {
     deps: Arc<DeliveryDeps>,
-    client: reqwest::Client,
+    dialer: Dialer,
     actor: ActorRef<DeliveryMsg>,
     target: Arc<Target>,
+    /// Connections to the target that took their last answer and wait for the next attempt
+    /// (at most `per_endpoint`, with those in flight).
+    idle: Vec<Connection>,
     queue: VecDeque<event_delivery::Model>,
     /// The deliveries queued, in flight or not yet recorded, and those recorded lately.
     held: Held,
-    running: FuturesUnordered<Pending<Outcome>>,
+    running: FuturesUnordered<Pending<Ended>>,
     ended: Vec<Outcome>,
     /// Messages taken from the actor.
     told: u64,
@@ -106,7 +111,7 @@ impl Lane {
     /// `messages`.
     fn spawn(
         deps: Arc<DeliveryDeps>,
-        client: reqwest::Client,
+        dialer: Dialer,
         endpoint: &event_webhook::Model,
         actor: ActorRef<DeliveryMsg>,
         messages: mpsc::UnboundedReceiver<LaneMsg>,
@@ -114,8 +119,9 @@ impl Lane {
         let lane = Lane {
             target: Arc::new(Target::new(endpoint, &deps.secrets)),
             deps,
-            client,
+            dialer,
             actor,
+            idle: Vec::new(),
             queue: VecDeque::new(),
             held: Held::default(),
             running: FuturesUnordered::new(),
@@ -167,8 +173,8 @@ impl Lane {
                     Some(message) => self.take(message),
                     None => break,
                 },
-                Some(outcome) = self.running.next(), if !self.running.is_empty() => {
-                    self.ended.push(outcome);
+                Some(ended) = self.running.next(), if !self.running.is_empty() => {
+                    self.take_ended(ended);
                 }
                 read = poll(&mut reading) => {
                     reading = None;
@@ -209,6 +215,7 @@ impl Lane {
                 self.failing |= endpoint.failing_since.is_some();
                 if !self.target.same_as(&endpoint) {
                     self.target = Arc::new(Target::new(&endpoint, &self.deps.secrets));
+                    self.idle.clear();
                 }
                 self.read_again();
             }
@@ -230,6 +237,7 @@ impl Lane {
             LaneMsg::Rest => {
                 self.resting = true;
                 self.drop_queue();
+                self.idle.clear();
             }
         }
     }
@@ -287,12 +295,24 @@ impl Lane {
             };
             let attempt = Attempt {
                 deps: self.deps.clone(),
-                client: self.client.clone(),
+                dialer: self.dialer.clone(),
                 target: self.target.clone(),
                 delivery,
             };
-            self.running.push(Box::pin(attempt.run()));
+            let connection = self.idle.pop();
+            self.running.push(Box::pin(attempt.run(connection)));
         }
+    }
+
+    /// Takes an attempt's outcome for recording, and its connection back when it posted to
+    /// the endpoint as the lane has it now.
+    fn take_ended(&mut self, ended: Ended) {
+        if let Some(connection) = ended.connection
+            && Arc::ptr_eq(&ended.target, &self.target)
+        {
+            self.idle.push(connection);
+        }
+        self.ended.push(ended.outcome);
     }
 
     /// Drops what is queued (it stays pending in the table).

@@ -7,6 +7,7 @@ use ractor::ActorRef;
 use tokio::sync::mpsc;
 
 use super::{Lane, LaneMsg};
+use crate::egress::Dialer;
 use crate::events::delivery::{DeliveryDeps, DeliveryMsg};
 
 /// The delivery actor's handle on a lane; dropping it ends the lane once its recording is done.
@@ -24,13 +25,13 @@ impl LaneHandle {
     /// Starts the lane of `endpoint`, reading at once.
     pub(in crate::events::delivery) fn start(
         deps: Arc<DeliveryDeps>,
-        client: reqwest::Client,
+        dialer: Dialer,
         endpoint: event_webhook::Model,
         actor: ActorRef<DeliveryMsg>,
         generation: u64,
     ) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
-        Lane::spawn(deps, client, &endpoint, actor, rx);
+        Lane::spawn(deps, dialer, &endpoint, actor, rx);
         Self {
             tx,
             told: 0,
