@@ -466,9 +466,20 @@ pub struct DirectPosts {
     pub cpu_per_post: Duration,
 }
 
+/// How the direct posts are made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Posting {
+    /// Each slot on a connection of its own that the posting task drives, as a lane posts
+    /// (`parley_actors::egress::Dialer`, since the forty-seventh session).
+    Driven,
+    /// Through a pooled client whose connections are tasks of their own (reqwest), as lanes
+    /// posted before and as the baseline was measured.
+    Pooled,
+}
+
 /// Posts `events` copies of `body` to a fresh [`CountingReceiver`], signed as Parley signs
-/// them (Standard Webhooks headers), `in_flight` at a time: what a delivery costs with no
-/// queue, no row and no retry behind it.
+/// them (Standard Webhooks headers), `in_flight` at a time, made as `posting` says: what a
+/// delivery costs with no queue, no row and no retry behind it.
 ///
 /// # Errors
 /// When the receiver cannot start or the posts do not all arrive.
@@ -476,35 +487,77 @@ pub async fn post_directly(
     events: usize,
     body: &str,
     in_flight: usize,
+    posting: Posting,
 ) -> anyhow::Result<DirectPosts> {
-    use futures_util::StreamExt;
-    use parley_actors::events::sign;
     let receiver = CountingReceiver::start().await?;
-    let http = reqwest::Client::new();
-    let secret = sign::new_secret();
+    let in_flight = in_flight.max(1);
     let (started, cpu) = (std::time::Instant::now(), cpu_time());
-    futures_util::stream::iter(0..events)
-        .map(|_| {
-            let id = uuid::Uuid::now_v7().to_string();
-            let timestamp = parley_persistence::clock::now().timestamp();
-            let signature = sign::signature(&[&secret], &id, timestamp, body);
-            http.post(&receiver.url)
-                .header("content-type", "application/json")
-                .header("webhook-id", id)
-                .header("webhook-timestamp", timestamp.to_string())
-                .header("webhook-signature", signature)
-                .body(body.to_owned())
-                .send()
-        })
-        .buffer_unordered(in_flight)
-        .for_each(|_| async {})
-        .await;
+    match posting {
+        Posting::Driven => post_driven(&receiver.url, events, body, in_flight).await?,
+        Posting::Pooled => post_pooled(&receiver.url, events, body, in_flight).await,
+    }
     receiver.wait_for(events).await?;
     let cpu = cpu_time().saturating_sub(cpu);
     Ok(DirectPosts {
         rate: events as f64 / started.elapsed().as_secs_f64(),
         cpu_per_post: cpu / u32::try_from(events.max(1)).unwrap_or(u32::MAX),
     })
+}
+
+/// The Standard Webhooks headers of one post of `body`, signed with `secret`.
+fn signed_headers(secret: &str, body: &str) -> anyhow::Result<reqwest::header::HeaderMap> {
+    use parley_actors::events::sign;
+    use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
+    let id = uuid::Uuid::now_v7().to_string();
+    let timestamp = parley_persistence::clock::now().timestamp();
+    let signature = sign::signature(&[secret], &id, timestamp, body);
+    let mut headers = HeaderMap::with_capacity(4);
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert("webhook-id", HeaderValue::try_from(id)?);
+    headers.insert("webhook-timestamp", HeaderValue::from(timestamp));
+    headers.insert("webhook-signature", HeaderValue::try_from(signature)?);
+    Ok(headers)
+}
+
+/// [`Posting::Driven`]: `in_flight` slots polled by this task, each posting every
+/// `in_flight`-th event on its own connection.
+async fn post_driven(url: &str, events: usize, body: &str, in_flight: usize) -> anyhow::Result<()> {
+    use parley_actors::egress::Egress;
+    let url = reqwest::Url::parse(url)?;
+    let dialer =
+        std::sync::Arc::new(Egress::parse("127.0.0.1")?).dialer(std::time::Duration::from_secs(15));
+    let secret = parley_actors::events::sign::new_secret();
+    let bytes = bytes::Bytes::from(body.to_owned());
+    let slots = (0..in_flight).map(|slot| {
+        let (dialer, url, secret, bytes) = (&dialer, &url, &secret, &bytes);
+        async move {
+            let mut connection = dialer.connect(url).await?;
+            for _ in (slot..events).step_by(in_flight) {
+                let headers = signed_headers(secret, body)?;
+                connection.post(url.path(), headers, bytes.clone()).await?;
+            }
+            anyhow::Ok(())
+        }
+    });
+    for posted in futures_util::future::join_all(slots).await {
+        posted?;
+    }
+    Ok(())
+}
+
+/// [`Posting::Pooled`]: through reqwest, `in_flight` requests at a time.
+async fn post_pooled(url: &str, events: usize, body: &str, in_flight: usize) {
+    use futures_util::StreamExt;
+    let http = reqwest::Client::new();
+    let secret = parley_actors::events::sign::new_secret();
+    futures_util::stream::iter(0..events)
+        .map(|_| {
+            let headers = signed_headers(&secret, body).unwrap_or_default();
+            http.post(url).headers(headers).body(body.to_owned()).send()
+        })
+        .buffer_unordered(in_flight)
+        .for_each(|_| async {})
+        .await;
 }
 
 /// An event webhook receiver that answers 200 at once and counts what it took.

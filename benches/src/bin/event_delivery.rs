@@ -1,8 +1,11 @@
 //! Event webhook delivery rate, next to a baseline in the same run.
 //!
-//! - Baseline: the same number of Standard Webhooks posts (the same body, signed with the same
+//! - Baselines: the same number of Standard Webhooks posts (the same body, signed with the same
 //!   code) made directly to a receiver that answers 200 at once, four in flight, as Parley
-//!   allows per endpoint.
+//!   allows per endpoint: on four connections the posting task drives, as the lanes post since
+//!   the forty-seventh session, and through reqwest's pool, as the lanes posted before and as
+//!   the issue measured its baseline (a connection a task of its own: about twice the CPU a
+//!   post).
 //! - Parley: that many pending deliveries for one endpoint (written straight to the run's
 //!   database, as facts would write them, due a minute later), then made due (one `UPDATE`)
 //!   and the delivery actor woken; the clock stops when the receiver has them all. The rate is
@@ -15,7 +18,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use parley_benches::{BenchServer, CountingReceiver, post_directly};
+use parley_benches::{BenchServer, CountingReceiver, Posting, post_directly};
 use parley_persistence::entities::event_delivery;
 use parley_persistence::event_deliveries::{self, NewEvent};
 use parley_persistence::{DeliveryStatus, EventType, clock};
@@ -40,7 +43,12 @@ async fn main() -> anyhow::Result<()> {
                       "data": {"message_id": Uuid::now_v7(), "content": "hello"}})
     .to_string();
 
-    let baseline = post_directly(events, &body, IN_FLIGHT).await?.rate;
+    let baseline = post_directly(events, &body, IN_FLIGHT, Posting::Driven)
+        .await?
+        .rate;
+    let pooled = post_directly(events, &body, IN_FLIGHT, Posting::Pooled)
+        .await?
+        .rate;
     let parley = through_parley(events, &body).await?;
     let rate = |took: Duration| events as f64 / took.as_secs_f64();
     let delivering = parley.took.saturating_sub(parley.making_due);
@@ -49,8 +57,13 @@ async fn main() -> anyhow::Result<()> {
     );
     println!(
         "{:<44} {:>12}",
-        "direct signed POSTs",
+        "direct signed POSTs, driven connections",
         format!("{baseline:.0} ev/s")
+    );
+    println!(
+        "{:<44} {:>12}",
+        "direct signed POSTs, reqwest's pool",
+        format!("{pooled:.0} ev/s")
     );
     println!(
         "{:<44} {:>12}",
@@ -67,6 +80,11 @@ async fn main() -> anyhow::Result<()> {
         "ratio Parley/direct: {:.2} (with the bench's making them due: {:.2})",
         rate(delivering) / baseline,
         rate(parley.took) / baseline
+    );
+    println!(
+        "ratio Parley/direct through reqwest's pool: {:.2} (with the bench's making them due: {:.2})",
+        rate(delivering) / pooled,
+        rate(parley.took) / pooled
     );
     Ok(())
 }

@@ -48,7 +48,7 @@ use parley::tenancy::{BootstrapRequest, bootstrap};
 use parley_actors::whatsapp::signature;
 
 use parley_benches::{
-    BenchDatabase, BenchServer, CountingReceiver, Percentiles, SpanTimes, cpu_time, ms,
+    BenchDatabase, BenchServer, CountingReceiver, Percentiles, Posting, SpanTimes, cpu_time, ms,
     post_directly,
 };
 use parley_persistence::conversations::{self, NewMessage};
@@ -601,7 +601,7 @@ async fn weigh_events(messages: usize, quiet: &Run, parley: &Run) -> anyhow::Res
     let settings = Settings::load(None, &Overrides::default())
         .map_err(|e| anyhow::anyhow!("PARLEY_ settings: {e}"))?;
     let in_flight = settings.actors.event_delivery_per_endpoint.max(1);
-    let direct = post_directly(posts, &body, in_flight).await?;
+    let direct = post_directly(posts, &body, in_flight, Posting::Driven).await?;
     let posts_cost = direct.cpu_per_post * EVENTS_PER_MESSAGE;
     let own = parley
         .cpu_per_message
