@@ -15,6 +15,7 @@
 
 mod attempt;
 mod lane;
+mod outcomes;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

@@ -30,7 +30,8 @@ mod record;
 pub(super) use self::handle::LaneHandle;
 use self::held::Held;
 use self::record::Recorded;
-use super::attempt::{Attempt, Ended, Outcome, Target};
+use super::attempt::{Attempt, Ended, Target};
+use super::outcomes::Outcome;
 use super::{DeliveryDeps, DeliveryMsg};
 use crate::egress::{Connection, Dialer};
 

@@ -7,7 +7,7 @@ use parley_persistence::{DatabaseExecutor, DeliveryStatus, PersistenceError, Wri
 use uuid::Uuid;
 
 use super::{Lane, Pending};
-use crate::events::delivery::attempt::{self, Outcome};
+use crate::events::delivery::outcomes::{self, Outcome};
 
 /// What a recording came to: the deliveries it was for, whether the endpoint's failing streak
 /// runs on after it (none succeeded), and the endpoints it disabled (with their workspaces),
@@ -26,7 +26,7 @@ impl Lane {
             .iter()
             .any(|o| o.settled.status == DeliveryStatus::Succeeded);
         // Successes alone are one call that commits by itself: no transaction around it.
-        let only_successes = attempt::only_successes(&ended, failing);
+        let only_successes = outcomes::only_successes(&ended, failing);
         Box::pin(async move {
             let (events, give_up_after) = (deps.events.clone(), deps.settings.give_up_after);
             let work = recording(events, ended, failing, give_up_after);
@@ -69,7 +69,7 @@ impl Lane {
     }
 }
 
-/// The writer's work that records `ended` (see [`attempt::record`]).
+/// The writer's work that records `ended` (see [`outcomes::record`]).
 fn recording(
     events: crate::events::Events,
     ended: Arc<Vec<Outcome>>,
@@ -78,6 +78,6 @@ fn recording(
 ) -> impl for<'e> Fn(&'e DatabaseExecutor<'e>) -> Writes<'e, Vec<(Uuid, i64)>> + Send + 'static {
     move |db| {
         let (events, ended) = (events.clone(), ended.clone());
-        Box::pin(async move { attempt::record(db, &events, &ended, failing, give_up_after).await })
+        Box::pin(async move { outcomes::record(db, &events, &ended, failing, give_up_after).await })
     }
 }
