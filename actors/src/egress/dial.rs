@@ -27,7 +27,7 @@ use hyper::header::{HOST, HeaderMap, HeaderValue};
 use hyper::{Request, StatusCode};
 use hyper_util::rt::TokioIo;
 use reqwest::Url;
-use rustls::pki_types::ServerName;
+use rustls::pki_types::{CertificateDer, ServerName};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
@@ -98,7 +98,16 @@ pub struct Posted {
 impl Egress {
     /// A dialer for tenant URLs that gives up on a connection after `connect_timeout`.
     pub fn dialer(self: &Arc<Self>, connect_timeout: Duration) -> Dialer {
-        let tls = tls().map_err(|error| {
+        self.dialer_trusting(connect_timeout, Vec::new())
+    }
+
+    /// A dialer that trusts `roots` beside the platform's.
+    fn dialer_trusting(
+        self: &Arc<Self>,
+        connect_timeout: Duration,
+        roots: Vec<CertificateDer<'static>>,
+    ) -> Dialer {
+        let tls = tls(roots).map_err(|error| {
             tracing::warn!(%error, "TLS could not be set up: `https` tenant URLs cannot be reached");
             error.to_string()
         });
@@ -110,11 +119,13 @@ impl Egress {
     }
 }
 
-/// Rustls with the platform's verifier and ring, offering HTTP/1.1 only.
-fn tls() -> Result<tokio_rustls::TlsConnector, rustls::Error> {
+/// Rustls with the platform's verifier (trusting `roots` too) and ring, offering HTTP/1.1
+/// only.
+fn tls(roots: Vec<CertificateDer<'static>>) -> Result<tokio_rustls::TlsConnector, rustls::Error> {
     crate::llm::install_crypto_provider();
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let verifier = rustls_platform_verifier::Verifier::new(provider.clone())?;
+    let verifier =
+        rustls_platform_verifier::Verifier::new_with_extra_roots(roots, provider.clone())?;
     let mut config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
         .dangerous()

@@ -2,6 +2,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use hyper::service::service_fn;
+use rustls::pki_types::pem::PemObject;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -127,6 +128,79 @@ async fn inside_destinations_are_refused_by_address_and_by_name() {
         assert_eq!(error.to_string(), super::super::REFUSED);
     }
     assert_eq!(accepted.load(Ordering::SeqCst), 0);
+}
+
+/// A test CA, and a certificate it signed for `localhost` and 127.0.0.1 with its key (made
+/// with openssl for these tests only; valid until 2126).
+const TEST_CA: &[u8] = include_bytes!("test_ca.pem");
+const TEST_LOCALHOST: &[u8] = include_bytes!("test_localhost.pem");
+const TEST_LOCALHOST_KEY: &[u8] = include_bytes!("test_localhost.key");
+
+/// A TLS server with [`TEST_LOCALHOST`]'s certificate that answers 200, and what it served.
+async fn tls_server() -> (u16, Arc<Mutex<Vec<(String, Bytes)>>>) {
+    use rustls::pki_types::PrivateKeyDer;
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(TEST_LOCALHOST)
+        .collect::<Result<_, _>>()
+        .expect("certificate");
+    let key = PrivateKeyDer::from_pem_slice(TEST_LOCALHOST_KEY).expect("key");
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("versions")
+    .with_no_client_auth()
+    .with_single_cert(certs, key)
+    .expect("server config");
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let kept = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let (acceptor, kept) = (acceptor.clone(), kept.clone());
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let service = service_fn(move |request: Request<hyper::body::Incoming>| {
+                    let kept = kept.clone();
+                    async move {
+                        let host = request.headers()[HOST].to_str().unwrap_or("").to_owned();
+                        let body = request.into_body().collect().await?.to_bytes();
+                        kept.lock().expect("lock").push((host, body));
+                        Ok::<_, hyper::Error>(hyper::Response::new(Full::new(Bytes::new())))
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(tls), service)
+                    .await;
+            });
+        }
+    });
+    (port, seen)
+}
+
+#[tokio::test]
+async fn https_posts_to_a_trusted_certificate_and_to_no_other() {
+    let (port, seen) = tls_server().await;
+    let url = Url::parse(&format!("https://localhost:{port}/hook")).expect("url");
+    let ca = CertificateDer::from_pem_slice(TEST_CA).expect("ca");
+    let trusting = loopback().dialer_trusting(Duration::from_secs(5), vec![ca]);
+    let mut connection = trusting.connect(&url).await.expect("connect");
+    let posted = connection
+        .post("/hook", HeaderMap::new(), Bytes::from("secret event"))
+        .await
+        .expect("post");
+    assert_eq!(posted.status, StatusCode::OK);
+    assert_eq!(
+        *seen.lock().expect("lock"),
+        vec![(format!("localhost:{port}"), Bytes::from("secret event"))]
+    );
+    // With the platform's roots only, the test CA is not trusted: no connection, no post.
+    let platform = loopback().dialer(Duration::from_secs(5));
+    assert!(platform.connect(&url).await.is_err());
+    assert_eq!(seen.lock().expect("lock").len(), 1);
 }
 
 #[tokio::test]
