@@ -201,13 +201,15 @@ impl Attempt {
         let mut headers = HeaderMap::with_capacity(6);
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         headers.insert(USER_AGENT, HeaderValue::from_static("Parley-Webhooks/1"));
-        // The id is a UUID and the signature base64: both are valid header values.
-        if let (Ok(signature), Ok(id)) =
-            (HeaderValue::try_from(signature), HeaderValue::try_from(id))
-        {
-            headers.insert("webhook-signature", signature);
-            headers.insert("webhook-id", id);
-        }
+        // The id is a UUID and the signature base64, valid header values; were one not, the
+        // delivery would fail rather than go out unsigned.
+        let (Ok(signature), Ok(id)) = (HeaderValue::try_from(signature), HeaderValue::try_from(id))
+        else {
+            let why = "the delivery could not be signed".to_owned();
+            return (Answer::Unreachable(why), None);
+        };
+        headers.insert("webhook-signature", signature);
+        headers.insert("webhook-id", id);
         headers.insert("webhook-timestamp", HeaderValue::from(timestamp));
         let timeout = self.deps.settings.timeout;
         let sent = self.send(connection, url, headers, Bytes::from(body));
