@@ -231,18 +231,19 @@ impl Connection {
     /// [`Connection::is_open`] says so.
     ///
     /// # Errors
-    /// Hyper's, when the request could not be sent or no answer came back.
+    /// `InvalidInput` when `path` cannot be a request's target; hyper's, when the request
+    /// could not be sent or no answer came back.
     pub async fn post(
         &mut self,
         path: &str,
         mut headers: HeaderMap,
         body: Bytes,
-    ) -> Result<Posted, hyper::Error> {
+    ) -> io::Result<Posted> {
         self.used = true;
         headers.insert(HOST, self.host.clone());
         let mut request = Request::post(path)
             .body(Full::new(body))
-            .unwrap_or_else(|_| Request::new(Full::default()));
+            .map_err(|error| io::Error::new(io::ErrorKind::InvalidInput, error))?;
         *request.headers_mut() = headers;
         let sender = &mut self.sender;
         let answer = async move {
@@ -263,7 +264,7 @@ impl Connection {
                 answer.await
             }
         };
-        let (parts, whole) = driven?;
+        let (parts, whole) = driven.map_err(io::Error::other)?;
         self.ended |= !whole;
         Ok(Posted {
             status: parts.status,

@@ -255,7 +255,7 @@ impl Attempt {
             {
                 Ok(posted) => return Ok((posted, connection)),
                 Err(_) if used => {}
-                Err(error) => return Err(std::io::Error::other(error)),
+                Err(error) => return Err(error),
             }
         }
     }
