@@ -13,10 +13,10 @@
 //!   just committed ([`Handover`]), or that it is to look at every endpoint.
 
 pub mod delivery;
+mod routes;
 pub mod sign;
 mod wake;
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -30,6 +30,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use self::delivery::DeliveryMsg;
+use self::routes::Routes;
 pub use self::wake::Handover;
 use self::wake::Told;
 use crate::changes::{Change, Listener};
@@ -44,7 +45,9 @@ pub struct Events {
 #[derive(Debug)]
 struct Inner {
     /// The enabled endpoints of each workspace that has any.
-    routes: RwLock<HashMap<i64, Vec<Route>>>,
+    routes: RwLock<Routes>,
+    /// Counts the reads of the routes begun: each is applied only over older ones.
+    reads: AtomicU64,
     /// Where the delivery actor is published.
     slot: Slot<DeliveryMsg>,
     /// Set while a wake-up is on its way, so that a burst of facts sends one.
@@ -52,25 +55,9 @@ struct Inner {
     /// What the wake-ups on their way are for: the endpoints written to, or every endpoint
     /// (`all`: a writer that did not say which).
     told: Mutex<Told>,
-    /// Counts the reads of the routes: a lane that took its endpoint before the last one may
-    /// hold it as it was (its URL, its secrets), and is told to look again.
+    /// Counts the reads of the routes applied: a lane that took its endpoint before the last
+    /// one may hold it as it was (its URL, its secrets), and is told to look again.
     generation: AtomicU64,
-}
-
-/// One endpoint and the event types it takes.
-#[derive(Clone, Debug)]
-struct Route {
-    endpoint_id: Uuid,
-    /// `None`: every type.
-    types: Option<Vec<String>>,
-}
-
-impl Route {
-    fn takes(&self, kind: EventType) -> bool {
-        self.types
-            .as_ref()
-            .is_none_or(|types| types.iter().any(|t| t == kind.as_str()))
-    }
 }
 
 impl Default for Events {
@@ -78,6 +65,7 @@ impl Default for Events {
         Self {
             inner: Arc::new(Inner {
                 routes: RwLock::default(),
+                reads: AtomicU64::new(0),
                 slot: Slot::new(SupervisorKind::Events),
                 waking: AtomicBool::new(false),
                 told: Mutex::default(),
@@ -195,7 +183,7 @@ impl Events {
     pub fn wanted(&self, workspace_id: i64, kind: EventType) -> bool {
         self.inner.routes.read().is_ok_and(|routes| {
             routes
-                .get(&workspace_id)
+                .of(workspace_id)
                 .is_some_and(|r| r.iter().any(|route| route.takes(kind)))
         })
     }
@@ -211,7 +199,7 @@ impl Events {
         let endpoints: Vec<Uuid> = {
             let routes = self.inner.routes.read().ok()?;
             routes
-                .get(&workspace_id)?
+                .of(workspace_id)?
                 .iter()
                 .filter(|route| route.takes(kind))
                 .map(|route| route.endpoint_id)
@@ -330,7 +318,8 @@ impl Events {
         })
     }
 
-    /// Reads the enabled endpoints of `workspace_id` (of every workspace for `None`) again.
+    /// Reads the enabled endpoints of `workspace_id` (of every workspace for `None`) again;
+    /// what it read is left out when a read begun after it was applied first.
     ///
     /// # Errors
     /// The database's; the routes are left as they were.
@@ -339,35 +328,19 @@ impl Events {
         db: &impl ConnectionTrait,
         workspace_id: Option<i64>,
     ) -> Result<(), PersistenceError> {
+        let read = self.inner.reads.fetch_add(1, Ordering::AcqRel) + 1;
         let endpoints = event_webhooks::enabled(db, workspace_id).await?;
-        let mut fresh: HashMap<i64, Vec<Route>> = HashMap::new();
-        for endpoint in endpoints {
-            let types = endpoint.events.as_array().and_then(|list| {
-                let types: Vec<String> = list
-                    .iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_owned)
-                    .collect();
-                (!types.iter().any(|t| t == "*")).then_some(types)
-            });
-            fresh.entry(endpoint.workspace_id).or_default().push(Route {
-                endpoint_id: endpoint.id,
-                types,
-            });
-        }
         let Ok(mut routes) = self.inner.routes.write() else {
             return Ok(());
         };
-        match workspace_id {
-            Some(workspace_id) => {
-                routes.remove(&workspace_id);
-                if let Some(workspace) = fresh.remove(&workspace_id) {
-                    routes.insert(workspace_id, workspace);
-                }
-            }
-            None => *routes = fresh,
+        if routes.apply(read, workspace_id, &endpoints) {
+            self.inner.generation.fetch_add(1, Ordering::AcqRel);
+        } else {
+            tracing::debug!(
+                ?workspace_id,
+                "a read of event routes older than those held was left out"
+            );
         }
-        self.inner.generation.fetch_add(1, Ordering::AcqRel);
         Ok(())
     }
 }
