@@ -28,6 +28,7 @@ mod m20261127_000020_usage_and_quotas;
 mod m20261128_000021_operators;
 mod m20261129_000022_active_tasks_index;
 mod m20261201_000023_conversation_tokens;
+mod m20261207_000024_pending_event_deliveries;
 
 /// Applies Parley's migrations in order; `parley serve` and `parley migrate` run it.
 #[derive(Debug)]
@@ -60,6 +61,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261128_000021_operators::Migration),
             Box::new(m20261129_000022_active_tasks_index::Migration),
             Box::new(m20261201_000023_conversation_tokens::Migration),
+            Box::new(m20261207_000024_pending_event_deliveries::Migration),
         ]
     }
 }

@@ -138,7 +138,7 @@ pub(crate) async fn insert_rows(
 }
 
 /// The enabled endpoints that have deliveries due at `now`, in one statement: each endpoint
-/// probes its own `(endpoint_id, status, next_attempt_at)` index once, so a backlog of
+/// probes the pending deliveries' `(endpoint_id, next_attempt_at)` index once, so a backlog of
 /// thousands of due rows costs no more than a few (reading the due rows for their endpoints
 /// walked them all at every wake-up).
 ///
@@ -155,7 +155,7 @@ pub async fn endpoints_due(
             Expr::col((event_delivery::Entity, event_delivery::Column::EndpointId))
                 .equals((event_webhook::Entity, event_webhook::Column::Id)),
         )
-        .filter(event_delivery::Column::Status.eq(DeliveryStatus::Pending))
+        .filter(event_delivery::pending())
         .filter(event_delivery::Column::NextAttemptAt.lte(now))
         .into_query();
     Ok(event_webhook::Entity::find()
@@ -179,14 +179,14 @@ pub async fn due(
 ) -> Result<Vec<event_delivery::Model>> {
     let mut query = event_delivery::Entity::find()
         .filter(event_delivery::Column::EndpointId.eq(endpoint_id))
-        .filter(event_delivery::Column::Status.eq(DeliveryStatus::Pending))
+        .filter(event_delivery::pending())
         .filter(event_delivery::Column::NextAttemptAt.lte(now));
     if !busy.is_empty() {
         query = query.filter(id_in(db.get_database_backend(), busy, false));
     }
-    // In the `(endpoint_id, status, next_attempt_at)` index's own order, so that the read stops
-    // after `limit` rows: a tie-break on the id had the database sort every due row first (a
-    // backlog of 20,000 due at one instant sorted 20,000 rows for each 64 read).
+    // In the pending deliveries' `(endpoint_id, next_attempt_at)` index's own order, so that
+    // the read stops after `limit` rows: a tie-break on the id had the database sort every due
+    // row first (a backlog of 20,000 due at one instant sorted 20,000 rows for each 64 read).
     Ok(query
         .order_by_asc(event_delivery::Column::NextAttemptAt)
         .limit(limit)
@@ -332,7 +332,7 @@ pub async fn retry_now(
     now: DateTime<Utc>,
 ) -> Result<RetryNow> {
     let due_already = Condition::all()
-        .add(event_delivery::Column::Status.eq(DeliveryStatus::Pending))
+        .add(event_delivery::pending())
         .add(event_delivery::Column::NextAttemptAt.lte(now));
     let updated = event_delivery::Entity::update_many()
         .col_expr(
@@ -362,8 +362,7 @@ pub async fn retry_now(
 /// # Errors
 /// The database's.
 pub async fn backlog(db: &impl ConnectionTrait) -> Result<(u64, Option<DateTime<Utc>>)> {
-    let pending = event_delivery::Entity::find()
-        .filter(event_delivery::Column::Status.eq(DeliveryStatus::Pending));
+    let pending = event_delivery::Entity::find().filter(event_delivery::pending());
     let count = pending.clone().count(db).await?;
     let oldest = pending
         .order_by_asc(event_delivery::Column::CreatedAt)

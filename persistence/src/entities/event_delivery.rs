@@ -39,6 +39,12 @@ pub struct Model {
     pub updated_at: DateTimeUtc,
 }
 
+/// The pending deliveries, in the words of the index that holds only them (migration
+/// `m20261207_000024`): a plan made once for any bound status could not use it.
+pub(crate) fn pending() -> sea_orm::sea_query::SimpleExpr {
+    Expr::cust(r#""event_deliveries"."status" = 'pending'"#)
+}
+
 /// Relations are expressed through explicit queries.
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
 pub enum Relation {}

@@ -85,52 +85,17 @@ pub(crate) fn at_indexed_status(status: MessageStatus) -> sea_orm::Condition {
 
 #[cfg(test)]
 mod tests {
-    use sea_orm::{ConnectionTrait, DbBackend, EntityTrait, QueryFilter, QueryTrait, Statement};
+    use sea_orm::{DbBackend, EntityTrait, QueryFilter, QueryTrait};
 
     use super::*;
-
-    /// SQLite's plan for `query`, one line per step.
-    async fn plan_of(db: &sea_orm::DatabaseConnection, query: Statement) -> String {
-        let explain = Statement::from_sql_and_values(
-            DbBackend::Sqlite,
-            format!("EXPLAIN QUERY PLAN {}", query.sql),
-            query.values.map(|v| v.0).unwrap_or_default(),
-        );
-        let rows = db.query_all_raw(explain).await.expect("plan");
-        let steps: Vec<String> = rows
-            .iter()
-            .map(|row| row.try_get::<String>("", "detail").expect("detail"))
-            .collect();
-        steps.join("; ")
-    }
+    use crate::test_support::{indexes_of, migrated_for_plans, plan_of};
 
     /// The three partial indexes serve the queries they are there for: the scans for replies
     /// waiting or in flight, a platform id's message, a message's replies.
     #[tokio::test]
     async fn the_partial_indexes_serve_their_queries() {
-        let dir = tempfile::tempdir().expect("dir");
-        let db = crate::connect(&crate::sqlite_url_in(dir.path()))
-            .await
-            .expect("database");
-        crate::migrate(&db).await.expect("migrate");
-        // EXPLAIN is compiled against the schema its connection last read and never checks it
-        // again, so a pooled connection opened before the migration would plan with the
-        // dropped indexes. The plans are asked of connections opened after it.
-        drop(db);
-        let db = crate::connect(&crate::sqlite_url_in(dir.path()))
-            .await
-            .expect("database");
-        let indexes = db
-            .query_all_raw(Statement::from_string(
-                DbBackend::Sqlite,
-                "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'messages'",
-            ))
-            .await
-            .expect("indexes");
-        let names: Vec<String> = indexes
-            .iter()
-            .map(|row| row.try_get::<String>("", "name").expect("name"))
-            .collect();
+        let (_dir, db) = migrated_for_plans().await;
+        let names = indexes_of(&db, "messages").await;
         assert!(
             !names.contains(&"messages_status_idx".to_owned()),
             "{names:?}"

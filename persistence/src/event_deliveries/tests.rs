@@ -58,3 +58,68 @@ fn on_sqlite_a_list_of_ids_stays_a_list() {
     assert!(sql.contains("NOT IN (?, ?, ?)"), "{sql}");
     assert_eq!(bound, 3);
 }
+
+/// The lookups go through the index of pending deliveries (a lane's read in its order, with no
+/// sort; the endpoints due; the backlog), the endpoint's listing through `(endpoint_id, id)`,
+/// and no index holds the status of a settled delivery any more.
+#[tokio::test]
+async fn the_lookups_use_the_pending_index_and_the_listing_the_endpoints() {
+    use sea_orm::QueryTrait;
+
+    use crate::test_support::{indexes_of, migrated_for_plans, plan_of};
+
+    let (_dir, db) = migrated_for_plans().await;
+    let mut names = indexes_of(&db, "event_deliveries").await;
+    names.retain(|name| !name.starts_with("sqlite_autoindex"));
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "event_deliveries_endpoint_id_idx",
+            "event_deliveries_pending_idx"
+        ]
+    );
+    let sqlite = DbBackend::Sqlite;
+    let (endpoint, now) = (Uuid::now_v7(), Utc::now());
+    let read = event_delivery::Entity::find()
+        .filter(event_delivery::Column::EndpointId.eq(endpoint))
+        .filter(event_delivery::pending())
+        .filter(event_delivery::Column::NextAttemptAt.lte(now))
+        .filter(id_in(sqlite, &ids(3), false))
+        .order_by_asc(event_delivery::Column::NextAttemptAt)
+        .limit(64);
+    let plan = plan_of(&db, read.build(sqlite)).await;
+    assert!(
+        plan.contains("USING INDEX event_deliveries_pending_idx"),
+        "{plan}"
+    );
+    assert!(!plan.contains("TEMP B-TREE"), "{plan}");
+
+    let due = sea_orm::sea_query::Query::select()
+        .expr(Expr::val(1))
+        .from(event_delivery::Entity)
+        .and_where(event_delivery::Column::EndpointId.eq(endpoint))
+        .and_where(event_delivery::pending())
+        .and_where(event_delivery::Column::NextAttemptAt.lte(now))
+        .to_owned();
+    let plan = plan_of(&db, sqlite.build(&due)).await;
+    assert!(
+        plan.contains("USING COVERING INDEX event_deliveries_pending_idx"),
+        "{plan}"
+    );
+
+    let backlog = event_delivery::Entity::find().filter(event_delivery::pending());
+    let plan = plan_of(&db, backlog.build(sqlite)).await;
+    assert!(plan.contains("event_deliveries_pending_idx"), "{plan}");
+
+    let listed = event_delivery::Entity::find()
+        .filter(event_delivery::Column::EndpointId.eq(endpoint))
+        .order_by_desc(event_delivery::Column::Id)
+        .limit(20);
+    let plan = plan_of(&db, listed.build(sqlite)).await;
+    assert!(
+        plan.contains("USING INDEX event_deliveries_endpoint_id_idx"),
+        "{plan}"
+    );
+    assert!(!plan.contains("TEMP B-TREE"), "{plan}");
+}
