@@ -123,3 +123,33 @@ async fn the_lookups_use_the_pending_index_and_the_listing_the_endpoints() {
     );
     assert!(!plan.contains("TEMP B-TREE"), "{plan}");
 }
+
+/// New deliveries go to PostgreSQL as one array per column, in one statement text whatever
+/// their number; a row that is not a delivery just written keeps the list of rows.
+#[test]
+fn fresh_deliveries_are_columns_and_others_stay_rows() {
+    let now = Utc::now();
+    let addressed = Addressed::new(
+        NewEvent {
+            id: Uuid::now_v7(),
+            event_type: EventType::MessageReceived,
+            workspace_id: 7,
+            body: "{}".to_owned(),
+        },
+        ids(3),
+    );
+    let rows: Vec<event_delivery::ActiveModel> = addressed
+        .committed(now)
+        .map(|row| event_delivery::ActiveModel::from(row).reset_all())
+        .collect();
+    let columns = fresh_columns(rows.clone()).expect("fresh");
+    assert_eq!(columns.id.len(), 3);
+    assert_eq!(columns.at, vec![now; 3]);
+    let statement = columns.insert();
+    assert_eq!(statement.sql, INSERT_FRESH);
+    assert_eq!(statement.values.map_or(0, |values| values.0.len()), 7);
+
+    let mut retried = rows;
+    retried[1].attempts = sea_orm::ActiveValue::Set(1);
+    assert_eq!(fresh_columns(retried).expect_err("not fresh").len(), 3);
+}

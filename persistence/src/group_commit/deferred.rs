@@ -90,7 +90,8 @@ impl Deferred {
     /// one without, on the writer's path. On PostgreSQL one call is one statement, whose text
     /// would be each pairing of the deliveries' number with the counts': most batches would
     /// prepare a new one (a round trip too, and the server's parsing), so the two statements
-    /// stay apart there, each prepared once per number of rows.
+    /// stay apart there, the deliveries' one text for any number of rows (their columns as
+    /// arrays, [`crate::event_deliveries::insert_rows`]).
     pub(super) async fn write(self, db: &impl one_call::Executor) -> Result<()> {
         let backend = db.get_database_backend();
         if backend != DbBackend::Sqlite {
