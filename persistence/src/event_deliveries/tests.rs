@@ -1,6 +1,9 @@
+use sea_orm::ActiveModelTrait;
 use sea_orm::sea_query::Query;
 
+use super::insert::{INSERT_FRESH, fresh_columns};
 use super::*;
+use crate::values::EventType;
 
 fn ids(count: usize) -> Vec<Uuid> {
     (0..count).map(|_| Uuid::now_v7()).collect()
