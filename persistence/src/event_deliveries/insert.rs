@@ -2,7 +2,7 @@
 //! fact's own transaction or kept back for the end of the writer's batch ([`insert`]).
 
 use chrono::{DateTime, Utc};
-use sea_orm::{ActiveModelTrait, ConnectionTrait, DbBackend, EntityTrait, Statement, TryIntoModel};
+use sea_orm::{ActiveModelTrait, ConnectionTrait, DbBackend, EntityTrait, Statement};
 use uuid::Uuid;
 
 use crate::Result;
@@ -189,27 +189,39 @@ impl FreshColumns {
 pub(super) fn fresh_columns(
     rows: Vec<event_delivery::ActiveModel>,
 ) -> std::result::Result<FreshColumns, Vec<event_delivery::ActiveModel>> {
+    if !rows.iter().all(is_fresh) {
+        return Err(rows);
+    }
     let mut columns = FreshColumns::default();
-    for row in &rows {
-        let Ok(row) = row.clone().try_into_model() else {
-            return Err(rows);
-        };
-        let fresh = row.status == DeliveryStatus::Pending
-            && row.attempts == 0
-            && row.last_status_code.is_none()
-            && row.last_error.is_none()
-            && row.next_attempt_at == row.created_at
-            && row.updated_at == row.created_at;
-        if !fresh {
-            return Err(rows);
-        }
-        columns.id.push(row.id);
-        columns.workspace_id.push(row.workspace_id);
-        columns.endpoint_id.push(row.endpoint_id);
-        columns.event_id.push(row.event_id);
-        columns.event_type.push(row.event_type);
-        columns.body.push(row.body);
-        columns.at.push(row.created_at);
+    for row in rows {
+        columns.id.push(row.id.unwrap());
+        columns.workspace_id.push(row.workspace_id.unwrap());
+        columns.endpoint_id.push(row.endpoint_id.unwrap());
+        columns.event_id.push(row.event_id.unwrap());
+        columns.event_type.push(row.event_type.unwrap());
+        columns.body.push(row.body.unwrap());
+        columns.at.push(row.created_at.unwrap());
     }
     Ok(columns)
+}
+
+/// Whether `row` is a delivery just written, every column set (looked at in place: the
+/// writer's path copies no body to find out).
+fn is_fresh(row: &event_delivery::ActiveModel) -> bool {
+    let created = row.created_at.try_as_ref();
+    row.id.is_set()
+        && row.workspace_id.is_set()
+        && row.endpoint_id.is_set()
+        && row.event_id.is_set()
+        && row.event_type.is_set()
+        && row.body.is_set()
+        && row
+            .status
+            .is_set_and(|status| *status == DeliveryStatus::Pending)
+        && row.attempts.is_set_and(|attempts| *attempts == 0)
+        && row.last_status_code.is_set_and(Option::is_none)
+        && row.last_error.is_set_and(Option::is_none)
+        && created.is_some()
+        && row.next_attempt_at.try_as_ref() == created
+        && row.updated_at.try_as_ref() == created
 }
