@@ -18,7 +18,7 @@ use crate::{Page, Paged, Result};
 
 mod insert;
 
-pub(crate) use self::insert::insert_rows;
+pub(crate) use self::insert::insert_statement;
 pub use self::insert::{Addressed, NewEvent, insert, insert_all};
 
 /// The enabled endpoints that have deliveries due at `now`, in one statement: each endpoint

@@ -2,7 +2,10 @@
 //! fact's own transaction or kept back for the end of the writer's batch ([`insert`]).
 
 use chrono::{DateTime, Utc};
-use sea_orm::{ActiveModelTrait, ConnectionTrait, DbBackend, EntityTrait, Statement};
+use sea_orm::sea_query::{Expr, InsertStatement, Query};
+use sea_orm::{
+    ActiveModelTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, QueryTrait, Value,
+};
 use uuid::Uuid;
 
 use crate::Result;
@@ -116,35 +119,46 @@ pub async fn insert_all(
     Ok(())
 }
 
-/// Inserts delivery `rows` in one statement.
-pub(crate) async fn insert_rows(
+/// Inserts delivery `rows` in one statement ([`insert_statement`]).
+async fn insert_rows(
     db: &impl ConnectionTrait,
     rows: Vec<event_delivery::ActiveModel>,
 ) -> Result<()> {
     if rows.is_empty() {
         return Ok(());
     }
-    let rows = match db.get_database_backend() {
+    db.execute(&insert_statement(rows, db.get_database_backend())?)
+        .await?;
+    Ok(())
+}
+
+/// The statement that inserts delivery `rows` on `backend`: on PostgreSQL, when each is a
+/// delivery just written, their columns as arrays ([`FreshColumns`]); a list of rows otherwise.
+/// A statement, not a call: the writer's batch sends it with the batch's counts in one call
+/// (`crate::one_call`).
+///
+/// # Errors
+/// None in practice: the arrays' select names as many columns as the insert.
+pub(crate) fn insert_statement(
+    rows: Vec<event_delivery::ActiveModel>,
+    backend: DbBackend,
+) -> Result<InsertStatement> {
+    let rows = match backend {
         DbBackend::Postgres => match fresh_columns(rows) {
-            Ok(columns) => {
-                db.execute_raw(columns.insert()).await?;
-                return Ok(());
-            }
+            Ok(columns) => return columns.insert(),
             Err(rows) => rows,
         },
         _ => rows,
     };
-    event_delivery::Entity::insert_many(rows)
-        .exec_without_returning(db)
-        .await?;
-    Ok(())
+    Ok(event_delivery::Entity::insert_many(rows).into_query())
 }
 
 /// New deliveries as PostgreSQL takes them in one statement whatever their number: one array
 /// per column that differs from row to row. A list of rows is a new statement text for each
 /// number of rows, prepared and planned anew on each connection (the writer's batches carry
 /// any number: `pg_stat_statements` counted 30 texts in 640 inserts of one run); the arrays
-/// are one text, prepared once per connection.
+/// are one text, prepared once per connection (with the counts of a writer's batch, one per
+/// number of counts).
 #[derive(Debug, Default)]
 pub(super) struct FreshColumns {
     pub(super) id: Vec<Uuid>,
@@ -157,32 +171,69 @@ pub(super) struct FreshColumns {
     pub(super) at: Vec<DateTime<Utc>>,
 }
 
-/// The text of [`FreshColumns::insert`].
-pub(super) const INSERT_FRESH: &str = "INSERT INTO event_deliveries (id, workspace_id, endpoint_id, \
-     event_id, event_type, body, status, attempts, last_status_code, last_error, \
-     next_attempt_at, created_at, updated_at) \
-     SELECT id, workspace_id, endpoint_id, event_id, event_type, body, 'pending', 0, NULL, \
-     NULL, at, at, at \
-     FROM UNNEST($1::uuid[], $2::int8[], $3::uuid[], $4::uuid[], $5::text[], $6::text[], \
-     $7::timestamptz[]) AS fresh (id, workspace_id, endpoint_id, event_id, event_type, body, at)";
-
 impl FreshColumns {
-    pub(super) fn insert(self) -> Statement {
-        Statement::from_sql_and_values(
-            DbBackend::Postgres,
-            INSERT_FRESH,
-            [
-                self.id.into(),
-                self.workspace_id.into(),
-                self.endpoint_id.into(),
-                self.event_id.into(),
-                self.event_type.into(),
-                self.body.into(),
-                self.at.into(),
-            ],
-        )
+    /// `INSERT INTO event_deliveries (…) SELECT fresh.id, …, 'pending', 0, NULL, NULL, fresh.at,
+    /// fresh.at, fresh.at FROM (SELECT UNNEST($1::uuid[]) AS id, …) AS fresh`: the arrays
+    /// unnested side by side, a row each.
+    pub(super) fn insert(self) -> Result<InsertStatement> {
+        use event_delivery::Column as C;
+        let unnest = |cast: &str, values: Value| {
+            Expr::cust_with_values(format!("UNNEST($1::{cast}[])"), [values])
+        };
+        let fresh = Query::select()
+            .expr_as(unnest("uuid", self.id.into()), C::Id)
+            .expr_as(unnest("int8", self.workspace_id.into()), C::WorkspaceId)
+            .expr_as(unnest("uuid", self.endpoint_id.into()), C::EndpointId)
+            .expr_as(unnest("uuid", self.event_id.into()), C::EventId)
+            .expr_as(unnest("text", self.event_type.into()), C::EventType)
+            .expr_as(unnest("text", self.body.into()), C::Body)
+            .expr_as(unnest("timestamptz", self.at.into()), C::CreatedAt)
+            .to_owned();
+        let of_fresh = |column: C| Expr::col((FRESH, column));
+        let rows = Query::select()
+            .exprs([
+                of_fresh(C::Id),
+                of_fresh(C::WorkspaceId),
+                of_fresh(C::EndpointId),
+                of_fresh(C::EventId),
+                of_fresh(C::EventType),
+                of_fresh(C::Body),
+                Expr::cust("'pending'"),
+                Expr::cust("0"),
+                Expr::cust("NULL"),
+                Expr::cust("NULL"),
+                of_fresh(C::CreatedAt),
+                of_fresh(C::CreatedAt),
+                of_fresh(C::CreatedAt),
+            ])
+            .from_subquery(fresh, FRESH)
+            .to_owned();
+        let mut insert = Query::insert();
+        insert
+            .into_table(event_delivery::Entity)
+            .columns([
+                C::Id,
+                C::WorkspaceId,
+                C::EndpointId,
+                C::EventId,
+                C::EventType,
+                C::Body,
+                C::Status,
+                C::Attempts,
+                C::LastStatusCode,
+                C::LastError,
+                C::NextAttemptAt,
+                C::CreatedAt,
+                C::UpdatedAt,
+            ])
+            .select_from(rows)
+            .map_err(|error| DbErr::Custom(error.to_string()))?;
+        Ok(insert)
     }
 }
+
+/// The arrays' rows, as [`FreshColumns::insert`] names them.
+const FRESH: &str = "fresh";
 
 /// `rows` as columns, when each is a delivery just written (pending, never attempted, due
 /// when written, as [`Addressed::committed`] makes them); the rows as they were otherwise.

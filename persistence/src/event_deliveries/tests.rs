@@ -1,7 +1,7 @@
 use sea_orm::ActiveModelTrait;
 use sea_orm::sea_query::Query;
 
-use super::insert::{INSERT_FRESH, fresh_columns};
+use super::insert::fresh_columns;
 use super::*;
 use crate::values::EventType;
 
@@ -132,27 +132,50 @@ async fn the_lookups_use_the_pending_index_and_the_listing_the_endpoints() {
 #[test]
 fn fresh_deliveries_are_columns_and_others_stay_rows() {
     let now = Utc::now();
-    let addressed = Addressed::new(
-        NewEvent {
-            id: Uuid::now_v7(),
-            event_type: EventType::MessageReceived,
-            workspace_id: 7,
-            body: "{}".to_owned(),
-        },
-        ids(3),
-    );
-    let rows: Vec<event_delivery::ActiveModel> = addressed
-        .committed(now)
-        .map(|row| event_delivery::ActiveModel::from(row).reset_all())
-        .collect();
-    let columns = fresh_columns(rows.clone()).expect("fresh");
+    let rows = |n: usize| -> Vec<event_delivery::ActiveModel> {
+        let addressed = Addressed::new(
+            NewEvent {
+                id: Uuid::now_v7(),
+                event_type: EventType::MessageReceived,
+                workspace_id: 7,
+                body: "{}".to_owned(),
+            },
+            ids(n),
+        );
+        addressed
+            .committed(now)
+            .map(|row| event_delivery::ActiveModel::from(row).reset_all())
+            .collect()
+    };
+    let columns = fresh_columns(rows(3)).expect("fresh");
     assert_eq!(columns.id.len(), 3);
     assert_eq!(columns.at, vec![now; 3]);
-    let statement = columns.insert();
-    assert_eq!(statement.sql, INSERT_FRESH);
-    assert_eq!(statement.values.map_or(0, |values| values.0.len()), 7);
 
-    let mut retried = rows;
+    let postgres = DbBackend::Postgres;
+    let built = |rows| postgres.build(&insert_statement(rows, postgres).expect("statement"));
+    let (three, five) = (built(rows(3)), built(rows(5)));
+    assert_eq!(three.sql, five.sql, "one text for any number of rows");
+    assert_eq!(three.values.map_or(0, |values| values.0.len()), 7);
+    assert!(
+        three.sql.starts_with(
+            r#"INSERT INTO "event_deliveries" ("id", "workspace_id", "endpoint_id", "event_id", "event_type", "body", "status", "attempts", "last_status_code", "last_error", "next_attempt_at", "created_at", "updated_at") SELECT "fresh"."id", "#
+        ),
+        "{}",
+        three.sql
+    );
+    assert!(
+        three.sql.contains("UNNEST($7::timestamptz[])"),
+        "{}",
+        three.sql
+    );
+
+    let mut retried = rows(3);
     retried[1].attempts = sea_orm::ActiveValue::Set(1);
-    assert_eq!(fresh_columns(retried).expect_err("not fresh").len(), 3);
+    assert_eq!(
+        fresh_columns(retried.clone()).expect_err("not fresh").len(),
+        3
+    );
+    let listed = built(retried);
+    assert!(listed.sql.contains("VALUES"), "{}", listed.sql);
+    assert!(!listed.sql.contains("UNNEST"), "{}", listed.sql);
 }

@@ -8,8 +8,8 @@
 //!   last, the rows are held for one statement and the commit.
 //! - Event deliveries ([`crate::event_deliveries::insert`]): a fact with an event endpoint
 //!   wrote its delivery rows as statements of its own, one round trip each; here the batch's
-//!   rows go in one multi-row `INSERT` (one per 512 rows), on SQLite in the same call as the
-//!   counts, and the fact itself stays a merged piece ([`crate::Merged::atomic`]).
+//!   rows go in one `INSERT` (one per 512 rows), in the same call as the counts, and the fact
+//!   itself stays a merged piece ([`crate::Merged::atomic`]).
 //!
 //! Outside a batch (a write alone, or a pool connection), nothing is kept back: the caller's
 //! statements run where they are, in the caller's transaction.
@@ -82,28 +82,33 @@ impl Deferred {
         self.counts.is_empty() && self.deliveries.is_empty()
     }
 
-    /// Writes what was kept back on `db`, the batch's transaction: the deliveries, then the
-    /// counts (their rows locked for the shortest time). On SQLite in as few calls as the
-    /// statements' values allow (one, unless the batch wrote more than [`ROWS_PER_CALL`]
-    /// deliveries): they are rows that do not depend on one another ([`crate::one_call`]), and
-    /// as two calls a batch with events paid a round trip to the connection's thread more than
-    /// one without, on the writer's path. On PostgreSQL one call is one statement, whose text
-    /// would be each pairing of the deliveries' number with the counts': most batches would
-    /// prepare a new one (a round trip too, and the server's parsing), so the two statements
-    /// stay apart there, the deliveries' one text for any number of rows (their columns as
-    /// arrays, [`crate::event_deliveries::insert_rows`]).
+    /// Writes what was kept back on `db`, the batch's transaction, in as few calls as the
+    /// statements allow: they are rows that do not depend on one another ([`crate::one_call`]),
+    /// and as two calls a batch with events paid a round trip more than one without, on the
+    /// writer's path (its lock held through it). The counts come last (their rows locked for
+    /// the shortest time).
+    ///
+    /// - SQLite: one call, unless the batch wrote more than [`ROWS_PER_CALL`] deliveries
+    ///   (its limit on a statement's values).
+    /// - PostgreSQL: one call is one statement, its text made of each of its parts; the
+    ///   deliveries' part is one text for any number of rows (their columns as arrays,
+    ///   [`crate::event_deliveries::insert_statement`]), so the texts are one per number of
+    ///   counts (a batch's workspaces and metrics: a few), each prepared once per writer.
     pub(super) async fn write(self, db: &impl one_call::Executor) -> Result<()> {
         let backend = db.get_database_backend();
+        let counts = crate::usage::to_write(&self.counts).map(one_call::Write::from);
         if backend != DbBackend::Sqlite {
             let mut deliveries = self.deliveries.into_iter();
+            let mut writes = Vec::new();
             for size in sizes(deliveries.len(), backend) {
                 let rows = deliveries.by_ref().take(size).collect();
-                crate::event_deliveries::insert_rows(db, rows).await?;
+                let insert = crate::event_deliveries::insert_statement(rows, backend)?;
+                writes.push(insert.into());
             }
-            return crate::usage::add(db, &self.counts).await;
+            writes.extend(counts);
+            return one_call::run(db, writes).await;
         }
         let mut calls = calls(self.deliveries, backend);
-        let counts = crate::usage::to_write(&self.counts).map(one_call::Write::from);
         match calls.last_mut() {
             Some(last) => last.extend(counts),
             None => calls.push(counts.into_iter().collect()),
