@@ -23,6 +23,13 @@
 //! each side's CPU per message, what a post costs, and so what the events cost Parley beyond
 //! their posts.
 //!
+//! With `--events --pairs N` it weighs the events alone, with no baseline: N pairs of Parley
+//! without and with the endpoint, each pair in the other order from the last (without then
+//! with, with then without, …), so that a machine that slows or quickens through the runs
+//! weighs on both sides alike. It reports each pair's ratio, their median and range, and what
+//! the posts alone would leave (the median run without against the posts' CPU). On a shared
+//! two-core machine the runs' speed drifts by a third within minutes; one pair says little.
+//!
 //! With `--metering` it weighs usage metering instead: Parley with metering off, then on, twice
 //! over (`usage.metering`), and reports each pair's ratio on/off.
 //!
@@ -30,7 +37,7 @@
 //! profiler (`perf record`) or PostgreSQL's statistics (`pg_stat_statements`, `pg_stat_activity`)
 //! see that side apart from the baseline's.
 //!
-//! Run: `cargo run --release -p parley-benches --bin webhook_throughput -- [messages] [--rate R] [--events] [--only] [--metering]`
+//! Run: `cargo run --release -p parley-benches --bin webhook_throughput -- [messages] [--rate R] [--events] [--pairs N] [--only] [--metering]`
 //! With `PARLEY_BENCH_SPANS=1` it also prints the mean wall time of Parley's stage spans per
 //! message (waits included: under load a span's time is mostly its wait for a connection or
 //! the writer lock).
@@ -48,8 +55,8 @@ use parley::tenancy::{BootstrapRequest, bootstrap};
 use parley_actors::whatsapp::signature;
 
 use parley_benches::{
-    BenchDatabase, BenchServer, CountingReceiver, Percentiles, Posting, SpanTimes, cpu_time, ms,
-    post_directly,
+    BenchDatabase, BenchServer, CountingReceiver, DirectPosts, Percentiles, Posting, SpanTimes,
+    cpu_time, ms, post_directly,
 };
 use parley_persistence::conversations::{self, NewMessage};
 use parley_persistence::identities::{self, NewIdentity};
@@ -85,9 +92,12 @@ impl Pace {
 async fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
     let (mut messages, mut rate, mut events, mut metering) = (1000_usize, None, false, false);
-    let mut only = false;
+    let (mut only, mut pairs) = (false, None);
     while let Some(arg) = args.next() {
-        if arg == "--events" {
+        if arg == "--pairs" {
+            let value = args.next().context("--pairs needs a number")?;
+            pairs = Some(value.parse::<usize>().context("--pairs")?.max(1));
+        } else if arg == "--events" {
             events = true;
         } else if arg == "--only" {
             only = true;
@@ -105,6 +115,9 @@ async fn main() -> anyhow::Result<()> {
     let spans = SpanTimes::install();
     if metering {
         return weigh_metering(messages, pace).await;
+    }
+    if let Some(pairs) = pairs.filter(|_| events) {
+        return weigh_events_in_pairs(messages, pace, pairs).await;
     }
 
     if only {
@@ -349,6 +362,64 @@ async fn weigh_metering(messages: usize, pace: Pace) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `--events --pairs N`: N pairs of Parley without and with the endpoint, in alternating
+/// order; each pair's ratio, their median and range, and the posts' share.
+async fn weigh_events_in_pairs(messages: usize, pace: Pace, pairs: usize) -> anyhow::Result<()> {
+    println!(
+        "webhook_throughput --events --pairs {pairs}: {messages} messages, {}, {}, instant fakes",
+        pace.describe(),
+        database_kind()
+    );
+    let (mut ratios, mut quiet_cpu) = (Vec::new(), Vec::new());
+    for pair in 1..=pairs {
+        let with_first = pair % 2 == 0;
+        let first = run_parley(messages, pace, with_first, true, None).await?;
+        let second = run_parley(messages, pace, !with_first, true, None).await?;
+        let (quiet, parley) = if with_first {
+            (second, first)
+        } else {
+            (first, second)
+        };
+        let ratio = parley.rate / quiet.rate;
+        println!(
+            "pair {pair} ({}): without {:.0} msg/s ({} CPU/message), with {:.0} msg/s ({}); ratio {ratio:.2}",
+            if with_first {
+                "with first"
+            } else {
+                "without first"
+            },
+            quiet.rate,
+            micros(quiet.cpu_per_message),
+            parley.rate,
+            micros(parley.cpu_per_message),
+        );
+        ratios.push(ratio);
+        quiet_cpu.push(quiet.cpu_per_message);
+    }
+    ratios.sort_by(f64::total_cmp);
+    quiet_cpu.sort();
+    let median = |sorted: &[f64]| {
+        let n = sorted.len();
+        if n % 2 == 1 {
+            sorted[n / 2]
+        } else {
+            f64::midpoint(sorted[n / 2 - 1], sorted[n / 2])
+        }
+    };
+    let direct = posts_alone(messages).await?;
+    let quiet = quiet_cpu[quiet_cpu.len() / 2];
+    let posts = direct.cpu_per_post * EVENTS_PER_MESSAGE;
+    println!(
+        "with events / without over {pairs} pairs: median {:.2} (from {:.2} to {:.2}); {:.2} if the events cost only their posts ({} of CPU a post)",
+        median(&ratios),
+        ratios[0],
+        ratios[ratios.len() - 1],
+        quiet.as_secs_f64() / (quiet + posts).as_secs_f64(),
+        micros(direct.cpu_per_post)
+    );
+    Ok(())
+}
+
 async fn run_parley(
     messages: usize,
     pace: Pace,
@@ -589,19 +660,7 @@ const EVENTS_PER_MESSAGE: u32 = 2;
 /// their posts would keep `cpu / (cpu + posts)` of its throughput (a CPU-bound run); what
 /// Parley spends beyond that is its own per event (the rows, the lanes, the settles).
 async fn weigh_events(messages: usize, quiet: &Run, parley: &Run) -> anyhow::Result<()> {
-    let body = json!({"type": "message.received", "timestamp": clock::now(), "data": {
-        "message_id": Uuid::now_v7(), "conversation_id": Uuid::now_v7(),
-        "identity_id": Uuid::now_v7(), "channel_id": Uuid::now_v7(),
-        "content": "Hello there, message 1234", "platform_message_id": "wamid.bench-000001234",
-        "attachments": []}})
-    .to_string();
-    let posts = messages * EVENTS_PER_MESSAGE as usize;
-    // As many in flight as a lane keeps to its endpoint (the server's setting, which a run
-    // may change: `PARLEY_EVENT_DELIVERY_PER_ENDPOINT=16`).
-    let settings = Settings::load(None, &Overrides::default())
-        .map_err(|e| anyhow::anyhow!("PARLEY_ settings: {e}"))?;
-    let in_flight = settings.actors.event_delivery_per_endpoint.max(1);
-    let direct = post_directly(posts, &body, in_flight, Posting::Driven).await?;
+    let direct = posts_alone(messages).await?;
     let posts_cost = direct.cpu_per_post * EVENTS_PER_MESSAGE;
     let own = parley
         .cpu_per_message
@@ -618,6 +677,23 @@ async fn weigh_events(messages: usize, quiet: &Run, parley: &Run) -> anyhow::Res
         micros(own / EVENTS_PER_MESSAGE)
     );
     Ok(())
+}
+
+/// As many signed posts as `messages` make events, straight to a receiver, as many in flight
+/// as a lane keeps to its endpoint (the server's setting, which a run may change:
+/// `PARLEY_EVENT_DELIVERY_PER_ENDPOINT=16`), each the size of a `message.received` event.
+async fn posts_alone(messages: usize) -> anyhow::Result<DirectPosts> {
+    let settings = Settings::load(None, &Overrides::default())
+        .map_err(|e| anyhow::anyhow!("PARLEY_ settings: {e}"))?;
+    let in_flight = settings.actors.event_delivery_per_endpoint.max(1);
+    let posts = messages * EVENTS_PER_MESSAGE as usize;
+    let body = json!({"type": "message.received", "timestamp": clock::now(), "data": {
+        "message_id": Uuid::now_v7(), "conversation_id": Uuid::now_v7(),
+        "identity_id": Uuid::now_v7(), "channel_id": Uuid::now_v7(),
+        "content": "Hello there, message 1234", "platform_message_id": "wamid.bench-000001234",
+        "attachments": []}})
+    .to_string();
+    post_directly(posts, &body, in_flight, Posting::Driven).await
 }
 
 fn micros(d: Duration) -> String {
