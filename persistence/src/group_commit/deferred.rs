@@ -85,8 +85,8 @@ impl Deferred {
     /// Writes what was kept back on `db`, the batch's transaction, in as few calls as the
     /// statements allow: they are rows that do not depend on one another ([`crate::one_call`]),
     /// and as two calls a batch with events paid a round trip more than one without, on the
-    /// writer's path (its lock held through it). The counts come last (their rows locked for
-    /// the shortest time).
+    /// writer's path (its transaction open through it). The counts come last (their rows
+    /// locked for the shortest time).
     ///
     /// - SQLite: one call, unless the batch wrote more than [`ROWS_PER_CALL`] deliveries
     ///   (its limit on a statement's values).
