@@ -174,7 +174,8 @@ pub(super) struct FreshColumns {
 impl FreshColumns {
     /// `INSERT INTO event_deliveries (…) SELECT fresh.id, …, 'pending', 0, NULL, NULL, fresh.at,
     /// fresh.at, fresh.at FROM (SELECT UNNEST($1::uuid[]) AS id, …) AS fresh`: the arrays
-    /// unnested side by side, a row each.
+    /// unnested side by side, a row each (set-returning functions in one select list run in
+    /// step, PostgreSQL 10 and later; the arrays are all as long as the rows).
     pub(super) fn insert(self) -> Result<InsertStatement> {
         use event_delivery::Column as C;
         let unnest = |cast: &str, values: Value| {
