@@ -408,13 +408,12 @@ async fn weigh_events_in_pairs(messages: usize, pace: Pace, pairs: usize) -> any
     };
     let direct = posts_alone(messages).await?;
     let quiet = quiet_cpu[quiet_cpu.len() / 2];
-    let posts = direct.cpu_per_post * EVENTS_PER_MESSAGE;
     println!(
         "with events / without over {pairs} pairs: median {:.2} (from {:.2} to {:.2}); {:.2} if the events cost only their posts ({} of CPU a post)",
         median(&ratios),
         ratios[0],
         ratios[ratios.len() - 1],
-        quiet.as_secs_f64() / (quiet + posts).as_secs_f64(),
+        posts_leave(quiet, &direct),
         micros(direct.cpu_per_post)
     );
     Ok(())
@@ -668,7 +667,7 @@ async fn weigh_events(messages: usize, quiet: &Run, parley: &Run) -> anyhow::Res
     println!(
         "with events / without, this run: Parley {:.2}; {:.2} if the events cost only their posts",
         parley.rate / quiet.rate,
-        quiet.cpu_per_message.as_secs_f64() / (quiet.cpu_per_message + posts_cost).as_secs_f64()
+        posts_leave(quiet.cpu_per_message, &direct)
     );
     println!(
         "a signed post straight to the receiver: {} of CPU ({:.0} posts/s); Parley's own cost beyond the posts: {} per event",
@@ -677,6 +676,13 @@ async fn weigh_events(messages: usize, quiet: &Run, parley: &Run) -> anyhow::Res
         micros(own / EVENTS_PER_MESSAGE)
     );
     Ok(())
+}
+
+/// The share of its throughput a CPU-bound run spending `quiet` per message without events
+/// would keep if its events cost only their posts (`direct`'s CPU, two a message).
+fn posts_leave(quiet: Duration, direct: &DirectPosts) -> f64 {
+    let posts = direct.cpu_per_post * EVENTS_PER_MESSAGE;
+    quiet.as_secs_f64() / (quiet + posts).as_secs_f64()
 }
 
 /// As many signed posts as `messages` make events, straight to a receiver, as many in flight
