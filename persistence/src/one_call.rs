@@ -24,7 +24,9 @@
 //! Inside a transaction (a writer's batch, a caller's own) the statements are still one call,
 //! and commit with the rest of it.
 
-use sea_orm::sea_query::{CommonTableExpression, InsertStatement, UpdateStatement, WithClause};
+use sea_orm::sea_query::{
+    CommonTableExpression, Expr, InsertStatement, Query, UpdateStatement, WithClause,
+};
 use sea_orm::sqlx::{self, Sqlite, pool::PoolConnection};
 use sea_orm::{
     ConnectionTrait, DatabaseConnection, DatabaseExecutor, DatabaseTransaction, DbBackend, DbErr,
@@ -131,6 +133,46 @@ pub async fn run(db: &impl Executor, mut writes: Vec<Write>) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// As [`run`], for writes that a crash may lose because what they record is done again: on
+/// PostgreSQL, outside a transaction, their commit does not wait for the log to reach the disk
+/// (`synchronous_commit` off for that transaction alone).
+///
+/// A lane's successes are such writes. Delivery is at least once: a success a crash loses
+/// leaves its delivery pending, sent again after the restart with the same `webhook-id`, and
+/// counted then, as the count lost with it was. A synchronous commit flushed its own log record
+/// and waited for the disk, one flush for about ten successes, on the disk every writer's commit
+/// waits on; an asynchronous commit leaves it to the log writer (within three times
+/// `wal_writer_delay`, 0.6 s by default), and every later synchronous commit flushes it first. PostgreSQL
+/// keeps commits in order either way, so nothing after a lost commit survives without it.
+///
+/// The setting is the statement's own: its writes go in a `WITH`, and its query sets
+/// `synchronous_commit` for its transaction (`set_config(…, true)`), which is that one
+/// statement's. SQLite's writes, and any inside a transaction, run as [`run`] runs them.
+///
+/// # Errors
+/// As [`run`].
+pub async fn run_redoable(db: &impl Executor, writes: Vec<Write>) -> Result<()> {
+    let backend = db.get_database_backend();
+    if backend != DbBackend::Postgres || db.outside_transaction().is_none() || writes.is_empty() {
+        return run(db, writes).await;
+    }
+    db.execute_raw(unflushed(writes, backend)).await?;
+    Ok(())
+}
+
+/// One statement of `writes`, all in a `WITH`, whose query makes its transaction's commit
+/// asynchronous (PostgreSQL; see [`run_redoable`]).
+fn unflushed(writes: Vec<Write>, backend: DbBackend) -> Statement {
+    let mut with = WithClause::new();
+    for (n, write) in writes.into_iter().enumerate() {
+        with.cte(write.cte(format!("w{n}")));
+    }
+    let asynchronous = Query::select()
+        .expr(Expr::cust("set_config('synchronous_commit', 'off', true)"))
+        .to_owned();
+    backend.build(&with.query(asynchronous))
 }
 
 /// The statements' SQL, separated by `;`, and their values in order (SQLite).
@@ -379,5 +421,30 @@ mod tests {
             r#"WITH "w0" AS (INSERT INTO "t" ("k", "v") VALUES ($1, $2)) , "w1" AS (INSERT INTO "u" ("k", "v") VALUES ($3, $4)) UPDATE "t" SET "v" = $5 WHERE "k" = $6"#
         );
         assert_eq!(statement.values.map(|v| v.0.len()), Some(6));
+    }
+
+    #[test]
+    fn redoable_writes_on_postgres_are_one_statement_whose_commit_does_not_wait_for_the_disk() {
+        let writes = vec![insert("t", 1, "a"), update("u", 2, "b")];
+        let statement = unflushed(writes, DbBackend::Postgres);
+        assert_eq!(
+            statement.sql,
+            r#"WITH "w0" AS (INSERT INTO "t" ("k", "v") VALUES ($1, $2)) , "w1" AS (UPDATE "u" SET "v" = $3 WHERE "k" = $4) SELECT set_config('synchronous_commit', 'off', true)"#
+        );
+        assert_eq!(statement.values.map_or(0, |v| v.0.len()), 4);
+    }
+
+    #[tokio::test]
+    async fn redoable_writes_on_sqlite_commit_as_any_others() {
+        let dir = tempfile::tempdir().expect("dir");
+        let db = database(&dir).await;
+        let writes = vec![insert("t", 1, "a"), insert("u", 2, "b")];
+        run_redoable(&db, writes).await.expect("run");
+        assert_eq!(rows(&db, "t").await, [(1, "a".to_owned())]);
+        assert_eq!(rows(&db, "u").await, [(2, "b".to_owned())]);
+        // One refused leaves neither.
+        let writes = vec![insert("t", 3, "c"), insert("u", 2, "again")];
+        assert!(run_redoable(&db, writes).await.is_err());
+        assert_eq!(rows(&db, "t").await.len(), 1);
     }
 }

@@ -81,7 +81,7 @@ pub(super) async fn record(
         .map(|o| usage::Count::new(o.workspace_id, now, usage::Metric::EventDeliveries, 1))
         .collect();
     successes.extend(usage::to_write(&delivered).map(one_call::Write::from));
-    one_call::run(db, successes).await?;
+    one_call::run_redoable(db, successes).await?;
     let mut disabled = Vec::new();
     for (endpoint_id, (workspace_id, any_success, gone)) in endpoints {
         let now_disabled = if let Some(reason) = gone {
