@@ -167,10 +167,7 @@ pub async fn run_redoable(db: &impl Executor, writes: Vec<Write>) -> Result<()> 
 /// One statement of `writes`, all in a `WITH`, whose query makes its transaction's commit
 /// asynchronous (PostgreSQL; see [`run_redoable`]).
 fn unflushed(writes: Vec<Write>, backend: DbBackend) -> Statement {
-    let mut with = WithClause::new();
-    for (n, write) in writes.into_iter().enumerate() {
-        with.cte(write.cte(format!("w{n}")));
-    }
+    let with = ctes(writes);
     let asynchronous = Query::select()
         .expr(Expr::cust("set_config('synchronous_commit', 'off', true)"))
         .to_owned();
@@ -196,16 +193,22 @@ fn joined(writes: &[Write], backend: DbBackend) -> (String, Values) {
 /// its query (PostgreSQL).
 fn with_query(mut writes: Vec<Write>, backend: DbBackend) -> Statement {
     let last = writes.pop();
-    let mut with = WithClause::new();
-    for (n, write) in writes.into_iter().enumerate() {
-        with.cte(write.cte(format!("w{n}")));
-    }
+    let with = ctes(writes);
     let query = match last {
         Some(Write::Insert(statement)) => with.query(statement),
         Some(Write::Update(statement)) => with.query(statement),
         None => return Statement::from_string(backend, "SELECT 1"),
     };
     backend.build(&query)
+}
+
+/// `writes` as the common table expressions `w0`, `w1`, … of one `WITH` (PostgreSQL).
+fn ctes(writes: Vec<Write>) -> WithClause {
+    let mut with = WithClause::new();
+    for (n, write) in writes.into_iter().enumerate() {
+        with.cte(write.cte(format!("w{n}")));
+    }
+    with
 }
 
 /// Runs `sql` (SQLite statements) wrapped in `BEGIN IMMEDIATE` and `COMMIT`, in one call, on
