@@ -144,10 +144,10 @@ pub async fn run(db: &impl Executor, mut writes: Vec<Write>) -> Result<()> {
 /// counted then, as the count lost with it was. A synchronous commit flushed its own log record
 /// and waited for the disk, one flush for about ten successes, on the disk every writer's commit
 /// waits on; an asynchronous commit leaves it to the log writer (within three times
-/// `wal_writer_delay`, 0.6 s by default), and every later synchronous commit flushes it first. PostgreSQL
-/// keeps commits in order either way, so nothing after a lost commit survives without it. A
-/// synchronous standby is not waited for either; a success lost in a failover is sent again
-/// the same way.
+/// `wal_writer_delay`, 0.6 s by default), and every later synchronous commit flushes it first.
+/// PostgreSQL keeps commits in order either way, so nothing after a lost commit survives
+/// without it. A synchronous standby is not waited for either; a success lost in a failover is
+/// sent again the same way.
 ///
 /// The setting is the statement's own: its writes go in a `WITH`, and its query sets
 /// `synchronous_commit` for its transaction (`set_config(…, true)`), which is that one
